@@ -1,0 +1,316 @@
+//! A simulated CPU core: compute time, host memory copies, and the store
+//! path to devices (uncached MMIO, write-combining stores, `clflush`,
+//! fences, uncached reads).
+//!
+//! A core runs one thing at a time: every operation that occupies it (a
+//! compute burst, a store, a fence's wait, the stall of an uncached read)
+//! holds the core's occupancy lock, so threads pinned to the same core
+//! share its time. Waiting for I/O completion does not occupy the core.
+//!
+//! Counting convention (ccNVMe Table 1, ARCHITECTURE.md 5): an uncached
+//! store is one MMIO write operation; a write-combining burst (every line
+//! that leaves between two fences) is one operation however many TLPs it
+//! takes; an uncached read call is one MMIO read operation.
+
+use std::rc::Rc;
+
+use crate::addr::{BusAddr, HostAddr};
+use crate::endpoint::BarKind;
+use crate::error::PcieError;
+use crate::machine::{Inner, ReadDone};
+use crate::time::{Cycles, SimDuration, SimTime};
+use crate::trace::{EventKind, Purpose, TraceEntry, FLAG_LINE_START, FLAG_WC, NO_PAYLOAD};
+use crate::wc::WcLine;
+
+/// Largest single uncached read the model accepts (1 MiB).
+pub const MAX_MMIO_READ: usize = 1 << 20;
+
+/// A handle to one simulated core.
+#[derive(Clone)]
+pub struct Core {
+    pub(crate) machine: Rc<Inner>,
+    pub(crate) index: usize,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("index", &self.index).finish()
+    }
+}
+
+/// Holds the core for the duration of an operation.
+struct Occupied<'a> {
+    core: &'a Core,
+}
+impl Drop for Occupied<'_> {
+    fn drop(&mut self) {
+        self.core.state().occupancy.release(1);
+    }
+}
+
+impl Core {
+    /// This core's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    fn state(&self) -> &crate::machine::CoreState {
+        &self.machine.cores[self.index]
+    }
+
+    async fn occupy(&self) -> Occupied<'_> {
+        self.state().occupancy.acquire(1).await;
+        Occupied { core: self }
+    }
+
+    fn time_of(&self, c: Cycles) -> SimDuration {
+        self.machine.profile.cpu.clock.time_of(c)
+    }
+
+    /// Occupies the core for `cycles` of computation.
+    pub async fn compute(&self, cycles: Cycles) {
+        let _g = self.occupy().await;
+        self.machine.sim.sleep(self.time_of(cycles)).await;
+    }
+
+    /// Occupies the core for a span of time (for costs given in time).
+    pub async fn busy(&self, d: SimDuration) {
+        let _g = self.occupy().await;
+        self.machine.sim.sleep(d).await;
+    }
+
+    /// Copies `data` into host DRAM, charging the copy to this core.
+    pub async fn write_mem(&self, addr: HostAddr, data: &[u8]) -> Result<(), PcieError> {
+        self.machine.mem.write(addr, data)?;
+        self.compute(self.copy_cycles(data.len())).await;
+        Ok(())
+    }
+
+    /// Copies host DRAM into `buf`, charging the copy to this core.
+    pub async fn read_mem(&self, addr: HostAddr, buf: &mut [u8]) -> Result<(), PcieError> {
+        self.machine.mem.read(addr, buf)?;
+        self.compute(self.copy_cycles(buf.len())).await;
+        Ok(())
+    }
+
+    /// Cycles to copy `bytes` in DRAM.
+    pub fn copy_cycles(&self, bytes: usize) -> Cycles {
+        let per = self.machine.profile.cpu.memcpy_bytes_per_cycle.max(1) as u64;
+        Cycles((bytes as u64).div_ceil(per).max(1))
+    }
+
+    /// An uncached store (a doorbell or register write): drains the WC
+    /// buffers first, then sends one posted write. Returns once the store
+    /// retired (the root complex accepted it).
+    pub async fn mmio_write(
+        &self,
+        addr: BusAddr,
+        data: &[u8],
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), PcieError> {
+        let _g = self.occupy().await;
+        self.drain_wc()?;
+        let st = self.machine.now();
+        let end = self
+            .machine
+            .emit_host_write(self.index, addr.0, data, purpose, attr, 0)?;
+        self.machine
+            .trace
+            .borrow_mut()
+            .count_op(EventKind::MmioWrite, purpose);
+        let retire = (st + self.time_of(self.machine.profile.cpu.uc_store_cycles)).max(end);
+        self.machine.sim.sleep_until(retire).await;
+        Ok(())
+    }
+
+    /// Stores `data` into the write-combining buffers. The target must be a
+    /// WC-mapped BAR (a PMR). Lines that fill or are evicted leave at once.
+    pub async fn wc_store(
+        &self,
+        addr: BusAddr,
+        data: &[u8],
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), PcieError> {
+        let layout = self.machine.layout.borrow().decode(addr.0, data.len() as u64);
+        match layout {
+            Some((_, BarKind::Pmr, _)) => {}
+            _ => return Err(PcieError::NotWriteCombining { addr: addr.0 }),
+        }
+        let _g = self.occupy().await;
+        let now = self.machine.now();
+        self.machine.trace.borrow_mut().record(
+            TraceEntry {
+                time: now,
+                effect: now,
+                addr: addr.0,
+                payload: NO_PAYLOAD,
+                len: data.len() as u32,
+                attr,
+                kind: EventKind::WcStore,
+                purpose,
+                source: self.index as u8,
+                flags: 0,
+                code: 0,
+                wire_bytes: 0,
+            },
+            data,
+        );
+        let mut out = self.state().scratch.take();
+        self.state()
+            .wc
+            .borrow_mut()
+            .store(addr.0, data, purpose, attr, &mut out);
+        let r = self.emit_lines(&out);
+        out.clear();
+        self.state().scratch.replace(out);
+        r?;
+        let stores = (data.len() as u64).div_ceil(8);
+        let c = self.machine.profile.cpu.wc_store_cycles * stores;
+        self.machine.sim.sleep(self.time_of(c)).await;
+        Ok(())
+    }
+
+    /// `clflush` of the line holding `addr`: a buffered WC line leaves.
+    pub async fn clflush(&self, addr: BusAddr) -> Result<(), PcieError> {
+        let _g = self.occupy().await;
+        let mut out = Vec::new();
+        self.state().wc.borrow_mut().flush_line(addr.0, &mut out);
+        self.emit_lines(&out)?;
+        let c = self.machine.profile.cpu.clflush_cycles;
+        self.machine.sim.sleep(self.time_of(c)).await;
+        Ok(())
+    }
+
+    /// `sfence`: drains every WC buffer and waits until the lines that left
+    /// since the last fence are globally visible at the root complex.
+    pub async fn sfence(&self) -> Result<(), PcieError> {
+        self.fence().await
+    }
+
+    /// `mfence`: as [`Core::sfence`] for the store path this model has.
+    pub async fn mfence(&self) -> Result<(), PcieError> {
+        self.fence().await
+    }
+
+    async fn fence(&self) -> Result<(), PcieError> {
+        let _g = self.occupy().await;
+        self.drain_wc()?;
+        let cpu = &self.machine.profile.cpu;
+        let mut until = self.machine.now() + self.time_of(cpu.fence_cycles);
+        let st = self.state();
+        if st.burst_open.replace(false) {
+            until = until.max(st.last_tx_end.get()) + cpu.wc_drain_latency;
+        }
+        self.machine.sim.sleep_until(until).await;
+        Ok(())
+    }
+
+    /// An uncached read of `buf.len()` bytes at `addr` (0 bytes: a
+    /// zero-length read, which PCIe orders behind every earlier posted
+    /// write, so its completion proves they reached the device). Drains
+    /// the WC buffers first; each load of up to `mmio_read_chunk` bytes is
+    /// one non-posted request and the core stalls until its completion.
+    pub async fn mmio_read(
+        &self,
+        addr: BusAddr,
+        buf: &mut [u8],
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), PcieError> {
+        if buf.len() > MAX_MMIO_READ {
+            return Err(PcieError::TooLarge {
+                len: buf.len() as u64,
+                max: MAX_MMIO_READ as u64,
+            });
+        }
+        let _g = self.occupy().await;
+        self.drain_wc()?;
+        self.machine
+            .trace
+            .borrow_mut()
+            .count_op(EventKind::MmioRead, purpose);
+        let chunk = self.machine.profile.cpu.mmio_read_chunk.max(1) as usize;
+        let load = self.time_of(self.machine.profile.cpu.uc_load_cycles);
+        let mut off = 0usize;
+        loop {
+            let n = chunk.min(buf.len() - off);
+            self.machine.sim.sleep(load).await;
+            let tag =
+                self.machine
+                    .emit_host_read(self.index, addr.0 + off as u64, n as u32, purpose, attr)?;
+            let w = ReadDone {
+                machine: self.machine.clone(),
+                tag,
+            }
+            .await;
+            if w.failed {
+                return Err(PcieError::UnsupportedRequest {
+                    addr: addr.0 + off as u64,
+                    what: "read rejected by the completer",
+                });
+            }
+            buf[off..off + n].copy_from_slice(&w.buf[..n]);
+            off += n;
+            if off >= buf.len() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends every buffered WC line (before an uncached access or a fence).
+    fn drain_wc(&self) -> Result<(), PcieError> {
+        if self.state().wc.borrow().is_empty() {
+            return Ok(());
+        }
+        let mut out = self.state().scratch.take();
+        self.state().wc.borrow_mut().drain(&mut out);
+        let r = self.emit_lines(&out);
+        out.clear();
+        self.state().scratch.replace(out);
+        r
+    }
+
+    /// Sends lines that left the WC buffers: one posted write per run of
+    /// valid bytes. The first line of a burst counts one MMIO operation.
+    fn emit_lines(&self, lines: &[WcLine]) -> Result<(), PcieError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let st = self.state();
+        for line in lines {
+            if !st.burst_open.replace(true) {
+                self.machine
+                    .trace
+                    .borrow_mut()
+                    .count_op(EventKind::MmioWrite, line.purpose);
+            }
+            let mut first = true;
+            for (off, len) in line.runs() {
+                let flags = FLAG_WC | if first { FLAG_LINE_START } else { 0 };
+                first = false;
+                let end = self.machine.emit_host_write(
+                    self.index,
+                    line.addr + off as u64,
+                    &line.data[off..off + len],
+                    line.purpose,
+                    line.attr,
+                    flags,
+                )?;
+                st.last_tx_end.set(st.last_tx_end.get().max(end));
+            }
+        }
+        Ok(())
+    }
+
+    /// The WC lines this core holds now (for tests and the crash model).
+    pub fn buffered_lines(&self) -> Vec<WcLine> {
+        self.state().wc.borrow().lines().to_vec()
+    }
+
+    /// The simulated time now.
+    pub fn now(&self) -> SimTime {
+        self.machine.now()
+    }
+}

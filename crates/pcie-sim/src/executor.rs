@@ -1,0 +1,673 @@
+//! The deterministic single-threaded executor that runs every simulated actor.
+//!
+//! Each actor (a host thread, a controller engine, a link direction) is an
+//! async task. A task runs until it awaits something; it is woken either by a
+//! timer ([`Sim::sleep_until`]) or by another task (through a [`Waker`]). Every
+//! wake-up is queued with the simulated time at which it is due and a global
+//! sequence number, and tasks run strictly in `(time, sequence)` order. Nothing
+//! here reads the wall clock, and the only randomness is the seeded RNG owned
+//! by the simulation, so the same program and seed always produce the same
+//! schedule.
+//!
+//! [`Executor`] owns the tasks; [`Sim`] is a cheap handle that tasks keep to
+//! read the clock, sleep, spawn and draw random numbers. Dropping the
+//! `Executor` drops every task, which breaks the reference cycles between
+//! tasks and the handles they hold.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::time::{SimDuration, SimTime};
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Identifies a task: slot index in the low 32 bits, slot generation above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(u64);
+
+impl TaskId {
+    fn new(slot: usize, generation: u32) -> Self {
+        TaskId(((generation as u64) << 32) | slot as u64)
+    }
+    fn slot(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
+    }
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+/// What a run-queue entry wakes: a task, or a timed event for a sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Wakeup {
+    Task(TaskId),
+    Event { sink: u32, token: u32 },
+}
+
+/// Receives timed events scheduled with [`Sim::schedule_event`]: a cheaper
+/// alternative to a task for effects that need no state across awaits
+/// (the bus uses it to apply each request when it takes effect).
+pub trait EventSink {
+    /// The event with `token` is due now.
+    fn fire(&self, token: u32);
+}
+
+/// Identifies a registered [`EventSink`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SinkId(u32);
+
+/// Wake-ups requested through `Waker`s, drained by the run loop after each poll.
+#[derive(Default)]
+struct WakeList {
+    ids: Mutex<Vec<TaskId>>,
+    /// True when `ids` may be non-empty (lets the run loop skip the lock).
+    dirty: AtomicBool,
+}
+
+struct TaskWaker {
+    id: TaskId,
+    list: Arc<WakeList>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        // The executor is single-threaded; the lock is never contended.
+        if let Ok(mut ids) = self.list.ids.lock() {
+            ids.push(self.id);
+            self.list.dirty.store(true, Ordering::Release);
+        }
+    }
+}
+
+struct TaskSlot {
+    generation: u32,
+    future: Option<BoxFuture>,
+    waker: Option<Rc<Waker>>,
+    /// True while a wake-up for this task sits in the run queue.
+    queued: bool,
+}
+
+struct Inner {
+    now: Cell<SimTime>,
+    seq: Cell<u64>,
+    /// Pending wake-ups: (due time in ps, sequence, task).
+    queue: RefCell<BinaryHeap<Reverse<(u64, u64, Wakeup)>>>,
+    sinks: RefCell<Vec<Rc<dyn EventSink>>>,
+    slots: RefCell<Vec<TaskSlot>>,
+    free_slots: RefCell<Vec<usize>>,
+    live_tasks: Cell<usize>,
+    wake_list: Arc<WakeList>,
+    current: Cell<Option<TaskId>>,
+    polls: Cell<u64>,
+    rng: RefCell<ChaCha8Rng>,
+}
+
+/// A handle to the running simulation: clock, timers, spawning and the RNG.
+#[derive(Clone)]
+pub struct Sim {
+    inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim").field("now", &self.now()).finish()
+    }
+}
+
+/// Owns a simulation's tasks and runs them.
+#[derive(Debug)]
+pub struct Executor {
+    sim: Sim,
+}
+
+/// Why [`Executor::block_on`] could not return the future's output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// Nothing is scheduled any more but the awaited task has not finished:
+    /// every remaining task waits on something that will never happen.
+    #[error("simulation deadlocked at {0}: no task is scheduled and the awaited task is blocked")]
+    Deadlock(SimTime),
+    /// The time limit passed before the awaited task finished.
+    #[error("simulation reached its time limit at {0} before the awaited task finished")]
+    TimeLimit(SimTime),
+}
+
+impl Executor {
+    /// A new simulation at time zero whose RNG is seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        let inner = Inner {
+            now: Cell::new(SimTime::ZERO),
+            seq: Cell::new(0),
+            queue: RefCell::new(BinaryHeap::new()),
+            sinks: RefCell::new(Vec::new()),
+            slots: RefCell::new(Vec::new()),
+            free_slots: RefCell::new(Vec::new()),
+            live_tasks: Cell::new(0),
+            wake_list: Arc::new(WakeList::default()),
+            current: Cell::new(None),
+            polls: Cell::new(0),
+            rng: RefCell::new(ChaCha8Rng::seed_from_u64(seed)),
+        };
+        Executor {
+            sim: Sim {
+                inner: Rc::new(inner),
+            },
+        }
+    }
+
+    /// A handle for tasks and devices.
+    pub fn sim(&self) -> Sim {
+        self.sim.clone()
+    }
+
+    /// Runs until no wake-up is scheduled.
+    pub fn run(&self) {
+        while self.step(None) {}
+    }
+
+    /// Runs every wake-up due at or before `deadline`, then sets the clock to
+    /// `deadline` (if it is later than the last event).
+    pub fn run_until(&self, deadline: SimTime) {
+        while self.step(Some(deadline)) {}
+        if self.sim.now() < deadline {
+            self.sim.inner.now.set(deadline);
+        }
+    }
+
+    /// Spawns `fut` and runs the simulation until it finishes.
+    pub fn block_on<T: 'static>(&self, fut: impl Future<Output = T> + 'static) -> Result<T, RunError> {
+        self.block_on_until(fut, None)
+    }
+
+    /// Like [`Executor::block_on`], but gives up at simulated time `limit`.
+    pub fn block_on_until<T: 'static>(
+        &self,
+        fut: impl Future<Output = T> + 'static,
+        limit: Option<SimTime>,
+    ) -> Result<T, RunError> {
+        let handle = self.sim.spawn(fut);
+        loop {
+            if let Some(v) = handle.try_take() {
+                return Ok(v);
+            }
+            if !self.step(limit) {
+                if let Some(v) = handle.try_take() {
+                    return Ok(v);
+                }
+                return Err(match limit {
+                    Some(l) if self.sim.inner.queue.borrow().peek().is_some() => RunError::TimeLimit(l),
+                    _ => RunError::Deadlock(self.sim.now()),
+                });
+            }
+        }
+    }
+
+    /// Runs one wake-up. Returns false when none is due (at or before `limit`).
+    fn step(&self, limit: Option<SimTime>) -> bool {
+        let inner = &self.sim.inner;
+        self.drain_wakes();
+        let next = {
+            let mut q = inner.queue.borrow_mut();
+            match q.peek() {
+                None => return false,
+                Some(Reverse((t, _, _))) => {
+                    if let Some(l) = limit {
+                        if *t > l.0 {
+                            return false;
+                        }
+                    }
+                }
+            }
+            q.pop()
+        };
+        let Some(Reverse((t, _, wakeup))) = next else {
+            return false;
+        };
+        if t > inner.now.get().0 {
+            inner.now.set(SimTime(t));
+        }
+        match wakeup {
+            Wakeup::Task(id) => self.poll_task(id),
+            Wakeup::Event { sink, token } => {
+                let s = inner.sinks.borrow().get(sink as usize).cloned();
+                if let Some(s) = s {
+                    s.fire(token);
+                }
+            }
+        }
+        self.drain_wakes();
+        true
+    }
+
+    fn poll_task(&self, id: TaskId) {
+        let inner = &self.sim.inner;
+        let (mut fut, waker) = {
+            let mut slots = inner.slots.borrow_mut();
+            let Some(slot) = slots.get_mut(id.slot()) else {
+                return;
+            };
+            if slot.generation != id.generation() {
+                return; // stale wake-up for a finished task
+            }
+            slot.queued = false;
+            let Some(fut) = slot.future.take() else {
+                return; // already running (re-entrant wake) or finished
+            };
+            let Some(waker) = slot.waker.clone() else {
+                return;
+            };
+            (fut, waker)
+        };
+        inner.current.set(Some(id));
+        inner.polls.set(inner.polls.get() + 1);
+        let mut cx = Context::from_waker(&waker);
+        let done = fut.as_mut().poll(&mut cx).is_ready();
+        inner.current.set(None);
+        let mut slots = inner.slots.borrow_mut();
+        if let Some(slot) = slots.get_mut(id.slot()) {
+            if done {
+                slot.generation = slot.generation.wrapping_add(1);
+                slot.waker = None;
+                slot.queued = false;
+                inner.free_slots.borrow_mut().push(id.slot());
+                inner.live_tasks.set(inner.live_tasks.get() - 1);
+            } else {
+                slot.future = Some(fut);
+            }
+        }
+        drop(slots);
+        // A finished future may own handles whose drop wakes other tasks; it
+        // is dropped here, after the slot table is released.
+    }
+
+    /// Moves wake-ups requested through wakers into the run queue at `now`.
+    fn drain_wakes(&self) {
+        let inner = &self.sim.inner;
+        if !inner.wake_list.dirty.load(Ordering::Relaxed)
+            || !inner.wake_list.dirty.swap(false, Ordering::Acquire)
+        {
+            return;
+        }
+        let ids = match inner.wake_list.ids.lock() {
+            Ok(mut ids) if !ids.is_empty() => std::mem::take(&mut *ids),
+            _ => return,
+        };
+        for id in &ids {
+            inner.schedule(*id, inner.now.get());
+        }
+        // Give the buffer back to avoid reallocating on the next wake.
+        if let Ok(mut list) = inner.wake_list.ids.lock() {
+            if list.is_empty() {
+                let mut ids = ids;
+                ids.clear();
+                *list = ids;
+            }
+        }
+    }
+
+    /// Number of task polls so far (a measure of simulation work).
+    pub fn polls(&self) -> u64 {
+        self.sim.inner.polls.get()
+    }
+
+    /// Number of tasks that have not finished.
+    pub fn live_tasks(&self) -> usize {
+        self.sim.inner.live_tasks.get()
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        // Drop every task's future, outside the borrow: futures hold `Sim`
+        // handles, and this breaks the cycle so the simulation is freed.
+        let futures: Vec<BoxFuture> = self
+            .sim
+            .inner
+            .slots
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(|s| {
+                s.waker = None;
+                s.future.take()
+            })
+            .collect();
+        drop(futures);
+        self.sim.inner.queue.borrow_mut().clear();
+        let sinks = std::mem::take(&mut *self.sim.inner.sinks.borrow_mut());
+        drop(sinks);
+    }
+}
+
+impl Inner {
+    fn next_seq(&self) -> u64 {
+        let s = self.seq.get();
+        self.seq.set(s + 1);
+        s
+    }
+
+    fn schedule(&self, id: TaskId, at: SimTime) {
+        let mut slots = self.slots.borrow_mut();
+        let Some(slot) = slots.get_mut(id.slot()) else {
+            return;
+        };
+        if slot.generation != id.generation() || slot.queued {
+            return;
+        }
+        slot.queued = true;
+        drop(slots);
+        let seq = self.next_seq();
+        self.queue
+            .borrow_mut()
+            .push(Reverse((at.0, seq, Wakeup::Task(id))));
+    }
+
+    /// A timer wake-up: always queued, even if a wake is already pending, so
+    /// that the task is polled again at `at`.
+    fn schedule_timer(&self, id: TaskId, at: SimTime) {
+        let seq = self.next_seq();
+        self.queue
+            .borrow_mut()
+            .push(Reverse((at.0, seq, Wakeup::Task(id))));
+    }
+}
+
+impl Sim {
+    /// The current simulated time.
+    #[inline]
+    pub fn now(&self) -> SimTime {
+        self.inner.now.get()
+    }
+
+    /// Starts `fut` as a new task; it first runs at the current time, after
+    /// everything already scheduled for now.
+    pub fn spawn<T: 'static>(&self, fut: impl Future<Output = T> + 'static) -> JoinHandle<T> {
+        let state = Rc::new(JoinState {
+            value: RefCell::new(None),
+            done: Cell::new(false),
+            waiter: RefCell::new(None),
+        });
+        let st = state.clone();
+        let wrapped = async move {
+            let v = fut.await;
+            *st.value.borrow_mut() = Some(v);
+            st.done.set(true);
+            if let Some(w) = st.waiter.borrow_mut().take() {
+                w.wake();
+            }
+        };
+        let id = self.insert_task(Box::pin(wrapped));
+        self.inner.schedule(id, self.now());
+        JoinHandle { state, id }
+    }
+
+    fn insert_task(&self, fut: BoxFuture) -> TaskId {
+        let inner = &self.inner;
+        let mut slots = inner.slots.borrow_mut();
+        let slot_idx = match inner.free_slots.borrow_mut().pop() {
+            Some(i) => i,
+            None => {
+                slots.push(TaskSlot {
+                    generation: 0,
+                    future: None,
+                    waker: None,
+                    queued: false,
+                });
+                slots.len() - 1
+            }
+        };
+        let slot = &mut slots[slot_idx];
+        let id = TaskId::new(slot_idx, slot.generation);
+        slot.future = Some(fut);
+        slot.waker = Some(Rc::new(Waker::from(Arc::new(TaskWaker {
+            id,
+            list: inner.wake_list.clone(),
+        }))));
+        slot.queued = false;
+        inner.live_tasks.set(inner.live_tasks.get() + 1);
+        id
+    }
+
+    /// Registers a receiver of timed events.
+    pub fn register_sink(&self, sink: Rc<dyn EventSink>) -> SinkId {
+        let mut sinks = self.inner.sinks.borrow_mut();
+        sinks.push(sink);
+        SinkId((sinks.len() - 1) as u32)
+    }
+
+    /// Calls `sink` with `token` at simulated time `at` (ordered with every
+    /// other wake-up by time, then by when it was scheduled).
+    pub fn schedule_event(&self, at: SimTime, sink: SinkId, token: u32) {
+        let seq = self.inner.next_seq();
+        self.inner.queue.borrow_mut().push(Reverse((
+            at.0.max(self.now().0),
+            seq,
+            Wakeup::Event { sink: sink.0, token },
+        )));
+    }
+
+    /// The task being polled, if any.
+    pub fn current_task(&self) -> Option<TaskId> {
+        self.inner.current.get()
+    }
+
+    /// Completes at simulated time `deadline` (at once if it has passed).
+    pub fn sleep_until(&self, deadline: SimTime) -> Sleep {
+        Sleep {
+            sim: self.clone(),
+            deadline,
+            registered: false,
+        }
+    }
+
+    /// Completes after `d` of simulated time.
+    pub fn sleep(&self, d: SimDuration) -> Sleep {
+        self.sleep_until(self.now() + d)
+    }
+
+    /// Lets every other task due now run first.
+    pub fn yield_now(&self) -> Sleep {
+        Sleep {
+            sim: self.clone(),
+            deadline: self.now(),
+            registered: false,
+        }
+    }
+
+    /// Runs `f` with the simulation's seeded RNG.
+    pub fn with_rng<R>(&self, f: impl FnOnce(&mut ChaCha8Rng) -> R) -> R {
+        f(&mut self.inner.rng.borrow_mut())
+    }
+}
+
+/// Future returned by [`Sim::sleep_until`].
+#[derive(Debug)]
+#[must_use = "a sleep does nothing unless awaited"]
+pub struct Sleep {
+    sim: Sim,
+    deadline: SimTime,
+    registered: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let now = self.sim.now();
+        if self.registered && now >= self.deadline {
+            return Poll::Ready(());
+        }
+        if !self.registered {
+            if now > self.deadline {
+                return Poll::Ready(());
+            }
+            // Even a sleep until "now" yields once, so that other tasks due
+            // now run first (this is what `yield_now` relies on).
+            let Some(id) = self.sim.current_task() else {
+                return Poll::Ready(());
+            };
+            self.sim.inner.schedule_timer(id, self.deadline);
+            self.registered = true;
+        }
+        Poll::Pending
+    }
+}
+
+struct JoinState<T> {
+    value: RefCell<Option<T>>,
+    done: Cell<bool>,
+    waiter: RefCell<Option<Waker>>,
+}
+
+/// Awaits the output of a spawned task.
+pub struct JoinHandle<T> {
+    state: Rc<JoinState<T>>,
+    id: TaskId,
+}
+
+impl<T> std::fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("task", &self.id)
+            .field("done", &self.state.done.get())
+            .finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// True once the task has finished.
+    pub fn is_finished(&self) -> bool {
+        self.state.done.get()
+    }
+    /// Takes the output if the task has finished (only once).
+    pub fn try_take(&self) -> Option<T> {
+        self.state.value.borrow_mut().take()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        if let Some(v) = self.state.value.borrow_mut().take() {
+            return Poll::Ready(v);
+        }
+        *self.state.waiter.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Awaits every handle in order and collects the outputs.
+pub async fn join_all<T>(handles: Vec<JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_wake_in_time_then_sequence_order() {
+        let ex = Executor::new(1);
+        let sim = ex.sim();
+        let log = Rc::new(RefCell::new(Vec::new()));
+        for (name, delay) in [("a", 30u64), ("b", 10), ("c", 30), ("d", 0)] {
+            let sim2 = sim.clone();
+            let log = log.clone();
+            sim.spawn(async move {
+                sim2.sleep(SimDuration::from_ns(delay)).await;
+                log.borrow_mut().push((name, sim2.now()));
+            });
+        }
+        ex.run();
+        let got = log.borrow().clone();
+        assert_eq!(
+            got,
+            vec![
+                ("d", SimTime(0)),
+                ("b", SimTime(10_000)),
+                ("a", SimTime(30_000)),
+                ("c", SimTime(30_000)),
+            ]
+        );
+    }
+
+    #[test]
+    fn join_returns_value_and_block_on_detects_deadlock() {
+        let ex = Executor::new(1);
+        let sim = ex.sim();
+        let s2 = sim.clone();
+        let v = ex
+            .block_on(async move {
+                let h = s2.spawn({
+                    let s3 = s2.clone();
+                    async move {
+                        s3.sleep(SimDuration::from_us(1)).await;
+                        7
+                    }
+                });
+                h.await * 6
+            })
+            .unwrap();
+        assert_eq!(v, 42);
+        assert_eq!(sim.now(), SimTime(1_000_000));
+        let never = std::future::pending::<()>();
+        assert_eq!(ex.block_on(never), Err(RunError::Deadlock(SimTime(1_000_000))));
+    }
+
+    #[test]
+    fn run_until_stops_at_deadline() {
+        let ex = Executor::new(1);
+        let sim = ex.sim();
+        let hits = Rc::new(Cell::new(0));
+        let h2 = hits.clone();
+        let s2 = sim.clone();
+        sim.spawn(async move {
+            loop {
+                s2.sleep(SimDuration::from_ns(100)).await;
+                h2.set(h2.get() + 1);
+            }
+        });
+        ex.run_until(SimTime(1_050_000));
+        assert_eq!(hits.get(), 10);
+        assert_eq!(sim.now(), SimTime(1_050_000));
+    }
+
+    #[test]
+    fn same_seed_same_random_stream() {
+        use rand::RngCore;
+        let a = Executor::new(9).sim().with_rng(|r| r.next_u64());
+        let b = Executor::new(9).sim().with_rng(|r| r.next_u64());
+        let c = Executor::new(10).sim().with_rng(|r| r.next_u64());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn dropping_the_executor_frees_tasks_holding_handles() {
+        let ex = Executor::new(1);
+        let sim = ex.sim();
+        let weak = Rc::downgrade(&sim.inner);
+        let s2 = sim.clone();
+        sim.spawn(async move {
+            s2.sleep(SimDuration::from_ms(1)).await;
+        });
+        drop(sim);
+        drop(ex);
+        assert!(weak.upgrade().is_none());
+    }
+}

@@ -1,0 +1,68 @@
+//! The host's interrupt controller: MSI-X messages arriving from devices
+//! wake the handler tasks waiting on their vector.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use crate::sync::Notify;
+
+/// Bus address that MSI-X messages are written to (the x86 interrupt
+/// address window, Intel SDM Vol. 3A 10.11.1). The message data is the
+/// vector number.
+pub const MSI_ADDRESS: u64 = 0xFEE0_0000;
+
+#[derive(Debug, Default)]
+struct Vector {
+    pending: Cell<u64>,
+    delivered: Cell<u64>,
+    notify: Notify,
+}
+
+/// Interrupt vectors and the tasks waiting on them.
+#[derive(Debug, Default)]
+pub struct InterruptController {
+    vectors: RefCell<Vec<Rc<Vector>>>,
+}
+
+impl InterruptController {
+    fn vector(&self, v: u16) -> Rc<Vector> {
+        let mut vs = self.vectors.borrow_mut();
+        while vs.len() <= v as usize {
+            vs.push(Rc::new(Vector::default()));
+        }
+        vs[v as usize].clone()
+    }
+
+    /// An MSI-X message for `vector` arrived.
+    pub(crate) fn raise(&self, vector: u16) {
+        let v = self.vector(vector);
+        v.pending.set(v.pending.get() + 1);
+        v.delivered.set(v.delivered.get() + 1);
+        v.notify.notify_one();
+    }
+
+    /// Waits for the next message on `vector` and consumes it. Messages that
+    /// arrive while nobody waits are kept and returned at once.
+    pub async fn wait(&self, vector: u16) {
+        let v = self.vector(vector);
+        loop {
+            let p = v.pending.get();
+            if p > 0 {
+                v.pending.set(p - 1);
+                return;
+            }
+            v.notify.notified().await;
+        }
+    }
+
+    /// Consumes every message pending on `vector` and returns how many.
+    pub fn take_pending(&self, vector: u16) -> u64 {
+        let v = self.vector(vector);
+        v.pending.replace(0)
+    }
+
+    /// Messages delivered on `vector` since power-on.
+    pub fn delivered(&self, vector: u16) -> u64 {
+        self.vector(vector).delivered.get()
+    }
+}

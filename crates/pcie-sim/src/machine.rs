@@ -1,0 +1,876 @@
+//! The machine: host memory, cores, one PCIe link per attached device, the
+//! bus trace, and the bus engine that applies every request at the time the
+//! link and the device ingress say it takes effect.
+//!
+//! A request is timed when it is emitted: it waits for the transmitter (and
+//! a posted credit, for host writes to a device), crosses the link, and is
+//! served by the device's ingress in order. All of that is FIFO, so the
+//! times can be computed at emission; the effect itself (a register write,
+//! PMR bytes, a completion waking a core) is queued as a bus action and
+//! applied by the bus engine task at its time.
+
+use std::cell::{Cell, Ref, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use crate::addr::BusAddr;
+use crate::endpoint::{BarKind, BarLayout, Endpoint};
+use crate::error::PcieError;
+use crate::executor::{EventSink, Executor, Sim, SinkId};
+use crate::host_mem::HostMemory;
+use crate::irq::{InterruptController, MSI_ADDRESS};
+use crate::link::{Serializer, TlpKind};
+use crate::pmr::PageStore;
+use crate::port::DevicePort;
+use crate::profile::MachineProfile;
+use crate::sync::Semaphore;
+use crate::time::SimTime;
+use crate::trace::{
+    BusTrace, Counters, EventKind, Purpose, TraceEntry, TraceMode, FLAG_PMR, FLAG_UR, NO_PAYLOAD,
+};
+use crate::wc::WriteCombiningBuffer;
+
+/// First bus address handed to device BARs (the PCI hole below 4 GiB).
+pub const BAR_WINDOW_BASE: u64 = 0xC000_0000;
+
+/// Where each device's BARs sit on the bus.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BusLayout {
+    /// Per port: (BAR0 base, BAR0 size, PMR base and size if any).
+    pub ports: Vec<PortLayout>,
+}
+
+/// The BAR placement of one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortLayout {
+    /// Base of the register BAR.
+    pub regs_base: BusAddr,
+    /// Size of the register BAR.
+    pub regs_size: u64,
+    /// Base and size of the PMR BAR.
+    pub pmr: Option<(BusAddr, u64)>,
+}
+
+impl BusLayout {
+    /// Decodes a bus address: (port, BAR, offset), if any BAR claims
+    /// `[addr, addr + len)` entirely.
+    pub fn decode(&self, addr: u64, len: u64) -> Option<(u8, BarKind, u64)> {
+        let end = addr.checked_add(len.max(1))?;
+        for (i, p) in self.ports.iter().enumerate() {
+            let rb = p.regs_base.0;
+            if addr >= rb && end <= rb + p.regs_size {
+                return Some((i as u8, BarKind::Registers, addr - rb));
+            }
+            if let Some((pb, ps)) = p.pmr {
+                if addr >= pb.0 && end <= pb.0 + ps {
+                    return Some((i as u8, BarKind::Pmr, addr - pb.0));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Bytes carried by a bus action (inline up to one WC line).
+#[derive(Debug)]
+pub(crate) enum Payload {
+    Inline(u8, [u8; 64]),
+    Heap(Vec<u8>),
+}
+
+impl Payload {
+    pub(crate) fn new(data: &[u8]) -> Self {
+        if data.len() <= 64 {
+            let mut b = [0u8; 64];
+            b[..data.len()].copy_from_slice(data);
+            Payload::Inline(data.len() as u8, b)
+        } else {
+            Payload::Heap(data.to_vec())
+        }
+    }
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Inline(n, b) => &b[..*n as usize],
+            Payload::Heap(v) => v,
+        }
+    }
+}
+
+/// An effect waiting for its time.
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// A posted write reaches a device register.
+    RegWrite { port: u8, offset: u64, data: Payload },
+    /// A posted write lands in a device's PMR.
+    PmrWrite { port: u8, offset: u64, data: Payload },
+    /// A device finished serving a read request; send the completion.
+    DeviceRead {
+        port: u8,
+        bar: BarKind,
+        offset: u64,
+        len: u32,
+        tag: u32,
+        attr: u32,
+        purpose: Purpose,
+        ur: bool,
+    },
+    /// A completion for a core's read arrives at the root complex.
+    MmioCompletion { tag: u32, data: Payload, ur: bool },
+    /// The root complex serves a device's DMA read request.
+    ServeDmaRead {
+        port: u8,
+        addr: u64,
+        len: u32,
+        tag: u32,
+        offset: u32,
+        purpose: Purpose,
+        attr: u32,
+    },
+    /// A completion for a device's DMA read arrives at the device.
+    DmaCompletion {
+        tag: u32,
+        offset: u32,
+        data: Payload,
+        ur: bool,
+    },
+    /// A DMA write arrives in host memory.
+    HostWrite { addr: u64, data: Payload },
+    /// An MSI-X message arrives.
+    Msix { vector: u16 },
+}
+
+/// Outstanding non-posted reads, by tag.
+#[derive(Default)]
+pub(crate) struct ReadTable {
+    slots: Vec<Option<ReadWait>>,
+    free: Vec<u32>,
+}
+
+pub(crate) struct ReadWait {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) remaining: u64,
+    pub(crate) failed: bool,
+    pub(crate) waker: Option<Waker>,
+}
+
+impl ReadTable {
+    pub(crate) fn open(&mut self, len: usize, expected: u64) -> u32 {
+        let w = ReadWait {
+            buf: vec![0; len],
+            remaining: expected,
+            failed: false,
+            waker: None,
+        };
+        match self.free.pop() {
+            Some(t) => {
+                self.slots[t as usize] = Some(w);
+                t
+            }
+            None => {
+                self.slots.push(Some(w));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+    fn get(&mut self, tag: u32) -> Option<&mut ReadWait> {
+        self.slots.get_mut(tag as usize).and_then(|s| s.as_mut())
+    }
+    fn close(&mut self, tag: u32) -> Option<ReadWait> {
+        let w = self.slots.get_mut(tag as usize)?.take();
+        if w.is_some() {
+            self.free.push(tag);
+        }
+        w
+    }
+}
+
+/// Future resolving when every completion of a read tag has arrived.
+pub(crate) struct ReadDone {
+    pub(crate) machine: Rc<Inner>,
+    pub(crate) tag: u32,
+}
+
+impl Future for ReadDone {
+    type Output = ReadWait;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ReadWait> {
+        let mut reads = self.machine.reads.borrow_mut();
+        let done = match reads.get(self.tag) {
+            None => true,
+            Some(w) if w.remaining == 0 => true,
+            Some(w) => {
+                w.waker = Some(cx.waker().clone());
+                false
+            }
+        };
+        if done {
+            let w = reads.close(self.tag).unwrap_or(ReadWait {
+                buf: Vec::new(),
+                remaining: 0,
+                failed: true,
+                waker: None,
+            });
+            return Poll::Ready(w);
+        }
+        Poll::Pending
+    }
+}
+
+/// Per-device link and ingress state.
+pub(crate) struct PortState {
+    pub(crate) layout: BarLayout,
+    pub(crate) pmr: PageStore,
+    pub(crate) down: Serializer,
+    pub(crate) up: Serializer,
+    /// When the device ingress finishes the last request queued to it.
+    pub(crate) ingress_free_at: SimTime,
+    /// Release times of posted credits in use (monotonic).
+    pub(crate) credits: VecDeque<SimTime>,
+}
+
+pub(crate) struct CoreState {
+    pub(crate) wc: RefCell<WriteCombiningBuffer>,
+    pub(crate) occupancy: Semaphore,
+    /// A WC burst has started leaving since the last fence.
+    pub(crate) burst_open: Cell<bool>,
+    /// Latest end of transmission of this core's posted writes.
+    pub(crate) last_tx_end: Cell<SimTime>,
+    /// Reused buffer for lines leaving the WC buffers.
+    pub(crate) scratch: Cell<Vec<crate::wc::WcLine>>,
+}
+
+/// Actions waiting for their time, by slot; the executor holds the timing.
+#[derive(Default)]
+struct BusQueue {
+    actions: Vec<Option<Action>>,
+    free: Vec<u32>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) sim: Sim,
+    pub(crate) profile: MachineProfile,
+    pub(crate) mem: HostMemory,
+    pub(crate) trace: RefCell<BusTrace>,
+    pub(crate) cores: Vec<CoreState>,
+    pub(crate) ports: RefCell<Vec<PortState>>,
+    pub(crate) endpoints: RefCell<Vec<Option<Rc<dyn Endpoint>>>>,
+    pub(crate) layout: RefCell<BusLayout>,
+    pub(crate) irq: InterruptController,
+    pub(crate) reads: RefCell<ReadTable>,
+    bus: RefCell<BusQueue>,
+    bus_sink: Cell<Option<SinkId>>,
+    next_bar: Cell<u64>,
+}
+
+/// The simulated machine. Cheap to clone (a handle).
+#[derive(Clone)]
+pub struct Machine {
+    pub(crate) inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Machine")
+            .field("cores", &self.inner.cores.len())
+            .field("ports", &self.inner.ports.borrow().len())
+            .finish()
+    }
+}
+
+impl Machine {
+    /// Builds a machine on `executor` and starts its bus engine.
+    pub fn new(executor: &Executor, profile: MachineProfile, trace_mode: TraceMode) -> Machine {
+        let cores = (0..profile.cpu.cores)
+            .map(|_| CoreState {
+                wc: RefCell::new(WriteCombiningBuffer::new(profile.cpu.wc_buffers)),
+                occupancy: Semaphore::new(1),
+                burst_open: Cell::new(false),
+                last_tx_end: Cell::new(SimTime::ZERO),
+                scratch: Cell::new(Vec::with_capacity(profile.cpu.wc_buffers + 2)),
+            })
+            .collect();
+        let inner = Rc::new(Inner {
+            sim: executor.sim(),
+            mem: HostMemory::new(profile.host.dram_bytes),
+            profile,
+            trace: RefCell::new(BusTrace::new(trace_mode)),
+            cores,
+            ports: RefCell::new(Vec::new()),
+            endpoints: RefCell::new(Vec::new()),
+            layout: RefCell::new(BusLayout::default()),
+            irq: InterruptController::default(),
+            reads: RefCell::new(ReadTable::default()),
+            bus: RefCell::new(BusQueue::default()),
+            bus_sink: Cell::new(None),
+            next_bar: Cell::new(BAR_WINDOW_BASE),
+        });
+        let sink = executor.sim().register_sink(inner.clone());
+        inner.bus_sink.set(Some(sink));
+        Machine { inner }
+    }
+
+    /// The simulation this machine runs in.
+    pub fn sim(&self) -> Sim {
+        self.inner.sim.clone()
+    }
+
+    /// The profile the machine was built with.
+    pub fn profile(&self) -> &MachineProfile {
+        &self.inner.profile
+    }
+
+    /// Host DRAM.
+    pub fn memory(&self) -> &HostMemory {
+        &self.inner.mem
+    }
+
+    /// The interrupt controller.
+    pub fn interrupts(&self) -> &InterruptController {
+        &self.inner.irq
+    }
+
+    /// Number of cores.
+    pub fn core_count(&self) -> usize {
+        self.inner.cores.len()
+    }
+
+    /// A handle to core `index`.
+    pub fn core(&self, index: usize) -> Result<crate::cpu::Core, PcieError> {
+        if index >= self.inner.cores.len() {
+            return Err(PcieError::NoSuchCore(index));
+        }
+        Ok(crate::cpu::Core {
+            machine: self.inner.clone(),
+            index,
+        })
+    }
+
+    /// Plugs in a device with these BARs. `pmr_image` is the content its
+    /// PMR starts with (after a power failure: the crashed image); `None`
+    /// starts it zeroed. Connect the device's [`Endpoint`] with
+    /// [`Machine::connect`] before the host touches it.
+    pub fn add_device(&self, layout: BarLayout, pmr_image: Option<PageStore>) -> DevicePort {
+        let align = |v: u64, a: u64| v.div_ceil(a) * a;
+        let regs_base = align(self.inner.next_bar.get(), layout.regs_size.max(4096));
+        let mut next = regs_base + layout.regs_size;
+        let pmr = layout.pmr.as_ref().map(|p| {
+            let base = align(next, p.size.next_power_of_two().max(4096));
+            next = base + p.size;
+            (BusAddr(base), p.size)
+        });
+        self.inner.next_bar.set(next);
+        let placement = PortLayout {
+            regs_base: BusAddr(regs_base),
+            regs_size: layout.regs_size,
+            pmr,
+        };
+        let pmr_size = layout.pmr.as_ref().map_or(0, |p| p.size);
+        let store = match pmr_image {
+            Some(img) if img.len() == pmr_size => img,
+            _ => PageStore::zeroed(pmr_size),
+        };
+        let mut ports = self.inner.ports.borrow_mut();
+        ports.push(PortState {
+            layout,
+            pmr: store,
+            down: Serializer::default(),
+            up: Serializer::default(),
+            ingress_free_at: SimTime::ZERO,
+            credits: VecDeque::new(),
+        });
+        self.inner.endpoints.borrow_mut().push(None);
+        self.inner.layout.borrow_mut().ports.push(placement);
+        DevicePort {
+            machine: self.inner.clone(),
+            port: (ports.len() - 1) as u8,
+        }
+    }
+
+    /// Connects the device behind `port`.
+    pub fn connect(&self, port: &DevicePort, endpoint: Rc<dyn Endpoint>) {
+        self.inner.endpoints.borrow_mut()[port.index() as usize] = Some(endpoint);
+    }
+
+    /// Where every BAR sits.
+    pub fn layout(&self) -> BusLayout {
+        self.inner.layout.borrow().clone()
+    }
+
+    /// Base address of a device's BAR.
+    pub fn bar(&self, port: u8, bar: BarKind) -> Option<BusAddr> {
+        let l = self.inner.layout.borrow();
+        let p = l.ports.get(port as usize)?;
+        match bar {
+            BarKind::Registers => Some(p.regs_base),
+            BarKind::Pmr => p.pmr.map(|(b, _)| b),
+        }
+    }
+
+    /// The traffic counters so far.
+    pub fn counters(&self) -> Counters {
+        self.inner.trace.borrow().counters()
+    }
+
+    /// The bus trace so far.
+    pub fn trace(&self) -> Ref<'_, BusTrace> {
+        self.inner.trace.borrow()
+    }
+
+    /// Takes the recorded trace, leaving an empty one in the same mode.
+    pub fn take_trace(&self) -> BusTrace {
+        let mut t = self.inner.trace.borrow_mut();
+        let mode = t.mode();
+        std::mem::replace(&mut *t, BusTrace::new(mode))
+    }
+
+    /// The current content of a device's PMR (writes that have taken
+    /// effect; writes still on the link are not in it).
+    pub fn pmr_image(&self, port: u8) -> Option<PageStore> {
+        self.inner
+            .ports
+            .borrow()
+            .get(port as usize)
+            .map(|p| p.pmr.clone())
+    }
+}
+
+impl Inner {
+    pub(crate) fn now(&self) -> SimTime {
+        self.sim.now()
+    }
+
+    /// Queues an effect for `due`.
+    pub(crate) fn schedule(&self, due: SimTime, action: Action) {
+        let mut q = self.bus.borrow_mut();
+        let slot = match q.free.pop() {
+            Some(s) => {
+                q.actions[s as usize] = Some(action);
+                s
+            }
+            None => {
+                q.actions.push(Some(action));
+                (q.actions.len() - 1) as u32
+            }
+        };
+        drop(q);
+        if let Some(sink) = self.bus_sink.get() {
+            self.sim.schedule_event(due, sink, slot);
+        }
+    }
+
+    fn endpoint(&self, port: u8) -> Option<Rc<dyn Endpoint>> {
+        self.endpoints.borrow().get(port as usize).cloned().flatten()
+    }
+
+    fn execute(&self, action: Action) {
+        match action {
+            Action::RegWrite { port, offset, data } => {
+                if let Some(ep) = self.endpoint(port) {
+                    if ep.reg_write(offset, data.bytes()).is_err() {
+                        self.trace.borrow_mut().count_unsupported();
+                    }
+                }
+            }
+            Action::PmrWrite { port, offset, data } => {
+                if let Some(p) = self.ports.borrow_mut().get_mut(port as usize) {
+                    p.pmr.write(offset, data.bytes());
+                }
+                if let Some(ep) = self.endpoint(port) {
+                    ep.pmr_written(offset, data.bytes().len() as u64);
+                }
+            }
+            Action::DeviceRead {
+                port,
+                bar,
+                offset,
+                len,
+                tag,
+                attr,
+                purpose,
+                mut ur,
+            } => {
+                let mut buf = vec![0u8; len as usize];
+                if !ur {
+                    ur = match (bar, self.endpoint(port)) {
+                        (_, None) => true,
+                        (BarKind::Registers, Some(ep)) => ep.reg_read(offset, &mut buf).is_err(),
+                        (BarKind::Pmr, Some(ep)) => {
+                            if ep.pmr_enabled() {
+                                if let Some(p) = self.ports.borrow().get(port as usize) {
+                                    p.pmr.read(offset, &mut buf);
+                                }
+                                false
+                            } else {
+                                true
+                            }
+                        }
+                    };
+                }
+                if ur {
+                    self.trace.borrow_mut().count_unsupported();
+                }
+                // A zero-length read still returns one DW (PCIe 3.0 2.2.5).
+                let data_len = if ur { 0 } else { (len as usize).max(4) };
+                let mut payload = buf;
+                payload.resize(data_len, 0);
+                let now = self.now();
+                let link = &self.profile.link;
+                let wire = link.wire_bytes(TlpKind::Completion, 0, data_len as u32);
+                let tx = {
+                    let mut ports = self.ports.borrow_mut();
+                    ports[port as usize].up.transmit(link, now, wire)
+                };
+                self.trace.borrow_mut().record(
+                    TraceEntry {
+                        time: now,
+                        effect: tx.arrival,
+                        addr: 0,
+                        payload: NO_PAYLOAD,
+                        len: data_len as u32,
+                        attr,
+                        kind: EventKind::MmioReadCompletion,
+                        purpose,
+                        source: port,
+                        flags: if ur { FLAG_UR } else { 0 },
+                        code: 0,
+                        wire_bytes: wire as u16,
+                    },
+                    &payload,
+                );
+                payload.truncate(len as usize);
+                self.schedule(
+                    tx.arrival,
+                    Action::MmioCompletion {
+                        tag,
+                        data: Payload::new(&payload),
+                        ur,
+                    },
+                );
+            }
+            Action::MmioCompletion { tag, data, ur } => self.complete_read(tag, 0, data.bytes(), ur),
+            Action::DmaCompletion {
+                tag,
+                offset,
+                data,
+                ur,
+            } => self.complete_read(tag, offset as usize, data.bytes(), ur),
+            Action::ServeDmaRead {
+                port,
+                addr,
+                len,
+                tag,
+                offset,
+                purpose,
+                attr,
+            } => self.serve_dma_read(port, addr, len, tag, offset, purpose, attr),
+            Action::HostWrite { addr, data } => {
+                // The emitter checked the range; a failure here cannot happen.
+                let _ = self.mem.write(crate::addr::HostAddr(addr), data.bytes());
+            }
+            Action::Msix { vector } => self.irq.raise(vector),
+        }
+    }
+
+    fn complete_read(&self, tag: u32, offset: usize, data: &[u8], ur: bool) {
+        let mut reads = self.reads.borrow_mut();
+        let Some(w) = reads.get(tag) else {
+            return;
+        };
+        if ur {
+            w.failed = true;
+            w.remaining = 0;
+        } else {
+            let end = (offset + data.len()).min(w.buf.len());
+            if offset < end {
+                w.buf[offset..end].copy_from_slice(&data[..end - offset]);
+            }
+            w.remaining = w.remaining.saturating_sub(data.len().max(1) as u64);
+        }
+        if w.remaining == 0 {
+            if let Some(waker) = w.waker.take() {
+                waker.wake();
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn serve_dma_read(
+        &self,
+        port: u8,
+        addr: u64,
+        len: u32,
+        tag: u32,
+        offset: u32,
+        purpose: Purpose,
+        attr: u32,
+    ) {
+        let now = self.now();
+        let link = self.profile.link.clone();
+        let mut buf = vec![0u8; len as usize];
+        let ur = self.mem.read(crate::addr::HostAddr(addr), &mut buf).is_err();
+        if ur {
+            let wire = link.wire_bytes(TlpKind::Completion, 0, 0);
+            let tx = self.ports.borrow_mut()[port as usize]
+                .down
+                .transmit(&link, now, wire);
+            let mut t = self.trace.borrow_mut();
+            t.count_unsupported();
+            t.record(
+                TraceEntry {
+                    time: now,
+                    effect: tx.arrival,
+                    addr,
+                    payload: NO_PAYLOAD,
+                    len: 0,
+                    attr,
+                    kind: EventKind::DmaReadCompletion,
+                    purpose,
+                    source: port,
+                    flags: FLAG_UR,
+                    code: 0,
+                    wire_bytes: wire as u16,
+                },
+                &[],
+            );
+            drop(t);
+            self.schedule(
+                tx.arrival,
+                Action::DmaCompletion {
+                    tag,
+                    offset,
+                    data: Payload::new(&[]),
+                    ur: true,
+                },
+            );
+            return;
+        }
+        for (a, l) in link.split_completion(addr, len as u64) {
+            let rel = (a - addr) as usize;
+            let chunk = &buf[rel..rel + l as usize];
+            let wire = link.wire_bytes(TlpKind::Completion, a, l);
+            let tx = self.ports.borrow_mut()[port as usize]
+                .down
+                .transmit(&link, now, wire);
+            self.trace.borrow_mut().record(
+                TraceEntry {
+                    time: now,
+                    effect: tx.arrival,
+                    addr: a,
+                    payload: NO_PAYLOAD,
+                    len: l,
+                    attr,
+                    kind: EventKind::DmaReadCompletion,
+                    purpose,
+                    source: port,
+                    flags: 0,
+                    code: 0,
+                    wire_bytes: wire as u16,
+                },
+                chunk,
+            );
+            self.schedule(
+                tx.arrival,
+                Action::DmaCompletion {
+                    tag,
+                    offset: offset + rel as u32,
+                    data: Payload::new(chunk),
+                    ur: false,
+                },
+            );
+        }
+    }
+
+    /// Emits a host posted write to a device BAR: waits for a posted credit
+    /// and the transmitter, queues it to the device ingress, records it and
+    /// schedules its effect. Returns when it finished leaving the root port.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn emit_host_write(
+        &self,
+        core: usize,
+        addr: u64,
+        data: &[u8],
+        purpose: Purpose,
+        attr: u32,
+        extra_flags: u8,
+    ) -> Result<SimTime, PcieError> {
+        let len = data.len() as u64;
+        let Some((port, bar, offset)) = self.layout.borrow().decode(addr, len) else {
+            return Err(PcieError::Unmapped { addr, len });
+        };
+        let now = self.now();
+        let link = &self.profile.link;
+        let ep = self.endpoint(port);
+        let mut flags = extra_flags;
+        let ur = match bar {
+            BarKind::Registers => {
+                let rule = self.ports.borrow()[port as usize].layout.register_access;
+                !rule.allows(offset, data.len())
+            }
+            BarKind::Pmr => {
+                flags |= FLAG_PMR;
+                !ep.as_ref().is_some_and(|e| e.pmr_enabled())
+            }
+        };
+        if ur {
+            flags |= FLAG_UR;
+        }
+        let wire = link.wire_bytes(TlpKind::Request, addr, data.len() as u32);
+        let (tx, done) = {
+            let mut ports = self.ports.borrow_mut();
+            let p = &mut ports[port as usize];
+            let limit = match &p.layout.pmr {
+                Some(pmr) => pmr.timing.posted_credits.max(1) as usize,
+                None => 8,
+            };
+            while p.credits.front().is_some_and(|t| *t <= now) {
+                p.credits.pop_front();
+            }
+            let mut ready = now;
+            while p.credits.len() >= limit {
+                if let Some(t) = p.credits.pop_front() {
+                    ready = ready.max(t);
+                }
+            }
+            let tx = p.down.transmit(link, ready, wire);
+            let service = match (bar, &p.layout.pmr) {
+                (BarKind::Pmr, Some(pmr)) => {
+                    pmr.timing.write_fixed + crate::time::SimDuration(pmr.timing.write_ps_per_byte * len)
+                }
+                _ => p.layout.register_latency,
+            };
+            let start = tx.arrival.max(p.ingress_free_at);
+            let done = start + service;
+            p.ingress_free_at = done;
+            p.credits.push_back(done + link.one_way_latency);
+            (tx, done)
+        };
+        {
+            let mut t = self.trace.borrow_mut();
+            if ur {
+                t.count_unsupported();
+            }
+            t.record(
+                TraceEntry {
+                    time: now,
+                    effect: done,
+                    addr,
+                    payload: NO_PAYLOAD,
+                    len: data.len() as u32,
+                    attr,
+                    kind: EventKind::MmioWrite,
+                    purpose,
+                    source: core as u8,
+                    flags,
+                    code: 0,
+                    wire_bytes: wire as u16,
+                },
+                data,
+            );
+        }
+        if !ur {
+            let data = Payload::new(data);
+            let action = match bar {
+                BarKind::Registers => Action::RegWrite { port, offset, data },
+                BarKind::Pmr => Action::PmrWrite { port, offset, data },
+            };
+            self.schedule(done, action);
+        }
+        Ok(tx.end)
+    }
+
+    /// Emits a core's read request for `len` bytes (0: a zero-length read)
+    /// and returns the tag its completion will fill.
+    pub(crate) fn emit_host_read(
+        &self,
+        core: usize,
+        addr: u64,
+        len: u32,
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<u32, PcieError> {
+        let Some((port, bar, offset)) = self.layout.borrow().decode(addr, len as u64) else {
+            return Err(PcieError::Unmapped {
+                addr,
+                len: len as u64,
+            });
+        };
+        let now = self.now();
+        let link = &self.profile.link;
+        let (tx_arrival, done, ur, wire) = {
+            let mut ports = self.ports.borrow_mut();
+            let p = &mut ports[port as usize];
+            let ur = match bar {
+                BarKind::Registers => !p.layout.register_access.allows(offset, len as usize),
+                BarKind::Pmr => false,
+            };
+            let wire = link.wire_bytes(TlpKind::Request, addr, 0);
+            let tx = p.down.transmit(link, now, wire);
+            let service = match (bar, &p.layout.pmr) {
+                (BarKind::Pmr, Some(pmr)) => {
+                    pmr.timing.read_fixed + crate::time::SimDuration(pmr.timing.read_ps_per_byte * len as u64)
+                }
+                _ => p.layout.register_latency,
+            };
+            let start = tx.arrival.max(p.ingress_free_at);
+            let done = start + service;
+            p.ingress_free_at = done;
+            (tx.arrival, done, ur, wire)
+        };
+        let _ = tx_arrival;
+        let tag = self.reads.borrow_mut().open(len as usize, len.max(1) as u64);
+        self.trace.borrow_mut().record(
+            TraceEntry {
+                time: now,
+                effect: done,
+                addr,
+                payload: NO_PAYLOAD,
+                len: 0,
+                attr,
+                kind: EventKind::MmioRead,
+                purpose,
+                source: core as u8,
+                flags: if bar == BarKind::Pmr { FLAG_PMR } else { 0 },
+                code: 0,
+                wire_bytes: wire as u16,
+            },
+            &[],
+        );
+        self.schedule(
+            done,
+            Action::DeviceRead {
+                port,
+                bar,
+                offset,
+                len,
+                tag,
+                attr,
+                purpose,
+                ur,
+            },
+        );
+        Ok(tag)
+    }
+}
+
+impl EventSink for Inner {
+    fn fire(&self, slot: u32) {
+        let action = {
+            let mut q = self.bus.borrow_mut();
+            let a = q.actions.get_mut(slot as usize).and_then(|a| a.take());
+            if a.is_some() {
+                q.free.push(slot);
+            }
+            a
+        };
+        if let Some(a) = action {
+            self.execute(a);
+        }
+    }
+}
+
+/// The MSI-X message address, for devices.
+pub const fn msi_address() -> u64 {
+    MSI_ADDRESS
+}

@@ -1,0 +1,263 @@
+//! A device's side of its link: DMA to host memory, MSI-X, its own PMR,
+//! and device-internal trace events.
+
+use std::rc::Rc;
+
+use crate::addr::{BusAddr, HostAddr};
+use crate::error::PcieError;
+use crate::executor::Sim;
+use crate::irq::MSI_ADDRESS;
+use crate::link::TlpKind;
+use crate::machine::{Action, Inner, Payload, ReadDone};
+use crate::time::SimTime;
+use crate::trace::{EventKind, Purpose, TraceEntry, TraceMode, NO_PAYLOAD};
+
+/// What a device holds to reach the host.
+#[derive(Clone)]
+pub struct DevicePort {
+    pub(crate) machine: Rc<Inner>,
+    pub(crate) port: u8,
+}
+
+impl std::fmt::Debug for DevicePort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevicePort").field("port", &self.port).finish()
+    }
+}
+
+impl DevicePort {
+    /// Index of this device's port.
+    pub fn index(&self) -> u8 {
+        self.port
+    }
+
+    /// The simulation.
+    pub fn sim(&self) -> Sim {
+        self.machine.sim.clone()
+    }
+
+    /// The simulated time now.
+    pub fn now(&self) -> SimTime {
+        self.machine.now()
+    }
+
+    /// How much of the trace the machine keeps (a device records payloads
+    /// of its persistence events only when it is `Full`).
+    pub fn trace_mode(&self) -> TraceMode {
+        self.machine.trace.borrow().mode()
+    }
+
+    /// Reads `buf.len()` bytes of host memory at `addr` by DMA: read
+    /// requests split by Max_Read_Request_Size, completions split on the
+    /// Read Completion Boundary. An address outside host memory gets an
+    /// Unsupported Request completion and the read fails.
+    pub async fn dma_read(
+        &self,
+        addr: BusAddr,
+        buf: &mut [u8],
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), PcieError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let m = &self.machine;
+        let now = m.now();
+        let link = &m.profile.link;
+        m.trace.borrow_mut().count_op(EventKind::DmaRead, purpose);
+        let tag = m.reads.borrow_mut().open(buf.len(), buf.len() as u64);
+        for (a, l) in link.split_read_request(addr.0, buf.len() as u64) {
+            let wire = link.wire_bytes(TlpKind::Request, a, 0);
+            let tx = m.ports.borrow_mut()[self.port as usize]
+                .up
+                .transmit(link, now, wire);
+            let serve_at = tx.arrival + m.profile.host.dma_read_latency;
+            m.trace.borrow_mut().record(
+                TraceEntry {
+                    time: now,
+                    effect: serve_at,
+                    addr: a,
+                    payload: NO_PAYLOAD,
+                    len: 0,
+                    attr,
+                    kind: EventKind::DmaRead,
+                    purpose,
+                    source: self.port,
+                    flags: 0,
+                    code: 0,
+                    wire_bytes: wire as u16,
+                },
+                &[],
+            );
+            m.schedule(
+                serve_at,
+                Action::ServeDmaRead {
+                    port: self.port,
+                    addr: a,
+                    len: l,
+                    tag,
+                    offset: (a - addr.0) as u32,
+                    purpose,
+                    attr,
+                },
+            );
+        }
+        let w = ReadDone {
+            machine: m.clone(),
+            tag,
+        }
+        .await;
+        if w.failed {
+            return Err(PcieError::OutsideHostMemory {
+                addr: addr.0,
+                len: buf.len() as u64,
+            });
+        }
+        buf.copy_from_slice(&w.buf);
+        Ok(())
+    }
+
+    /// Writes `data` to host memory at `addr` by DMA (posted; returns at
+    /// once with the time the last byte arrives). Split by Max_Payload_Size
+    /// and 4 KiB boundaries. A target outside host memory is refused here
+    /// (on real hardware the root complex would drop it and log an error;
+    /// the model tells the device so it can fail the command).
+    pub fn dma_write(
+        &self,
+        addr: BusAddr,
+        data: &[u8],
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<SimTime, PcieError> {
+        let m = &self.machine;
+        if !m.mem.contains(HostAddr(addr.0), data.len() as u64) {
+            m.trace.borrow_mut().count_unsupported();
+            return Err(PcieError::OutsideHostMemory {
+                addr: addr.0,
+                len: data.len() as u64,
+            });
+        }
+        let now = m.now();
+        let link = &m.profile.link;
+        m.trace.borrow_mut().count_op(EventKind::DmaWrite, purpose);
+        let mut last = now;
+        for (a, l) in link.split_write(addr.0, data.len() as u64) {
+            let rel = (a - addr.0) as usize;
+            let chunk = &data[rel..rel + l as usize];
+            let wire = link.wire_bytes(TlpKind::Request, a, l);
+            let tx = m.ports.borrow_mut()[self.port as usize]
+                .up
+                .transmit(link, now, wire);
+            m.trace.borrow_mut().record(
+                TraceEntry {
+                    time: now,
+                    effect: tx.arrival,
+                    addr: a,
+                    payload: NO_PAYLOAD,
+                    len: l,
+                    attr,
+                    kind: EventKind::DmaWrite,
+                    purpose,
+                    source: self.port,
+                    flags: 0,
+                    code: 0,
+                    wire_bytes: wire as u16,
+                },
+                chunk,
+            );
+            m.schedule(
+                tx.arrival,
+                Action::HostWrite {
+                    addr: a,
+                    data: Payload::new(chunk),
+                },
+            );
+            last = tx.arrival;
+        }
+        Ok(last)
+    }
+
+    /// Sends an MSI-X message for `vector` (a posted 4-byte write to the
+    /// interrupt address; it cannot pass the DMA writes sent before it).
+    pub fn msix(&self, vector: u16, attr: u32) -> SimTime {
+        let m = &self.machine;
+        let now = m.now();
+        let link = &m.profile.link;
+        let wire = link.wire_bytes(TlpKind::Request, MSI_ADDRESS, 4);
+        let tx = m.ports.borrow_mut()[self.port as usize]
+            .up
+            .transmit(link, now, wire);
+        {
+            let mut t = m.trace.borrow_mut();
+            t.count_op(EventKind::Msix, Purpose::Interrupt);
+            t.record(
+                TraceEntry {
+                    time: now,
+                    effect: tx.arrival,
+                    addr: MSI_ADDRESS,
+                    payload: NO_PAYLOAD,
+                    len: 4,
+                    attr,
+                    kind: EventKind::Msix,
+                    purpose: Purpose::Interrupt,
+                    source: self.port,
+                    flags: 0,
+                    code: vector,
+                    wire_bytes: wire as u16,
+                },
+                &(vector as u32).to_le_bytes(),
+            );
+        }
+        m.schedule(tx.arrival, Action::Msix { vector });
+        tx.arrival
+    }
+
+    /// Reads the device's own PMR (device-internal: no bus traffic).
+    pub fn pmr_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), PcieError> {
+        let ports = self.machine.ports.borrow();
+        let p = &ports[self.port as usize];
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > p.pmr.len())
+        {
+            return Err(PcieError::UnsupportedRequest {
+                addr: offset,
+                what: "read outside the PMR",
+            });
+        }
+        p.pmr.read(offset, buf);
+        Ok(())
+    }
+
+    /// Size of the device's PMR in bytes (0 without one).
+    pub fn pmr_len(&self) -> u64 {
+        self.machine.ports.borrow()[self.port as usize].pmr.len()
+    }
+
+    /// Records a device-internal event (a media program, a flush
+    /// completing...) with a device-defined `code`, a device-defined
+    /// address (an LBA) and length. `payload` is either empty or `len`
+    /// bytes; it is kept only in `Full` trace mode. Returns the event's
+    /// sequence number in the trace.
+    pub fn record(&self, code: u16, addr: u64, len: u32, payload: &[u8], attr: u32) -> u64 {
+        debug_assert!(payload.is_empty() || payload.len() == len as usize);
+        let now = self.machine.now();
+        self.machine.trace.borrow_mut().record(
+            TraceEntry {
+                time: now,
+                effect: now,
+                addr,
+                payload: NO_PAYLOAD,
+                len,
+                attr,
+                kind: EventKind::Device,
+                purpose: Purpose::Other,
+                source: self.port,
+                flags: 0,
+                code,
+                wire_bytes: 0,
+            },
+            payload,
+        )
+    }
+}

@@ -1,0 +1,91 @@
+//! Hardware profiles of the host: CPU, root complex and DRAM. Every number
+//! is a named field with its source beside it.
+
+use crate::link::LinkProfile;
+use crate::time::{Cycles, Frequency, SimDuration};
+
+/// The host CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuProfile {
+    /// Simulated cores. The paper's server has 2 x 12 cores (ccNVMe 7.1).
+    pub cores: usize,
+    /// Core clock: Intel E5-2680 v3 at 2.5 GHz (ccNVMe 7.1).
+    pub clock: Frequency,
+    /// Write-combining line buffers per core: 10 fill buffers double as WC
+    /// buffers on Haswell (Intel Optimization Manual 3.6.10; checklist P1).
+    pub wc_buffers: usize,
+    /// Cycles for one store instruction of up to 8 bytes into a WC buffer.
+    pub wc_store_cycles: Cycles,
+    /// Cycles for an uncached MMIO store to be accepted by the uncore.
+    /// Estimate: UC stores are serialized and take ~100 ns on Xeon parts.
+    pub uc_store_cycles: Cycles,
+    /// Cycles of an `mfence`/`sfence` with nothing to drain (Agner Fog's
+    /// instruction tables, Haswell: mfence ~33 cycles).
+    pub fence_cycles: Cycles,
+    /// Cycles of a `clflush` instruction (Agner Fog, Haswell: ~40 cycles).
+    pub clflush_cycles: Cycles,
+    /// Extra time a fence waits when it drains WC lines, until the uncore
+    /// reports them globally visible at the root complex. Calibrated so that
+    /// a non-persistent 64-byte PMR write (stores + fence) costs 0.6 us,
+    /// which with the 0.9 us flush read gives ccNVMe Figure 5's 2.5x ratio
+    /// (checklist T2).
+    pub wc_drain_latency: SimDuration,
+    /// Bytes fetched by one uncached load in an MMIO read. 32 bytes (one
+    /// AVX load) reproduces Horae 5.2: 4096 / 32 = 128 serialized reads of
+    /// ~0.88 us each is the measured 113 us, and 8 bytes costs 0.9 us.
+    pub mmio_read_chunk: u32,
+    /// Cycles to issue an uncached load and retire it after its data returns.
+    pub uc_load_cycles: Cycles,
+    /// Bytes a core copies per cycle in DRAM (memcpy of cached data; ~16
+    /// B/cycle on Haswell with AVX, Intel Optimization Manual 14.3).
+    pub memcpy_bytes_per_cycle: u32,
+}
+
+impl Default for CpuProfile {
+    fn default() -> Self {
+        CpuProfile {
+            cores: 4,
+            clock: Frequency::from_mhz(2_500),
+            wc_buffers: 10,
+            wc_store_cycles: Cycles(1),
+            uc_store_cycles: Cycles(250),
+            fence_cycles: Cycles(33),
+            clflush_cycles: Cycles(40),
+            wc_drain_latency: SimDuration::from_ns(555),
+            mmio_read_chunk: 32,
+            uc_load_cycles: Cycles(20),
+            memcpy_bytes_per_cycle: 16,
+        }
+    }
+}
+
+/// The root complex and host DRAM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostProfile {
+    /// DRAM size in bytes.
+    pub dram_bytes: u64,
+    /// Time the root complex takes to read DRAM for a DMA read request
+    /// before its first completion leaves (~100 ns DRAM access, typical
+    /// loaded latency on Xeon E5 v3).
+    pub dma_read_latency: SimDuration,
+}
+
+impl Default for HostProfile {
+    fn default() -> Self {
+        HostProfile {
+            dram_bytes: 256 << 20,
+            dma_read_latency: SimDuration::from_ns(100),
+        }
+    }
+}
+
+/// Everything needed to build a [`crate::Machine`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MachineProfile {
+    /// The CPU.
+    pub cpu: CpuProfile,
+    /// Root complex and DRAM.
+    pub host: HostProfile,
+    /// The link to each attached device.
+    pub link: LinkProfile,
+}
