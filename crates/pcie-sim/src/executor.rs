@@ -60,6 +60,10 @@ enum Wakeup {
 pub trait EventSink {
     /// The event with `token` is due now.
     fn fire(&self, token: u32);
+
+    /// The executor is being dropped: release anything that could keep a
+    /// reference cycle alive (devices holding handles to the sink).
+    fn teardown(&self) {}
 }
 
 /// Identifies a registered [`EventSink`].
@@ -347,6 +351,9 @@ impl Drop for Executor {
         drop(futures);
         self.sim.inner.queue.borrow_mut().clear();
         let sinks = std::mem::take(&mut *self.sim.inner.sinks.borrow_mut());
+        for s in &sinks {
+            s.teardown();
+        }
         drop(sinks);
     }
 }

@@ -855,6 +855,14 @@ impl Inner {
 }
 
 impl EventSink for Inner {
+    fn teardown(&self) {
+        // Devices hold their port (and so this machine); dropping them here
+        // breaks the cycle once the simulation is over.
+        let eps = std::mem::take(&mut *self.endpoints.borrow_mut());
+        drop(eps);
+        self.bus.borrow_mut().actions.clear();
+    }
+
     fn fire(&self, slot: u32) {
         let action = {
             let mut q = self.bus.borrow_mut();

@@ -212,6 +212,39 @@ impl DevicePort {
         tx.arrival
     }
 
+    /// Like [`DevicePort::record`], with the payload of the earlier event
+    /// `same_as` (stored once in the trace). `payload` is used only if that
+    /// event was not stored.
+    pub fn record_sharing(
+        &self,
+        code: u16,
+        addr: u64,
+        len: u32,
+        same_as: u64,
+        payload: &[u8],
+        attr: u32,
+    ) -> u64 {
+        let now = self.machine.now();
+        self.machine.trace.borrow_mut().record_sharing(
+            TraceEntry {
+                time: now,
+                effect: now,
+                addr,
+                payload: NO_PAYLOAD,
+                len,
+                attr,
+                kind: EventKind::Device,
+                purpose: Purpose::Other,
+                source: self.port,
+                flags: 0,
+                code,
+                wire_bytes: 0,
+            },
+            same_as,
+            payload,
+        )
+    }
+
     /// Reads the device's own PMR (device-internal: no bus traffic).
     pub fn pmr_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), PcieError> {
         let ports = self.machine.ports.borrow();

@@ -431,6 +431,31 @@ impl BusTrace {
         seq
     }
 
+    /// Records an entry whose payload is the payload of earlier entry
+    /// `same_as` (stored once). Falls back to recording `payload` if that
+    /// entry is not stored.
+    pub fn record_sharing(&mut self, mut e: TraceEntry, same_as: u64, payload: &[u8]) -> u64 {
+        let shared = match self.entries.get(same_as as usize) {
+            Some(prev) if self.mode == TraceMode::Full && prev.payload != NO_PAYLOAD && prev.len == e.len => {
+                Some(prev.payload)
+            }
+            _ => None,
+        };
+        let Some(off) = shared else {
+            return self.record(e, payload);
+        };
+        let seq = self.events;
+        self.events += 1;
+        let mut h = mix(self.hash, e.time.0);
+        h = mix(h, e.addr);
+        h = mix(h, same_as);
+        h = mix(h, (e.kind as u64) | (e.code as u64) << 8 | (e.len as u64) << 24);
+        self.hash = h;
+        e.payload = off;
+        self.entries.push(e);
+        seq
+    }
+
     /// Counts a logical operation (see the crate docs).
     #[inline]
     pub fn count_op(&mut self, kind: EventKind, purpose: Purpose) {

@@ -1,0 +1,345 @@
+//! The storage back end: parallel media units, the optional write cache
+//! and its destage engines, and the media store.
+//!
+//! Units are timed analytically: each keeps the time it is next free, and
+//! an operation starts at the later of now and that time. A write without
+//! a cache programs each 4 KiB block on unit `block % units`; blocks on
+//! different units proceed in parallel. With a cache, a write completes
+//! once its blocks are in the cache, and one destage task per unit
+//! programs dirty blocks in the background. FLUSH waits until every block
+//! that was dirty when it started is programmed; FUA writes through.
+//!
+//! Every block's arrival ([`events::DATA_IN`]) and programming
+//! ([`events::MEDIA_WRITE`]) is recorded in the bus trace, which is what
+//! the power-failure model of `power.rs` replays.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use pcie_sim::sync::{Notify, Semaphore};
+use pcie_sim::{DevicePort, Sim, SimDuration, SimTime, TraceMode};
+
+use crate::events;
+use crate::media::{Block, Media, BLOCK};
+use crate::profile::SsdProfile;
+
+struct CacheEntry {
+    data: Block,
+    version: u64,
+    /// Trace sequence number of the DATA_IN event of this version.
+    data_in: u64,
+    /// Waiting in its unit's destage queue.
+    queued: bool,
+}
+
+struct Cache {
+    entries: RefCell<HashMap<u64, CacheEntry>>,
+    /// Highest version of each block known to be on the media.
+    durable: RefCell<HashMap<u64, u64>>,
+    queues: RefCell<Vec<VecDeque<u64>>>,
+    work: Vec<Notify>,
+    space: Semaphore,
+    destaged: Notify,
+}
+
+/// Media, units and cache of one controller.
+pub struct Backend {
+    sim: Sim,
+    port: DevicePort,
+    media: RefCell<Media>,
+    units: u32,
+    program_time: SimDuration,
+    read_time: SimDuration,
+    unit_free: RefCell<Vec<SimTime>>,
+    cache: Option<Rc<Cache>>,
+    /// Volatile Write Cache feature (NVMe 5.21.1.6): when off, every write
+    /// waits for its blocks to be programmed.
+    cache_enabled: Cell<bool>,
+    next_version: Cell<u64>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("units", &self.units)
+            .field("cache", &self.cache.is_some())
+            .finish()
+    }
+}
+
+impl Backend {
+    /// A back end over `media`, timed by `profile`; starts the destage
+    /// engines if the profile has a cache.
+    pub fn new(sim: Sim, port: DevicePort, profile: &SsdProfile, media: Media) -> Rc<Backend> {
+        let units = profile.units.max(1);
+        let cache = profile.write_cache.as_ref().map(|c| {
+            Rc::new(Cache {
+                entries: RefCell::new(HashMap::new()),
+                durable: RefCell::new(HashMap::new()),
+                queues: RefCell::new(vec![VecDeque::new(); units as usize]),
+                work: (0..units).map(|_| Notify::new()).collect(),
+                space: Semaphore::new(c.blocks.max(1) as usize),
+                destaged: Notify::new(),
+            })
+        });
+        let b = Rc::new(Backend {
+            sim: sim.clone(),
+            port,
+            media: RefCell::new(media),
+            units,
+            program_time: profile.program_time,
+            read_time: profile.read_time,
+            unit_free: RefCell::new(vec![SimTime::ZERO; units as usize]),
+            cache,
+            cache_enabled: Cell::new(true),
+            next_version: Cell::new(1),
+        });
+        if b.cache.is_some() {
+            for u in 0..units {
+                let me = b.clone();
+                sim.spawn(async move { me.destage_loop(u).await });
+            }
+        }
+        b
+    }
+
+    /// Number of media blocks.
+    pub fn blocks(&self) -> u64 {
+        self.media.borrow().blocks()
+    }
+
+    /// True if the drive has a write cache.
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    /// Turns the write cache on or off (the VWC feature).
+    pub fn set_cache_enabled(&self, on: bool) {
+        self.cache_enabled.set(on);
+    }
+
+    /// Whether the write cache is on.
+    pub fn cache_enabled(&self) -> bool {
+        self.cache.is_some() && self.cache_enabled.get()
+    }
+
+    fn unit_of(&self, block: u64) -> usize {
+        (block % self.units as u64) as usize
+    }
+
+    /// Reserves `unit` for `d` starting no earlier than now; returns when
+    /// the operation ends.
+    fn reserve(&self, unit: usize, d: SimDuration) -> SimTime {
+        let mut free = self.unit_free.borrow_mut();
+        let start = free[unit].max(self.sim.now());
+        free[unit] = start + d;
+        start + d
+    }
+
+    fn record_data_in(&self, block: u64, data: &Block, attr: u32) -> u64 {
+        let payload: &[u8] = if self.port.trace_mode() == TraceMode::Full {
+            &data[..]
+        } else {
+            &[]
+        };
+        self.port
+            .record(events::DATA_IN, block, BLOCK as u32, payload, attr)
+    }
+
+    fn program(&self, block: u64, data: &Block, data_in: u64, attr: u32) {
+        self.media.borrow_mut().write(block, data);
+        let payload: &[u8] = if self.port.trace_mode() == TraceMode::Full {
+            &data[..]
+        } else {
+            &[]
+        };
+        self.port
+            .record_sharing(events::MEDIA_WRITE, block, BLOCK as u32, data_in, payload, attr);
+    }
+
+    /// Takes the new content of `blocks` (already transferred from the
+    /// host). Returns when the write may complete: when the blocks are in
+    /// the cache, or, with `fua` or without a cache, when they are on the
+    /// media.
+    pub async fn write(&self, blocks: Vec<(u64, Block)>, fua: bool, attr: u32) {
+        match &self.cache {
+            Some(cache) if self.cache_enabled.get() => {
+                let mut waits = Vec::new();
+                for (b, data) in blocks {
+                    let v = self.insert(cache, b, data, fua, attr).await;
+                    waits.push((b, v));
+                }
+                if fua {
+                    self.wait_durable(cache, &waits).await;
+                }
+            }
+            Some(cache) => {
+                // Cache present but disabled: write through it.
+                let mut waits = Vec::new();
+                for (b, data) in blocks {
+                    let v = self.insert(cache, b, data, true, attr).await;
+                    waits.push((b, v));
+                }
+                self.wait_durable(cache, &waits).await;
+            }
+            None => self.program_direct(blocks, attr).await,
+        }
+    }
+
+    async fn program_direct(&self, blocks: Vec<(u64, Block)>, attr: u32) {
+        let mut plan: Vec<(SimTime, u64, Block, u64)> = blocks
+            .into_iter()
+            .map(|(b, data)| {
+                let seq = self.record_data_in(b, &data, attr);
+                let done = self.reserve(self.unit_of(b), self.program_time);
+                (done, b, data, seq)
+            })
+            .collect();
+        plan.sort_by_key(|p| p.0);
+        for (done, b, data, seq) in plan {
+            self.sim.sleep_until(done).await;
+            self.program(b, &data, seq, attr);
+        }
+    }
+
+    async fn insert(&self, cache: &Rc<Cache>, b: u64, data: Block, urgent: bool, attr: u32) -> u64 {
+        let present = cache.entries.borrow().contains_key(&b);
+        if !present {
+            cache.space.acquire(1).await;
+        }
+        let v = self.next_version.get();
+        self.next_version.set(v + 1);
+        let seq = self.record_data_in(b, &data, attr);
+        let unit = self.unit_of(b);
+        let mut entries = cache.entries.borrow_mut();
+        let e = entries.entry(b).or_insert(CacheEntry {
+            data: data.clone(),
+            version: v,
+            data_in: seq,
+            queued: false,
+        });
+        e.data = data;
+        e.version = v;
+        e.data_in = seq;
+        let mut queues = cache.queues.borrow_mut();
+        if urgent {
+            queues[unit].retain(|x| *x != b);
+            queues[unit].push_front(b);
+            e.queued = true;
+        } else if !e.queued {
+            queues[unit].push_back(b);
+            e.queued = true;
+        }
+        drop(queues);
+        drop(entries);
+        cache.work[unit].notify_one();
+        v
+    }
+
+    async fn wait_durable(&self, cache: &Rc<Cache>, waits: &[(u64, u64)]) {
+        loop {
+            let done = {
+                let durable = cache.durable.borrow();
+                waits.iter().all(|(b, v)| durable.get(b).is_some_and(|d| d >= v))
+            };
+            if done {
+                return;
+            }
+            cache.destaged.notified().await;
+        }
+    }
+
+    async fn destage_loop(self: Rc<Self>, unit: u32) {
+        let Some(cache) = self.cache.clone() else {
+            return;
+        };
+        let u = unit as usize;
+        loop {
+            let next = cache.queues.borrow_mut()[u].pop_front();
+            let Some(b) = next else {
+                cache.work[u].notified().await;
+                continue;
+            };
+            let (data, version, data_in, attr) = {
+                let mut entries = cache.entries.borrow_mut();
+                let Some(e) = entries.get_mut(&b) else {
+                    continue;
+                };
+                e.queued = false;
+                (e.data.clone(), e.version, e.data_in, 0u32)
+            };
+            let done = self.reserve(u, self.program_time);
+            self.sim.sleep_until(done).await;
+            self.program(b, &data, data_in, attr);
+            cache.durable.borrow_mut().insert(b, version);
+            let mut entries = cache.entries.borrow_mut();
+            let clean = entries.get(&b).is_some_and(|e| e.version == version);
+            if clean {
+                entries.remove(&b);
+                drop(entries);
+                cache.space.release(1);
+            }
+            cache.destaged.notify_waiters();
+        }
+    }
+
+    /// Reads `blocks`: each from the cache if it holds a newer version,
+    /// else from the media after a unit read (units work in parallel).
+    pub async fn read_blocks(&self, blocks: &[u64]) -> Vec<Block> {
+        let mut out: Vec<Option<Block>> = vec![None; blocks.len()];
+        let mut until = self.sim.now();
+        for (i, b) in blocks.iter().enumerate() {
+            if let Some(cache) = &self.cache {
+                if let Some(e) = cache.entries.borrow().get(b) {
+                    out[i] = Some(e.data.clone());
+                    continue;
+                }
+            }
+            until = until.max(self.reserve(self.unit_of(*b), self.read_time));
+        }
+        self.sim.sleep_until(until).await;
+        let media = self.media.borrow();
+        out.into_iter()
+            .zip(blocks)
+            .map(|(o, b)| {
+                o.unwrap_or_else(|| {
+                    let mut buf = [0u8; BLOCK];
+                    media.read(*b, &mut buf);
+                    Arc::new(buf)
+                })
+            })
+            .collect()
+    }
+
+    /// Makes every write that completed before now durable (NVMe Flush).
+    pub async fn flush(&self) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        let waits: Vec<(u64, u64)> = cache
+            .entries
+            .borrow()
+            .iter()
+            .map(|(b, e)| (*b, e.version))
+            .collect();
+        self.wait_durable(cache, &waits).await;
+    }
+
+    /// Number of blocks in the cache not yet on the media.
+    pub fn dirty_blocks(&self) -> usize {
+        self.cache.as_ref().map_or(0, |c| c.entries.borrow().len())
+    }
+
+    /// Makes file-backed media durable on the host.
+    pub fn sync(&self) -> Result<(), crate::error::CtrlError> {
+        self.media.borrow().sync()
+    }
+
+    /// Direct access to the media store (for tests and tools; bypasses
+    /// timing and the cache).
+    pub fn media(&self) -> std::cell::Ref<'_, Media> {
+        self.media.borrow()
+    }
+}

@@ -1,0 +1,24 @@
+//! # nvme-ctrl: an NVMe controller with a Persistent Memory Region
+#![deny(unsafe_code)]
+
+pub mod admin;
+pub mod backend;
+pub mod controller;
+pub mod engine;
+pub mod error;
+pub mod events;
+pub mod io;
+pub mod media;
+pub mod power;
+pub mod profile;
+pub mod prp;
+pub mod queues;
+pub mod spec;
+pub mod testing;
+
+pub use backend::Backend;
+pub use controller::{Controller, ControllerConfig};
+pub use error::CtrlError;
+pub use media::{Block, Image, Media, BLOCK};
+pub use power::{MediaCursor, PendingBlock};
+pub use profile::{DriveFigures, SsdProfile, WriteCache};
