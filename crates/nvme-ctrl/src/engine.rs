@@ -230,7 +230,8 @@ impl Controller {
             return;
         }
         if cq.unsignalled_since.is_none() {
-            cq.unsignalled_since = Some(self.sim.now());
+            let armed = self.sim.now();
+            cq.unsignalled_since = Some(armed);
             drop(cqs);
             let Some(me) = self.me() else { return };
             let wait = pcie_sim::SimDuration::from_us(100) * coalesce.time_100us as u64;
@@ -242,8 +243,9 @@ impl Controller {
                 }
                 let fire = {
                     let mut cqs = me.cqs.borrow_mut();
+                    // Only the timer of the current aggregation fires.
                     match cqs.get_mut(&cqid) {
-                        Some(cq) if cq.unsignalled > 0 => {
+                        Some(cq) if cq.unsignalled > 0 && cq.unsignalled_since == Some(armed) => {
                             cq.unsignalled = 0;
                             cq.unsignalled_since = None;
                             true

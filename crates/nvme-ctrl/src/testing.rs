@@ -212,6 +212,23 @@ impl TestHost {
         }
     }
 
+    /// Waits for the next completion on queue `qid`, whichever command it
+    /// is for.
+    pub async fn wait_any(&self, qid: u16) -> Result<CompletionEntry, HostError> {
+        loop {
+            let next = {
+                let mut pairs = self.pairs.borrow_mut();
+                let p = pairs.get_mut(&qid).ok_or(HostError::NoQueue(qid))?;
+                let cid = p.done.keys().min().copied();
+                cid.and_then(|c| p.done.remove(&c))
+            };
+            if let Some(c) = next {
+                return Ok(c);
+            }
+            self.progress.notified().await;
+        }
+    }
+
     /// Starts the interrupt handler of queue `qid`: on each MSI-X message
     /// it consumes new completions by phase tag and rings the CQ head
     /// doorbell once.

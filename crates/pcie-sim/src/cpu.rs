@@ -201,7 +201,7 @@ impl Core {
         let mut until = self.machine.now() + self.time_of(cpu.fence_cycles);
         let st = self.state();
         if st.burst_open.replace(false) {
-            until = until.max(st.last_tx_end.get()) + cpu.wc_drain_latency;
+            until = until.max(st.last_accepted.get()) + cpu.wc_drain_latency;
         }
         self.machine.sim.sleep_until(until).await;
         Ok(())
@@ -290,7 +290,7 @@ impl Core {
             for (off, len) in line.runs() {
                 let flags = FLAG_WC | if first { FLAG_LINE_START } else { 0 };
                 first = false;
-                let end = self.machine.emit_host_write(
+                let accepted = self.machine.emit_host_write(
                     self.index,
                     line.addr + off as u64,
                     &line.data[off..off + len],
@@ -298,7 +298,7 @@ impl Core {
                     line.attr,
                     flags,
                 )?;
-                st.last_tx_end.set(st.last_tx_end.get().max(end));
+                st.last_accepted.set(st.last_accepted.get().max(accepted));
             }
         }
         Ok(())

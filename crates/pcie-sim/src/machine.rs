@@ -228,6 +228,9 @@ pub(crate) struct PortState {
     pub(crate) ingress_free_at: SimTime,
     /// Release times of posted credits in use (monotonic).
     pub(crate) credits: VecDeque<SimTime>,
+    /// Transmission start times of the last posted writes queued in the
+    /// root port (monotonic); bounds the root port's posted buffer.
+    pub(crate) rc_queue: VecDeque<SimTime>,
 }
 
 pub(crate) struct CoreState {
@@ -235,8 +238,8 @@ pub(crate) struct CoreState {
     pub(crate) occupancy: Semaphore,
     /// A WC burst has started leaving since the last fence.
     pub(crate) burst_open: Cell<bool>,
-    /// Latest end of transmission of this core's posted writes.
-    pub(crate) last_tx_end: Cell<SimTime>,
+    /// When the root port accepted the latest of this core's posted writes.
+    pub(crate) last_accepted: Cell<SimTime>,
     /// Reused buffer for lines leaving the WC buffers.
     pub(crate) scratch: Cell<Vec<crate::wc::WcLine>>,
 }
@@ -287,7 +290,7 @@ impl Machine {
                 wc: RefCell::new(WriteCombiningBuffer::new(profile.cpu.wc_buffers)),
                 occupancy: Semaphore::new(1),
                 burst_open: Cell::new(false),
-                last_tx_end: Cell::new(SimTime::ZERO),
+                last_accepted: Cell::new(SimTime::ZERO),
                 scratch: Cell::new(Vec::with_capacity(profile.cpu.wc_buffers + 2)),
             })
             .collect();
@@ -379,6 +382,7 @@ impl Machine {
             up: Serializer::default(),
             ingress_free_at: SimTime::ZERO,
             credits: VecDeque::new(),
+            rc_queue: VecDeque::new(),
         });
         self.inner.endpoints.borrow_mut().push(None);
         self.inner.layout.borrow_mut().ports.push(placement);
@@ -682,9 +686,11 @@ impl Inner {
         }
     }
 
-    /// Emits a host posted write to a device BAR: waits for a posted credit
-    /// and the transmitter, queues it to the device ingress, records it and
-    /// schedules its effect. Returns when it finished leaving the root port.
+    /// Emits a host posted write to a device BAR: it enters the root port's
+    /// posted buffer, waits there for a posted credit and the transmitter,
+    /// queues at the device ingress, and takes effect when served. Records
+    /// it and schedules its effect. Returns when the root port accepted it
+    /// (the moment a store retires or a fence sees it globally visible).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn emit_host_write(
         &self,
@@ -717,7 +723,7 @@ impl Inner {
             flags |= FLAG_UR;
         }
         let wire = link.wire_bytes(TlpKind::Request, addr, data.len() as u32);
-        let (tx, done) = {
+        let (accepted, done) = {
             let mut ports = self.ports.borrow_mut();
             let p = &mut ports[port as usize];
             let limit = match &p.layout.pmr {
@@ -727,13 +733,26 @@ impl Inner {
             while p.credits.front().is_some_and(|t| *t <= now) {
                 p.credits.pop_front();
             }
-            let mut ready = now;
+            // The root port accepts the write once a slot of its posted
+            // buffer is free: when the write `depth` places ahead of it
+            // has started on the link.
+            let depth = self.profile.host.rc_posted_buffer.max(1);
+            let accepted = if p.rc_queue.len() >= depth {
+                now.max(p.rc_queue[p.rc_queue.len() - depth])
+            } else {
+                now
+            };
+            let mut ready = accepted;
             while p.credits.len() >= limit {
                 if let Some(t) = p.credits.pop_front() {
                     ready = ready.max(t);
                 }
             }
             let tx = p.down.transmit(link, ready, wire);
+            p.rc_queue.push_back(tx.start);
+            while p.rc_queue.len() > depth {
+                p.rc_queue.pop_front();
+            }
             let service = match (bar, &p.layout.pmr) {
                 (BarKind::Pmr, Some(pmr)) => {
                     pmr.timing.write_fixed + crate::time::SimDuration(pmr.timing.write_ps_per_byte * len)
@@ -744,7 +763,7 @@ impl Inner {
             let done = start + service;
             p.ingress_free_at = done;
             p.credits.push_back(done + link.one_way_latency);
-            (tx, done)
+            (accepted, done)
         };
         {
             let mut t = self.trace.borrow_mut();
@@ -777,7 +796,7 @@ impl Inner {
             };
             self.schedule(done, action);
         }
-        Ok(tx.end)
+        Ok(accepted)
     }
 
     /// Emits a core's read request for `len` bytes (0: a zero-length read)

@@ -68,6 +68,13 @@ pub struct HostProfile {
     /// before its first completion leaves (~100 ns DRAM access, typical
     /// loaded latency on Xeon E5 v3).
     pub dma_read_latency: SimDuration,
+    /// Posted writes the root port buffers per device before a store has
+    /// to wait (beyond those already on the link). A store retires, and a
+    /// fence sees a line globally visible, once the root port accepted it;
+    /// with a slow PMR the buffer fills and long WC bursts become
+    /// bandwidth-bound, which is why persistent and plain PMR writes
+    /// converge above 512 bytes (ccNVMe Figure 5). One entry reproduces it.
+    pub rc_posted_buffer: usize,
 }
 
 impl Default for HostProfile {
@@ -75,6 +82,7 @@ impl Default for HostProfile {
         HostProfile {
             dram_bytes: 256 << 20,
             dma_read_latency: SimDuration::from_ns(100),
+            rc_posted_buffer: 1,
         }
     }
 }
