@@ -1,0 +1,52 @@
+//! Software costs of the host I/O stack, charged in simulated time on the
+//! core that runs the code. Sources beside each number.
+
+use pcie_sim::{Cycles, SimDuration};
+
+/// Costs of the block layer and the driver.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DriverProfile {
+    /// Block layer per request: bio to request, tag allocation, merge
+    /// checks. 1.0 us (Horae 6.2: "block layer 1.0 us").
+    pub block_layer: SimDuration,
+    /// Driver work to build and place one command in a queue.
+    pub submit_cycles: Cycles,
+    /// Interrupt entry and handler overhead per MSI-X (Linux
+    /// irq entry + nvme_irq + exit; ~1 us on Haswell-era servers).
+    pub irq_handler: SimDuration,
+    /// Per completion entry processed in the handler.
+    pub cqe_cycles: Cycles,
+    /// Waking a thread that sleeps on a completion and switching to it
+    /// (checklist H8 suggests 2-5 us; 2 us, a fast context switch).
+    pub wakeup: SimDuration,
+    /// Poll instead of taking interrupts (the handler checks its CQ every
+    /// `poll_interval` instead of sleeping until an MSI-X).
+    pub polling: bool,
+    /// Interval between two polls of a completion queue (Linux io_poll
+    /// spins; 200 ns keeps the simulation from spinning every cycle).
+    pub poll_interval: SimDuration,
+    /// Merge LBA-contiguous writes submitted together into one command
+    /// (off by default: ccNVMe Table 1 assumes no merging).
+    pub merge: bool,
+    /// Entries per I/O submission and completion queue.
+    pub queue_entries: u32,
+    /// Slots per persistent submission queue (bounded by the PMR).
+    pub psq_slots: u32,
+}
+
+impl Default for DriverProfile {
+    fn default() -> Self {
+        DriverProfile {
+            block_layer: SimDuration::from_ns(1_000),
+            submit_cycles: Cycles(500),
+            irq_handler: SimDuration::from_ns(1_000),
+            cqe_cycles: Cycles(100),
+            wakeup: SimDuration::from_ns(2_000),
+            polling: false,
+            poll_interval: SimDuration::from_ns(200),
+            merge: false,
+            queue_entries: 1024,
+            psq_slots: 256,
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! Shared setup for the driver's integration tests.
+#![allow(dead_code)]
+
+use std::rc::Rc;
+
+use ccnvme::{BlockDevice, ProbeOptions};
+use nvme_ctrl::{Controller, ControllerConfig, Media, SsdProfile};
+use pcie_sim::{Executor, HostAddr, Machine, MachineProfile, PageStore, TraceMode};
+
+/// A machine with one controller of `profile` over `media` and the PMR
+/// `pmr`; returns the executor, machine and controller.
+pub fn machine(
+    profile: SsdProfile,
+    media: Media,
+    pmr: Option<PageStore>,
+    mode: TraceMode,
+) -> (Executor, Machine, Rc<Controller>) {
+    let ex = Executor::new(5);
+    let m = Machine::new(&ex, MachineProfile::default(), mode);
+    let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, pmr).unwrap();
+    (ex, m, ctrl)
+}
+
+/// Probes the device with default options (ccNVMe on).
+pub fn probe(ex: &Executor, m: &Machine, opts: ProbeOptions) -> Rc<BlockDevice> {
+    let m2 = m.clone();
+    ex.block_on(async move { BlockDevice::probe(&m2, 0, opts).await })
+        .unwrap()
+        .unwrap()
+}
+
+/// `n` zeroed host pages filled with a pattern of `seed`.
+pub fn pages(m: &Machine, n: usize, seed: u8) -> Vec<HostAddr> {
+    (0..n)
+        .map(|i| {
+            let p = m.memory().alloc(4096).unwrap();
+            m.memory().write(p, &[seed.wrapping_add(i as u8); 4096]).unwrap();
+            p
+        })
+        .collect()
+}
