@@ -26,6 +26,9 @@ pub struct ProbeOptions {
     pub cores: Option<usize>,
     /// Create persistent submission queues in the PMR (ccNVMe).
     pub ccnvme: bool,
+    /// Enable the PMR for the Horae ordering queue (see [`crate::horae`]),
+    /// even without ccNVMe.
+    pub horae: bool,
     /// Software costs and queue sizes.
     pub profile: DriverProfile,
 }
@@ -35,6 +38,7 @@ impl Default for ProbeOptions {
         ProbeOptions {
             cores: None,
             ccnvme: true,
+            horae: false,
             profile: DriverProfile::default(),
         }
     }
@@ -130,9 +134,9 @@ impl BlockDevice {
             wait_ready(&core0, bar0, machine, false).await?;
         }
         let pmr = machine.bar(port, BarKind::Pmr).filter(|_| cap.pmrs());
-        if opts.ccnvme {
+        if opts.ccnvme || opts.horae {
             if pmr.is_none() {
-                return Err(DriverError::Unsupported("ccNVMe needs a PMR".into()));
+                return Err(DriverError::Unsupported("ccNVMe and Horae need a PMR".into()));
             }
             write32(&core0, bar0 + regs::PMRCTL, 1).await?;
             if read32(&core0, bar0 + regs::PMRSTS).await? & (1 << 8) != 0 {
@@ -335,6 +339,21 @@ impl BlockDevice {
     /// The driver profile.
     pub fn profile(&self) -> &DriverProfile {
         &self.profile
+    }
+
+    /// Bus address of the PMR, if it is enabled.
+    pub fn pmr_base(&self) -> Option<BusAddr> {
+        self.pmr
+    }
+
+    /// The ccNVMe layout of the PMR, if ccNVMe is on.
+    pub fn pmr_layout(&self) -> Option<PmrLayout> {
+        self.layout
+    }
+
+    /// First PMR byte not used by ccNVMe (where the Horae region starts).
+    pub fn pmr_free_start(&self) -> u64 {
+        self.layout.map_or(0, |l| l.end())
     }
 
     /// Number of per-core queue pairs.
