@@ -29,6 +29,11 @@ pub enum DriverError {
         /// What is wrong.
         reason: String,
     },
+    /// The PMR header is neither empty nor a valid ccNVMe layout: it is not
+    /// formatted over (that could lose unfinished transactions); use a
+    /// fresh PMR to start over.
+    #[error("PMR header is corrupt: {0}")]
+    CorruptLayout(String),
     /// The PMR holds no ccNVMe layout (a fresh device, or one formatted
     /// for another use).
     #[error("PMR holds no ccNVMe layout")]

@@ -69,7 +69,9 @@ async fn read(core: &Core, pmr: BusAddr, offset: u64, buf: &mut [u8]) -> Result<
     Ok(())
 }
 
-/// Reads the header line: `Ok(None)` when there is no valid layout.
+/// Reads the header line: `Ok(None)` for an empty (all-zero) header, the
+/// layout, generation and flags for a valid one, and
+/// [`DriverError::CorruptLayout`] for anything else.
 pub async fn read_header(
     core: &Core,
     pmr: BusAddr,
@@ -77,10 +79,14 @@ pub async fn read_header(
 ) -> Result<Option<(PmrLayout, u64, u32)>, DriverError> {
     let mut h = [0u8; 64];
     read(core, pmr, 0, &mut h).await?;
+    if h.iter().all(|b| *b == 0) {
+        return Ok(None);
+    }
     let flags = u32::from_le_bytes([h[20], h[21], h[22], h[23]]);
-    Ok(PmrLayout::parse_header(&h, pmr_bytes)
-        .ok()
-        .map(|(l, g)| (l, g, flags)))
+    match PmrLayout::parse_header(&h, pmr_bytes) {
+        Ok((l, g)) => Ok(Some((l, g, flags))),
+        Err(why) => Err(DriverError::CorruptLayout(why.into())),
+    }
 }
 
 /// Scans every queue of `layout` for unfinished transactions.

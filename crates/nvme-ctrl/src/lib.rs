@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod backend;
 pub mod controller;
+pub mod crash;
 pub mod engine;
 pub mod error;
 pub mod events;

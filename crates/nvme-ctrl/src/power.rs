@@ -35,6 +35,20 @@ pub struct PendingBlock {
     pub data: Block,
     /// Trace index of the `DATA_IN` event that brought it.
     pub data_in: usize,
+    /// Its contribution to a media delta's hash.
+    pub hash: u64,
+}
+
+/// The contribution of block `lba` holding `data` to a delta's hash.
+fn block_hash(lba: u64, data: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (lba + 1).wrapping_mul(K) ^ 0x5bd1_e995;
+    for w in data.chunks_exact(8) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K).rotate_left(27);
+    }
+    h
 }
 
 /// Replays a controller's events from a trace.
@@ -45,6 +59,9 @@ pub struct MediaCursor<'t> {
     volatile: bool,
     applied: usize,
     durable: imbl::HashMap<u64, Block>,
+    /// XOR of the hash contributions of the durable blocks, and each one's.
+    durable_hash: u64,
+    durable_hashes: std::collections::HashMap<u64, u64>,
     /// Pending blocks by block number, with the payload offset of the
     /// version (to recognise its MEDIA_WRITE).
     pending: std::collections::BTreeMap<u64, (PendingBlock, u64)>,
@@ -74,6 +91,8 @@ impl<'t> MediaCursor<'t> {
             volatile,
             applied: 0,
             durable: imbl::HashMap::new(),
+            durable_hash: 0,
+            durable_hashes: Default::default(),
             pending: Default::default(),
         })
     }
@@ -102,9 +121,11 @@ impl<'t> MediaCursor<'t> {
         if e.kind != EventKind::Device || e.source != self.port {
             return;
         }
-        let Some(data) = block_of(self.trace.payload(e)) else {
+        let payload = self.trace.payload(e);
+        let Some(data) = block_of(payload) else {
             return;
         };
+        let hash = block_hash(e.addr, payload);
         match e.code {
             events::DATA_IN if self.volatile => {
                 self.pending.insert(
@@ -114,16 +135,17 @@ impl<'t> MediaCursor<'t> {
                             block: e.addr,
                             data,
                             data_in: i,
+                            hash,
                         },
                         e.payload,
                     ),
                 );
             }
             events::DATA_IN => {
-                self.durable.insert(e.addr, data);
+                self.make_durable(e.addr, data, hash);
             }
             events::MEDIA_WRITE => {
-                self.durable.insert(e.addr, data);
+                self.make_durable(e.addr, data, hash);
                 if self
                     .pending
                     .get(&e.addr)
@@ -134,6 +156,29 @@ impl<'t> MediaCursor<'t> {
             }
             _ => {}
         }
+    }
+
+    fn make_durable(&mut self, lba: u64, data: Block, hash: u64) {
+        self.durable.insert(lba, data);
+        if let Some(old) = self.durable_hashes.insert(lba, hash) {
+            self.durable_hash ^= old;
+        }
+        self.durable_hash ^= hash;
+    }
+
+    /// A hash of the durable delta combined with the pending blocks at
+    /// `landed`: equal for states with equal delta content.
+    pub fn state_hash(&self, pending: &[PendingBlock], landed: &[usize]) -> u64 {
+        let mut h = self.durable_hash;
+        for &i in landed {
+            if let Some(p) = pending.get(i) {
+                if let Some(old) = self.durable_hashes.get(&p.block) {
+                    h ^= old;
+                }
+                h ^= p.hash;
+            }
+        }
+        h
     }
 
     /// Blocks that are on the media for certain, over the starting image.

@@ -18,6 +18,14 @@ const PAGE: usize = 4096;
 pub struct PageStore {
     len: u64,
     pages: Vec<Arc<[u8; PAGE]>>,
+    zero: Arc<[u8; PAGE]>,
+    /// Per page: its contribution to the content hash (0 for zero pages),
+    /// or `None` if it was written since last computed.
+    page_hash: Vec<Option<u64>>,
+    /// Pages written since their hash was computed.
+    dirty: Vec<usize>,
+    /// XOR of every clean page's contribution.
+    total: u64,
 }
 
 impl PartialEq for PageStore {
@@ -40,7 +48,11 @@ impl PageStore {
         let n = (len as usize).div_ceil(PAGE);
         PageStore {
             len,
-            pages: vec![zero; n],
+            pages: vec![zero.clone(); n],
+            zero,
+            page_hash: vec![Some(0); n],
+            dirty: Vec::new(),
+            total: 0,
         }
     }
 
@@ -81,6 +93,10 @@ impl PageStore {
                 return;
             };
             Arc::make_mut(page)[o..o + n].copy_from_slice(&data[done..done + n]);
+            if let Some(old) = self.page_hash[p].take() {
+                self.total ^= old;
+                self.dirty.push(p);
+            }
             done += n;
         }
     }
@@ -109,9 +125,44 @@ impl PageStore {
         v
     }
 
+    /// A 64-bit hash of the content: stores with equal bytes hash equal,
+    /// whatever pages they share. Kept incrementally: only pages written
+    /// since the last call are hashed again.
+    pub fn content_hash(&mut self) -> u64 {
+        for p in std::mem::take(&mut self.dirty) {
+            let h = if Arc::ptr_eq(&self.pages[p], &self.zero) {
+                0
+            } else {
+                page_hash(p, &self.pages[p])
+            };
+            self.page_hash[p] = Some(h);
+            self.total ^= h;
+        }
+        self.total ^ self.len
+    }
+
     /// Number of pages that are not shared with any other store.
     pub fn private_pages(&self) -> usize {
         self.pages.iter().filter(|p| Arc::strong_count(p) == 1).count()
+    }
+}
+
+/// A page's contribution to a store's hash: 0 for an all-zero page.
+fn page_hash(index: usize, page: &[u8; PAGE]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (index as u64 + 1).wrapping_mul(K);
+    let mut any = 0u64;
+    for w in page.chunks_exact(8) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        let v = u64::from_le_bytes(b);
+        any |= v;
+        h = (h ^ v).wrapping_mul(K).rotate_left(29);
+    }
+    if any == 0 {
+        0
+    } else {
+        h
     }
 }
 
@@ -174,6 +225,15 @@ mod tests {
         b.read(0, &mut one);
         assert_eq!(one, [9]);
         assert_ne!(a, b);
+        // Equal bytes, equal hash; a write changes it; writing zeros back
+        // restores the all-zero hash.
+        let mut c = PageStore::zeroed(3 * PAGE as u64 + 10);
+        let zero_hash = c.content_hash();
+        c.write(4090, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(c.content_hash(), a.content_hash());
+        assert_ne!(b.content_hash(), a.content_hash());
+        c.write(4090, &[0; 8]);
+        assert_eq!(c.content_hash(), zero_hash);
     }
 
     #[test]
