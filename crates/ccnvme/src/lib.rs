@@ -35,12 +35,14 @@ pub mod bio;
 pub mod command;
 pub mod device;
 pub mod error;
+pub mod horae;
 pub mod layout;
 pub mod profile;
 pub mod psq;
 pub mod queue;
 pub mod recovery;
 pub mod traffic;
+pub mod txbench;
 
 pub use bio::{Bio, BioFlags, BioOp, Done, Lba, TxId};
 pub use device::{BlockDevice, DeviceInfo, ProbeOptions};

@@ -7,7 +7,7 @@ use pcie_sim::Purpose;
 
 use crate::controller::{Controller, AERL};
 use crate::engine::{attr, Outcome};
-use crate::queues::{CompletionQueue, CqSpace, SqLocation, SubmissionQueue, SQE_BYTES};
+use crate::queues::{CompletionQueue, CqSpace, SqLocation, SubmissionQueue, CQE_BYTES, SQE_BYTES};
 use crate::spec::command::{AdminOpcode, SubmissionEntry, VENDOR_CAP_OFFSET, VENDOR_CAP_PMR_QUEUES};
 use crate::spec::completion::Status;
 use crate::spec::features::{FeatureId, InterruptVectorConfig, NumberOfQueues, VolatileWriteCache};
@@ -152,6 +152,12 @@ impl Controller {
         if sqe.prp1() % 4096 != 0 {
             return Status::INVALID_PRP_OFFSET;
         }
+        // A ring that runs past the top of the 64-bit address space cannot
+        // be physically contiguous; without this check the entry address
+        // computed when posting overflowed (a panic in debug builds).
+        if sqe.prp1().checked_add(size as u64 * CQE_BYTES).is_none() {
+            return Status::INVALID_FIELD;
+        }
         let vector = sqe.interrupt_vector();
         if vector > self.profile.max_io_queues {
             return Status::INVALID_INTERRUPT_VECTOR;
@@ -205,6 +211,11 @@ impl Controller {
         } else {
             if sqe.prp1() % 4096 != 0 {
                 return Status::INVALID_PRP_OFFSET;
+            }
+            // As for a CQ: the ring must not run past the top of the 64-bit
+            // address space (the fetch address computation overflowed).
+            if sqe.prp1().checked_add(bytes).is_none() {
+                return Status::INVALID_FIELD;
             }
             SqLocation::Host(sqe.prp1())
         };

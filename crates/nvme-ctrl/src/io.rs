@@ -25,12 +25,18 @@ fn done(s: Status) -> Outcome {
 
 impl Controller {
     pub(crate) async fn io(self: &Rc<Self>, sqid: u16, sqe: &SubmissionEntry) -> Outcome {
-        if sqe.fuse() != 0 || sqe.psdt() != 0 || !sqe.tx_flags().is_valid() {
+        if sqe.fuse() != 0 || sqe.psdt() != 0 {
             return done(Status::INVALID_FIELD);
         }
         let Ok(op) = IoOpcode::try_from(sqe.opcode()) else {
             return done(Status::INVALID_OPCODE);
         };
+        // The ccNVMe flags are CDW12 bits of a known command: an unknown
+        // opcode is Invalid Command Opcode whatever its dwords 10-15 hold
+        // (this check used to come first and answered Invalid Field).
+        if !sqe.tx_flags().is_valid() {
+            return done(Status::INVALID_FIELD);
+        }
         let nsid_ok = sqe.nsid() == 1 || (op == IoOpcode::Flush && sqe.nsid() == u32::MAX);
         if !nsid_ok {
             return done(Status::INVALID_NAMESPACE);

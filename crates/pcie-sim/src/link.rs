@@ -152,14 +152,14 @@ impl LinkProfile {
     pub fn split_completion(&self, addr: u64, len: u64) -> impl Iterator<Item = (u64, u32)> {
         let rcb = self.read_completion_boundary as u64;
         let mps = self.max_payload as u64;
-        let end = addr + len;
+        let end = addr.saturating_add(len);
         let mut cur = addr;
         std::iter::from_fn(move || {
             if cur >= end {
                 return None;
             }
             // Largest end not past cur + MPS that is RCB-aligned (or the end).
-            let mut stop = end.min(cur + mps);
+            let mut stop = end.min(cur.saturating_add(mps));
             if stop < end {
                 let aligned = stop / rcb * rcb;
                 if aligned > cur {
@@ -183,14 +183,16 @@ pub enum TlpKind {
 }
 
 fn split(addr: u64, len: u64, max: u64) -> impl Iterator<Item = (u64, u32)> {
-    let end = addr + len;
+    // Saturating: a range touching the top of the 64-bit space ends there.
+    let end = addr.saturating_add(len);
     let mut cur = addr;
     std::iter::from_fn(move || {
         if cur >= end {
             return None;
         }
-        let page_end = (cur / 4096 + 1) * 4096;
-        let stop = end.min(cur + max).min(page_end);
+        let page_end = (cur / 4096).saturating_add(1).saturating_mul(4096);
+        let page_end = if page_end <= cur { u64::MAX } else { page_end };
+        let stop = end.min(cur.saturating_add(max)).min(page_end);
         let piece = (cur, (stop - cur) as u32);
         cur = stop;
         Some(piece)

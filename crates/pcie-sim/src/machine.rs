@@ -118,7 +118,12 @@ pub(crate) enum Action {
         ur: bool,
     },
     /// A completion for a core's read arrives at the root complex.
-    MmioCompletion { tag: u32, data: Payload, ur: bool },
+    MmioCompletion {
+        tag: u32,
+        data: Payload,
+        ur: bool,
+        covers: u32,
+    },
     /// The root complex serves a device's DMA read request.
     ServeDmaRead {
         port: u8,
@@ -135,6 +140,9 @@ pub(crate) enum Action {
         offset: u32,
         data: Payload,
         ur: bool,
+        /// Bytes of the read this completion accounts for (a UR covers its
+        /// whole request, so the tag stays open for the other requests).
+        covers: u32,
     },
     /// A DMA write arrives in host memory.
     HostWrite { addr: u64, data: Payload },
@@ -550,16 +558,23 @@ impl Inner {
                         tag,
                         data: Payload::new(&payload),
                         ur,
+                        covers: len.max(1),
                     },
                 );
             }
-            Action::MmioCompletion { tag, data, ur } => self.complete_read(tag, 0, data.bytes(), ur),
+            Action::MmioCompletion {
+                tag,
+                data,
+                ur,
+                covers,
+            } => self.complete_read(tag, 0, data.bytes(), ur, covers),
             Action::DmaCompletion {
                 tag,
                 offset,
                 data,
                 ur,
-            } => self.complete_read(tag, offset as usize, data.bytes(), ur),
+                covers,
+            } => self.complete_read(tag, offset as usize, data.bytes(), ur, covers),
             Action::ServeDmaRead {
                 port,
                 addr,
@@ -577,21 +592,23 @@ impl Inner {
         }
     }
 
-    fn complete_read(&self, tag: u32, offset: usize, data: &[u8], ur: bool) {
+    /// A completion for read `tag` arrived. The tag closes only when every
+    /// request of the read has been answered, even when one failed, so a
+    /// late completion never lands on a reused tag.
+    fn complete_read(&self, tag: u32, offset: usize, data: &[u8], ur: bool, covers: u32) {
         let mut reads = self.reads.borrow_mut();
         let Some(w) = reads.get(tag) else {
             return;
         };
         if ur {
             w.failed = true;
-            w.remaining = 0;
         } else {
             let end = (offset + data.len()).min(w.buf.len());
             if offset < end {
                 w.buf[offset..end].copy_from_slice(&data[..end - offset]);
             }
-            w.remaining = w.remaining.saturating_sub(data.len().max(1) as u64);
         }
+        w.remaining = w.remaining.saturating_sub(covers.max(1) as u64);
         if w.remaining == 0 {
             if let Some(waker) = w.waker.take() {
                 waker.wake();
@@ -646,6 +663,7 @@ impl Inner {
                     offset,
                     data: Payload::new(&[]),
                     ur: true,
+                    covers: len,
                 },
             );
             return;
@@ -681,6 +699,7 @@ impl Inner {
                     offset: offset + rel as u32,
                     data: Payload::new(chunk),
                     ur: false,
+                    covers: l,
                 },
             );
         }

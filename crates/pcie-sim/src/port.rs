@@ -61,6 +61,12 @@ impl DevicePort {
         if buf.is_empty() {
             return Ok(());
         }
+        if addr.0.checked_add(buf.len() as u64).is_none() {
+            return Err(PcieError::OutsideHostMemory {
+                addr: addr.0,
+                len: buf.len() as u64,
+            });
+        }
         let m = &self.machine;
         let now = m.now();
         let link = &m.profile.link;

@@ -217,7 +217,10 @@ mod tests {
     fn header_round_trips_and_rejects_bad_sizes() {
         let l = RegionLayout::largest(0x5000, 2 << 20).unwrap();
         assert_eq!(l.start + l.bytes(), 2 << 20);
-        assert_eq!(RegionLayout::parse_header(&l.header_bytes(), 0x5000, 2 << 20), Ok(Some(l)));
+        assert_eq!(
+            RegionLayout::parse_header(&l.header_bytes(), 0x5000, 2 << 20),
+            Ok(Some(l))
+        );
         assert_eq!(RegionLayout::parse_header(&[0u8; 64], 0x5000, 2 << 20), Ok(None));
         let big = RegionLayout {
             capacity: l.capacity + 1,

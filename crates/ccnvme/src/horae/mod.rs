@@ -1,0 +1,373 @@
+//! The Horae ordering queue (Horae, OSDI'20, sections 5.2-5.5; checklist
+//! 5.4, 5.5, 5.7, 5.13 and H1-H7): the baseline ccNVMe is compared with.
+//!
+//! One ordered write stream (HoraeFS uses one queue shared by all cores,
+//! H3) keeps its ordering metadata in a circular queue in the PMR (H4;
+//! layout and entry bits in [`layout`]). The upper layer:
+//!
+//! 1. appends an **epoch** of writes with no order among them
+//!    ([`OrderingQueue::append_epoch`]): one 16-byte entry per write, each
+//!    stored with a persistent MMIO write (WC store, `clflush`, `mfence`,
+//!    zero-length read: Horae 5.5 "after each MMIO write, HORAE issues a
+//!    non-posted MMIO read of zero byte length", H1 paper-literal), then
+//!    the 8-byte tail pointer, persisted the same way, in epoch order.
+//!    Entries of concurrent epochs are stored concurrently; tails are
+//!    published one epoch after the other (Horae Figure 5). It returns once
+//!    the tail is persistent: the ordering guarantee;
+//! 2. submits the data writes through the normal block layer, on any core,
+//!    without waiting ([`OrderingQueue::submit`], or
+//!    [`crate::BlockDevice::submit`] plus [`OrderingQueue::complete`]);
+//! 3. for durability calls [`OrderingQueue::flush`] (the joint FLUSH of a
+//!    single device, H7): waits until every entry appended so far has
+//!    completed, sends one NVMe Flush through the block layer (which drops
+//!    it on a device without a volatile cache), then persists `flushed`.
+//!
+//! On a device without a volatile write cache (no cache, or a
+//! power-loss-protected one) a write is durable when it completes, so the
+//! completion path sets the entry's `dr` bit with an 8-byte persistent
+//! MMIO write before the waiter is woken (Horae 5.3, H5), as an `end_io`
+//! hook does in Linux. With a volatile cache `dr` is never set: only
+//! `flushed` makes entries durable.
+//!
+//! Every write to the region uses [`Purpose::OrderingQueue`] (so
+//! [`crate::Traffic::ordering_mmio`] counts it apart from Table 1's MMIO
+//! column) and its zero-length read uses [`Purpose::FlushRead`]. A DRAM
+//! write-through mirror of the region serves every read: normal operation
+//! issues no MMIO read but those zero-length reads (Horae 5.2
+//! "Optimization"). Only [`OrderingQueue::attach`] and [`recover`] read
+//! the PMR.
+//!
+//! **Per fsync-like sequence** (epoch {JD, D1..DN}, epoch {JC}, wait, flush)
+//! on a device without a volatile cache, `ordering_mmio` is
+//! (N+2) entries + 2 tails + (N+2) `dr` words + 1 `flushed` = 2N+7
+//! persistent writes, each with one flush read; with a volatile cache
+//! there are no `dr` words: N+5 (plus the NVMe Flush on the data path).
+//!
+//! **Dequeue** ([`OrderingQueue::dequeue`]) moves the persistent head over
+//! the entries whose data and all predecessors are durable (before
+//! `flushed`, or `dr` set). It is lazy: it runs when an append finds the
+//! queue full (with a volatile cache it first flushes), or when called.
+//!
+//! **Recovery** ([`recover`], Horae 5.5): entries from head up to `flushed`
+//! are durable, then from `flushed` forward while `dr` = 1; the first entry
+//! with `dr` = 0 and every entry after it violate the order, and
+//! [`HoraeRecovery::discard_and_reset`] zero-fills their blocks in queue
+//! order, then empties the queue durably.
+//!
+//! ## Not implemented (documented decisions)
+//!
+//! - **Write redirection** for in-place updates (Horae 5.4: IPU flag,
+//!   p-area, prepare and commit writes, IPU radix tree): every entry has
+//!   `plba` = [`layout::NO_PLBA`]. Without it, ordered writes must target
+//!   blocks whose old content is dead (newly allocated blocks, or journal
+//!   blocks cleaned before reuse, as HoraeFS does, Horae 5.6.2): recovery
+//!   zero-fills discarded ranges, which would destroy live data under an
+//!   in-place update. Recovery refuses entries with a `plba`.
+//! - **Swap** to a checkpoint region (Horae 5.2): a full queue makes
+//!   `append_epoch` wait for dequeue instead.
+//! - Several streams and several devices (`devid` is always 0; the joint
+//!   FLUSH degenerates to one Flush, H7).
+//!
+//! Usage rule: submit an epoch's writes before appending the next epoch
+//! from the same task; a full queue waits for their completion.
+
+mod append;
+mod durability;
+pub mod layout;
+pub mod recovery;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use nvme_ctrl::spec::completion::Status;
+use pcie_sim::sync::{Mutex, Notify};
+use pcie_sim::{BusAddr, Core, Purpose, SimDuration};
+
+use crate::device::BlockDevice;
+use crate::error::DriverError;
+
+pub use layout::{RawEntry, RegionLayout};
+pub use recovery::{recover, HoraeRecovery, OrderingEntry};
+
+/// Software cost of the ordering layer per ordered write, charged to the
+/// appending core: Horae 6.2 (L397), 4 KB IO path breakdown, "ordering
+/// layer 0.7 us".
+pub const ORDERING_LAYER_COST: SimDuration = SimDuration::from_ns(700);
+
+/// The queue number reported in [`DriverError::CorruptPsq`] for the
+/// ordering queue (the ccNVMe queues use their index).
+pub const ORDERING_QUEUE_ID: u16 = u16::MAX;
+
+/// Attribution tag of ordering-queue bus traffic ("OQ" in the top half).
+const ATTR: u32 = 0x4F51_0000;
+
+pub(crate) fn corrupt(reason: impl Into<String>) -> DriverError {
+    DriverError::CorruptPsq {
+        queue: ORDERING_QUEUE_ID,
+        reason: format!("Horae ordering queue: {}", reason.into()),
+    }
+}
+
+/// One entry of the queue: its sequence number (slot = seq % capacity).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EntryId(pub u64);
+
+/// An appended epoch: entries `first .. first + len`, in the order of the
+/// writes given to [`OrderingQueue::append_epoch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Epoch {
+    /// Epoch number since attach, in queue order.
+    pub id: u64,
+    /// Sequence number of its first entry.
+    pub first: u64,
+    /// Number of entries.
+    pub len: u32,
+}
+
+impl Epoch {
+    /// The `i`-th entry of the epoch.
+    pub fn entry(&self, i: u32) -> Option<EntryId> {
+        (i < self.len).then_some(EntryId(self.first + i as u64))
+    }
+
+    /// Every entry of the epoch.
+    pub fn entries(&self) -> impl Iterator<Item = EntryId> {
+        (self.first..self.first + self.len as u64).map(EntryId)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Progress {
+    Appended,
+    Submitted,
+    /// Data written (and, without a volatile cache, `dr` persistent).
+    Completed,
+    Failed(Status),
+}
+
+#[derive(Debug)]
+struct Pending {
+    lba: u64,
+    len: u32,
+    progress: Progress,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Next sequence number to reserve.
+    reserved: u64,
+    next_epoch: u64,
+    /// Entries `head .. reserved`, by sequence number.
+    entries: VecDeque<Pending>,
+    /// Set when an append failed half-way: later epochs cannot publish.
+    broken: Option<String>,
+}
+
+/// The ordering queue of one stream on one device.
+pub struct OrderingQueue {
+    dev: Rc<BlockDevice>,
+    pmr: BusAddr,
+    layout: RegionLayout,
+    volatile: bool,
+    /// The write-through DRAM copy of the region (what is persistent).
+    mirror: RefCell<Vec<u8>>,
+    state: RefCell<State>,
+    /// Woken when the tail moves or an append breaks.
+    published: Notify,
+    /// Woken on completions, flushes and dequeues.
+    progress: Notify,
+    flush_lock: Mutex<()>,
+    head_lock: Mutex<()>,
+    /// Per core: one persistent write at a time (its store, flush and read
+    /// run as one critical section, as with local interrupts off), so a
+    /// completion's `dr` write never joins the WC burst of an append on the
+    /// same core and every persistent write is its own MMIO operation.
+    write_locks: Vec<Mutex<()>>,
+}
+
+impl std::fmt::Debug for OrderingQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrderingQueue")
+            .field("layout", &self.layout)
+            .field("head", &self.head())
+            .field("flushed", &self.flushed())
+            .field("tail", &self.tail())
+            .finish()
+    }
+}
+
+/// The PMR address of the device and where the region starts.
+pub(crate) fn region_of(dev: &BlockDevice) -> Result<(BusAddr, u64), DriverError> {
+    let pmr = dev
+        .pmr_base()
+        .ok_or_else(|| DriverError::Unsupported("no PMR: probe with ProbeOptions { horae: true }".into()))?;
+    Ok((pmr, dev.pmr_free_start()))
+}
+
+/// A persistent MMIO write (H1): WC store, `clflush`, `mfence`, then a
+/// zero-length read that cannot pass the write.
+pub(crate) async fn persist(core: &Core, pmr: BusAddr, at: u64, bytes: &[u8]) -> Result<(), DriverError> {
+    let addr = pmr + at;
+    core.wc_store(addr, bytes, Purpose::OrderingQueue, ATTR).await?;
+    core.clflush(addr).await?;
+    core.mfence().await?;
+    core.mmio_read(pmr + (at & !63), &mut [], Purpose::FlushRead, ATTR)
+        .await?;
+    Ok(())
+}
+
+/// Reads the header line and the pointer lines (attach and recovery only).
+pub(crate) async fn read_region_head(
+    core: &Core,
+    pmr: BusAddr,
+    start: u64,
+    pmr_bytes: u64,
+) -> Result<Option<(RegionLayout, [u64; 3])>, DriverError> {
+    if start + layout::RING > pmr_bytes {
+        return Err(DriverError::Unsupported(
+            "no room for the ordering queue in the PMR".into(),
+        ));
+    }
+    let mut h = [0u8; 64];
+    core.mmio_read(pmr + start, &mut h, Purpose::OrderingQueue, ATTR)
+        .await?;
+    let Some(l) = RegionLayout::parse_header(&h, start, pmr_bytes).map_err(corrupt)? else {
+        return Ok(None);
+    };
+    let mut p = [0u8; (layout::RING - layout::HEAD) as usize];
+    core.mmio_read(pmr + start + layout::HEAD, &mut p, Purpose::OrderingQueue, ATTR)
+        .await?;
+    let at = |o: u64| u64::from_le_bytes(layout::le8(&p[(o - layout::HEAD) as usize..]));
+    let ptrs = [at(layout::HEAD), at(layout::FLUSHED), at(layout::TAIL)];
+    let [head, flushed, tail] = ptrs;
+    if head > tail || flushed > tail || tail - head > l.capacity as u64 {
+        return Err(corrupt(format!(
+            "pointers out of range: head {head}, flushed {flushed}, tail {tail}, capacity {}",
+            l.capacity
+        )));
+    }
+    Ok(Some((l, ptrs)))
+}
+
+impl OrderingQueue {
+    /// Attaches to the region at [`BlockDevice::pmr_free_start`] with the
+    /// largest ring that fits (see [`OrderingQueue::attach_with`]).
+    pub async fn attach(dev: &Rc<BlockDevice>) -> Result<Rc<OrderingQueue>, DriverError> {
+        Self::attach_with(dev, None).await
+    }
+
+    /// Attaches to the region. Without a valid header (no magic) it formats
+    /// one with `capacity` entries (default: all that fit): pointers zero,
+    /// header last. With a header, the queue must be empty (head = tail):
+    /// otherwise [`DriverError::RecoveryPending`] until [`recover`] and
+    /// [`HoraeRecovery::discard_and_reset`] ran; `capacity` is then
+    /// ignored. A corrupt header or pointers give
+    /// [`DriverError::CorruptPsq`] and nothing is written.
+    pub async fn attach_with(
+        dev: &Rc<BlockDevice>,
+        capacity: Option<u32>,
+    ) -> Result<Rc<OrderingQueue>, DriverError> {
+        let (pmr, start) = region_of(dev)?;
+        let pmr_bytes = dev.info().pmr_bytes;
+        let core = dev.machine().core(0)?;
+        let found = read_region_head(&core, pmr, start, pmr_bytes).await?;
+        let (layout, ptrs, format) = match found {
+            Some((_, p)) if p[0] != p[2] => return Err(DriverError::RecoveryPending),
+            Some((l, p)) => (l, p, false),
+            None => {
+                let l = match capacity {
+                    Some(c) => RegionLayout { start, capacity: c },
+                    None => RegionLayout::largest(start, pmr_bytes)
+                        .ok_or_else(|| DriverError::Unsupported("no room for the ordering queue".into()))?,
+                };
+                if !l.fits(pmr_bytes) {
+                    return Err(DriverError::Invalid(format!(
+                        "an ordering queue of {} entries does not fit the PMR",
+                        l.capacity
+                    )));
+                }
+                (l, [0; 3], true)
+            }
+        };
+        let mut mirror = vec![0u8; layout.bytes() as usize];
+        mirror[..64].copy_from_slice(&layout.header_bytes());
+        for (o, v) in [layout::HEAD, layout::FLUSHED, layout::TAIL].iter().zip(ptrs) {
+            mirror[*o as usize..*o as usize + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        if format {
+            for o in [layout::HEAD, layout::FLUSHED, layout::TAIL] {
+                persist(&core, pmr, start + o, &0u64.to_le_bytes()).await?;
+            }
+            persist(&core, pmr, start, &layout.header_bytes()).await?;
+        }
+        Ok(Rc::new(OrderingQueue {
+            dev: dev.clone(),
+            pmr,
+            layout,
+            volatile: dev.info().volatile_cache,
+            mirror: RefCell::new(mirror),
+            state: RefCell::new(State {
+                reserved: ptrs[2],
+                next_epoch: 0,
+                entries: VecDeque::new(),
+                broken: None,
+            }),
+            published: Notify::new(),
+            progress: Notify::new(),
+            flush_lock: Mutex::new(()),
+            head_lock: Mutex::new(()),
+            write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
+        }))
+    }
+
+    /// Where the region sits.
+    pub fn layout(&self) -> RegionLayout {
+        self.layout
+    }
+
+    /// Entries the ring holds.
+    pub fn capacity(&self) -> u32 {
+        self.layout.capacity
+    }
+
+    fn pointer(&self, off: u64) -> u64 {
+        u64::from_le_bytes(layout::le8(&self.mirror.borrow()[off as usize..]))
+    }
+
+    /// The persistent head (from the mirror).
+    pub fn head(&self) -> u64 {
+        self.pointer(layout::HEAD)
+    }
+
+    /// The persistent `flushed` pointer (from the mirror).
+    pub fn flushed(&self) -> u64 {
+        self.pointer(layout::FLUSHED)
+    }
+
+    /// The persistent tail (from the mirror): entries before it are
+    /// appended.
+    pub fn tail(&self) -> u64 {
+        self.pointer(layout::TAIL)
+    }
+
+    /// The entry `seq` as the mirror holds it.
+    pub fn entry(&self, id: EntryId) -> RawEntry {
+        let at = self.layout.slot(id.0) as usize;
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&self.mirror.borrow()[at..at + 16]);
+        RawEntry::from_bytes(&b)
+    }
+
+    /// Writes `bytes` at region offset `off` persistently on `core`, then
+    /// into the mirror (so the mirror holds what is persistent).
+    async fn write(&self, core: &Core, off: u64, bytes: &[u8]) -> Result<(), DriverError> {
+        let _g = match self.write_locks.get(core.index()) {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
+        persist(core, self.pmr, self.layout.start + off, bytes).await?;
+        self.mirror.borrow_mut()[off as usize..off as usize + bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+}

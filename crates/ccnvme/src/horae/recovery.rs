@@ -1,0 +1,186 @@
+//! Recovery of the ordering queue after a power failure (Horae 5.5,
+//! checklist 5.7).
+//!
+//! The region is read through MMIO (the DRAM mirror died with the host).
+//! Entries from head up to `flushed` are durable (a FLUSH completed after
+//! their data did); from `flushed` forward, entries are durable while their
+//! `dr` bit is set. The first entry with `dr` = 0 may have lost data, and
+//! every entry after it may hold data that reached the media before data it
+//! depends on: that entry and all the following ones violate the order, and
+//! their blocks are filled with zeros, in queue order, by
+//! [`HoraeRecovery::discard_and_reset`] (Horae: "discards the following data
+//! blocks through filling the blocks with zeros"). With no write
+//! redirection there are no prepare writes to commit (see the module
+//! documentation of [`crate::horae`]).
+//!
+//! Anything that does not make sense (pointers out of range, an entry of
+//! length 0, past the device, for another device, with reserved bits or a
+//! prepare write) is [`DriverError::CorruptPsq`] with queue
+//! [`super::ORDERING_QUEUE_ID`]; a region without the magic is
+//! [`DriverError::NoLayout`]. Nothing is written in either case.
+
+use std::rc::Rc;
+
+use pcie_sim::Purpose;
+
+use super::layout::{self, RawEntry, RegionLayout};
+use super::{corrupt, persist, read_region_head, region_of, ATTR};
+use crate::bio::Bio;
+use crate::device::BlockDevice;
+use crate::error::DriverError;
+
+/// One entry found in the queue at recovery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderingEntry {
+    /// Sequence number (slot = seq % capacity).
+    pub seq: u64,
+    /// First logical block.
+    pub lba: u64,
+    /// 4 KiB blocks.
+    pub len: u32,
+    /// First entry of an epoch.
+    pub etag: bool,
+    /// `dr` bit.
+    pub dr: bool,
+}
+
+/// What [`recover`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoraeRecovery {
+    /// The region.
+    pub layout: RegionLayout,
+    /// Persistent head.
+    pub head: u64,
+    /// Persistent `flushed` pointer.
+    pub flushed: u64,
+    /// Persistent tail.
+    pub tail: u64,
+    /// Entries whose data is durable and in order, in queue order.
+    pub durable: Vec<OrderingEntry>,
+    /// The first entry past `flushed` with `dr` = 0 and every later entry,
+    /// in queue order: their blocks are to be discarded.
+    pub discard: Vec<OrderingEntry>,
+}
+
+impl HoraeRecovery {
+    /// The `(lba, len in 4 KiB blocks)` ranges to discard, in queue order.
+    pub fn discard_ranges(&self) -> Vec<(u64, u32)> {
+        self.discard.iter().map(|e| (e.lba, e.len)).collect()
+    }
+
+    /// Sequence number of the first violated entry (the tail if none).
+    pub fn durable_point(&self) -> u64 {
+        self.discard.first().map_or(self.tail, |e| e.seq)
+    }
+
+    /// Zero-fills the discarded ranges through the block device on `core`,
+    /// one write at a time in queue order (split at the maximum transfer),
+    /// flushes (dropped without a volatile cache), then empties the queue
+    /// durably: head := tail (one persistent write makes it empty), then
+    /// `flushed` := tail. Running it again after a crash half-way is safe.
+    pub async fn discard_and_reset(&self, dev: &Rc<BlockDevice>, core: usize) -> Result<(), DriverError> {
+        let (pmr, start) = region_of(dev)?;
+        if start != self.layout.start {
+            return Err(DriverError::Invalid("recovery of another region".into()));
+        }
+        if !self.discard.is_empty() {
+            let mem = dev.machine().memory();
+            let zero = mem.alloc(4096)?;
+            mem.fill(zero, 4096, 0)?;
+            let per_page = 4096 / dev.info().lba_size as u64;
+            let chunk = (dev.info().max_transfer / 4096).clamp(1, 1 << 16);
+            let mut r = Ok(());
+            'all: for e in &self.discard {
+                let mut off = 0u64;
+                while off < e.len as u64 {
+                    let k = chunk.min(e.len as u64 - off);
+                    let bio = Bio::write(e.lba + off * per_page, vec![zero; k as usize]);
+                    r = dev.submit_wait(core, &bio).await;
+                    if r.is_err() {
+                        break 'all;
+                    }
+                    off += k;
+                }
+            }
+            if r.is_ok() {
+                r = dev.submit_wait(core, &Bio::flush()).await;
+            }
+            mem.free(zero)?;
+            r?;
+        }
+        let c = dev.machine().core(core)?;
+        persist(&c, pmr, start + layout::HEAD, &self.tail.to_le_bytes()).await?;
+        persist(&c, pmr, start + layout::FLUSHED, &self.tail.to_le_bytes()).await?;
+        Ok(())
+    }
+}
+
+/// Reads the ordering queue of `dev` (probed with `horae: true`) and
+/// classifies its entries; writes nothing.
+pub async fn recover(dev: &Rc<BlockDevice>) -> Result<HoraeRecovery, DriverError> {
+    let (pmr, start) = region_of(dev)?;
+    let info = dev.info();
+    let core = dev.machine().core(0)?;
+    let (l, [head, flushed, tail]) = read_region_head(&core, pmr, start, info.pmr_bytes)
+        .await?
+        .ok_or(DriverError::NoLayout)?;
+    let per_page = 4096 / info.lba_size as u64;
+    let mut out = HoraeRecovery {
+        layout: l,
+        head,
+        flushed,
+        tail,
+        durable: Vec::new(),
+        discard: Vec::new(),
+    };
+    let mut seq = head;
+    let mut buf = vec![0u8; 4096];
+    while seq < tail {
+        // A run of contiguous slots, at most 4 KiB per read.
+        let first_slot = seq % l.capacity as u64;
+        let n = (tail - seq)
+            .min(l.capacity as u64 - first_slot)
+            .min(4096 / layout::ENTRY_BYTES);
+        let bytes = &mut buf[..(n * layout::ENTRY_BYTES) as usize];
+        core.mmio_read(pmr + start + l.slot(seq), bytes, Purpose::OrderingQueue, ATTR)
+            .await?;
+        for raw in bytes.chunks_exact(layout::ENTRY_BYTES as usize) {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(raw);
+            let e = RawEntry::from_bytes(&b);
+            let bad = if e.len == 0 {
+                Some("length 0".to_string())
+            } else if e.lba as u64 + e.len as u64 * per_page > info.blocks {
+                Some(format!(
+                    "blocks {}+{} past the device ({})",
+                    e.lba, e.len, info.blocks
+                ))
+            } else if e.devid != 0 {
+                Some(format!("device {} unknown", e.devid))
+            } else if e.rsvd != 0 {
+                Some("reserved bits set".to_string())
+            } else if e.plba != layout::NO_PLBA {
+                Some("a prepare write (write redirection is not implemented)".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = bad {
+                return Err(corrupt(format!("entry {seq}: {why}")));
+            }
+            let entry = OrderingEntry {
+                seq,
+                lba: e.lba as u64,
+                len: e.len,
+                etag: e.etag,
+                dr: e.dr,
+            };
+            if out.discard.is_empty() && (seq < flushed || e.dr) {
+                out.durable.push(entry);
+            } else {
+                out.discard.push(entry);
+            }
+            seq += 1;
+        }
+    }
+    Ok(out)
+}

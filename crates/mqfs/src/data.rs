@@ -1,0 +1,119 @@
+//! File data: the page cache, reads and writes.
+
+use std::rc::Rc;
+
+use crate::cache::CachedBlock;
+use crate::error::FsError;
+use crate::fs::{Ctx, Fs, Ino, InodeState};
+use crate::layout::{FileType, BLOCK, LEAF_EXTENTS};
+
+/// Largest file: every extent slot full of maximal extents.
+pub const MAX_FILE: u64 = LEAF_EXTENTS as u64 * 32768 * BLOCK as u64;
+
+impl Fs {
+    /// The cached page of file block `fb`: read from its device block, or
+    /// zeros for a hole.
+    pub(crate) async fn data_page(&self, ctx: Ctx, st: &InodeState, fb: u32) -> Result<Rc<CachedBlock>, FsError> {
+        if let Some(p) = st.pages.get(fb) {
+            return Ok(p);
+        }
+        let data = match Fs::bmap(st, fb) {
+            Some(b) => self.read_raw(ctx, b).await?,
+            None => Box::new([0u8; BLOCK]),
+        };
+        if let Some(p) = st.pages.get(fb) {
+            return Ok(p);
+        }
+        let p = CachedBlock::new(data);
+        st.pages.insert(fb, p.clone());
+        Ok(p)
+    }
+
+    /// Reads up to `len` bytes at `off`.
+    pub async fn read(&self, ctx: Ctx, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>, FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        let st = self.iget(ctx, ino).await?;
+        match st.inode.borrow().file_type() {
+            Some(FileType::Dir) => return Err(FsError::IsDir),
+            Some(FileType::File) => {}
+            _ => return Err(FsError::Invalid("read of a non-file".into())),
+        }
+        let _g = st.lock.lock().await;
+        self.read_inner(ctx, &st, off, len).await
+    }
+
+    pub(crate) async fn read_inner(&self, ctx: Ctx, st: &InodeState, off: u64, len: usize) -> Result<Vec<u8>, FsError> {
+        let size = st.inode.borrow().size;
+        if off >= size {
+            return Ok(Vec::new());
+        }
+        let end = (off + len as u64).min(size);
+        let mut out = Vec::with_capacity((end - off) as usize);
+        let mut pos = off;
+        while pos < end {
+            let fb = (pos / BLOCK as u64) as u32;
+            let in_blk = (pos % BLOCK as u64) as usize;
+            let n = (BLOCK - in_blk).min((end - pos) as usize);
+            let page = self.data_page(ctx, st, fb).await?;
+            out.extend_from_slice(&page.data()[in_blk..in_blk + n]);
+            pos += n as u64;
+        }
+        let core = self.machine.core(ctx.core % self.machine.core_count().max(1))?;
+        core.compute(core.copy_cycles(out.len())).await;
+        Ok(out)
+    }
+
+    /// Writes `data` at `off` into the page cache, allocating blocks for
+    /// holes (on behalf of the file). Returns the bytes written.
+    pub async fn write(&self, ctx: Ctx, ino: Ino, off: u64, data: &[u8]) -> Result<usize, FsError> {
+        self.check_writable()?;
+        let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
+        if end > MAX_FILE {
+            return Err(FsError::TooBig);
+        }
+        let _op = self.begin(ctx).await?;
+        let st = self.iget(ctx, ino).await?;
+        match st.inode.borrow().file_type() {
+            Some(FileType::Dir) => return Err(FsError::IsDir),
+            Some(FileType::File) => {}
+            _ => return Err(FsError::Invalid("write to a non-file".into())),
+        }
+        let _g = st.lock.lock().await;
+        let mut pos = off;
+        let mut src = 0usize;
+        let mut allocated = false;
+        while src < data.len() {
+            let fb = (pos / BLOCK as u64) as u32;
+            let in_blk = (pos % BLOCK as u64) as usize;
+            let n = (BLOCK - in_blk).min(data.len() - src);
+            let page = self.data_page(ctx, &st, fb).await?;
+            if Fs::bmap(&st, fb).is_none() {
+                self.map_new(ctx, &st, fb).await?;
+                allocated = true;
+            }
+            {
+                let _l = page.lock.lock().await;
+                page.modify()[in_blk..in_blk + n].copy_from_slice(&data[src..src + n]);
+            }
+            pos += n as u64;
+            src += n;
+        }
+        let core = self.machine.core(ctx.core % self.machine.core_count().max(1))?;
+        core.compute(core.copy_cycles(data.len())).await;
+        let now = self.now_ns();
+        {
+            let mut i = st.inode.borrow_mut();
+            if end > i.size {
+                i.size = end;
+                st.size_dirty.set(true);
+            }
+            i.mtime = now;
+            i.ctime = now;
+        }
+        if allocated {
+            st.size_dirty.set(true);
+        }
+        self.write_inode(ctx, &st).await?;
+        Ok(data.len())
+    }
+}

@@ -1,0 +1,88 @@
+//! The file system's error type, with the POSIX errno of each error.
+
+use ccnvme::DriverError;
+
+/// What a file-system operation can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FsError {
+    /// No such file or directory.
+    #[error("no such file or directory")]
+    NotFound,
+    /// The name exists already.
+    #[error("file exists")]
+    Exists,
+    /// A path component is not a directory.
+    #[error("not a directory")]
+    NotDir,
+    /// A directory where a non-directory was needed.
+    #[error("is a directory")]
+    IsDir,
+    /// The directory is not empty.
+    #[error("directory not empty")]
+    NotEmpty,
+    /// A name longer than 255 bytes.
+    #[error("file name too long")]
+    NameTooLong,
+    /// No free block or inode.
+    #[error("no space left on device")]
+    NoSpace,
+    /// A bad argument (an empty name, '/' in a name, renaming a directory
+    /// into itself...).
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// A file larger than the layout can map.
+    #[error("file too large")]
+    TooBig,
+    /// Too many links.
+    #[error("too many links")]
+    TooManyLinks,
+    /// The image is not an MQFS image.
+    #[error("not an MQFS image")]
+    NotMqfs,
+    /// The image is damaged.
+    #[error("corrupt file system: {0}")]
+    Corrupt(String),
+    /// The device failed.
+    #[error("I/O error: {0}")]
+    Io(String),
+    /// The operation is not supported in this mode or on this device.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// The file system is read-only (after an error).
+    #[error("read-only file system")]
+    ReadOnly,
+}
+
+impl FsError {
+    /// The POSIX errno value (Linux numbering).
+    pub fn errno(&self) -> i32 {
+        match self {
+            FsError::NotFound => 2,                        // ENOENT
+            FsError::Io(_) => 5,                           // EIO
+            FsError::Exists => 17,                         // EEXIST
+            FsError::NotDir => 20,                         // ENOTDIR
+            FsError::IsDir => 21,                          // EISDIR
+            FsError::Invalid(_) => 22,                     // EINVAL
+            FsError::TooBig => 27,                         // EFBIG
+            FsError::NoSpace => 28,                        // ENOSPC
+            FsError::ReadOnly => 30,                       // EROFS
+            FsError::TooManyLinks => 31,                   // EMLINK
+            FsError::NameTooLong => 36,                    // ENAMETOOLONG
+            FsError::NotEmpty => 39,                       // ENOTEMPTY
+            FsError::Unsupported(_) => 95,                 // EOPNOTSUPP
+            FsError::NotMqfs | FsError::Corrupt(_) => 117, // EUCLEAN
+        }
+    }
+}
+
+impl From<DriverError> for FsError {
+    fn from(e: DriverError) -> Self {
+        FsError::Io(e.to_string())
+    }
+}
+
+impl From<pcie_sim::PcieError> for FsError {
+    fn from(e: pcie_sim::PcieError) -> Self {
+        FsError::Io(e.to_string())
+    }
+}

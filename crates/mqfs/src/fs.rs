@@ -1,0 +1,531 @@
+//! The mounted file system: device I/O through the block layer, the
+//! superblock, the inode and buffer caches, and block and inode allocation.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
+
+use ccnvme::{Bio, BioFlags, BlockDevice, Done};
+use pcie_sim::sync::Mutex;
+use pcie_sim::{HostAddr, Machine, SimDuration};
+
+use crate::cache::{BufferCache, CachedBlock, FilePages};
+use crate::error::FsError;
+use crate::journal::Journal;
+use crate::layout::{decode_leaf, encode_leaf, Extent, Inode, Mode, Superblock, BLOCK, INLINE_EXTENTS, INODE_SIZE};
+use crate::profile::FsProfile;
+
+/// An inode number.
+pub type Ino = u32;
+
+/// The calling simulated thread: the core it runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ctx {
+    /// Core index (its hardware queue and, in `mq` mode, journal area).
+    pub core: usize,
+}
+
+impl Ctx {
+    /// A thread on `core`.
+    pub fn on(core: usize) -> Ctx {
+        Ctx { core }
+    }
+}
+
+/// In-memory state of an inode.
+#[derive(Debug)]
+pub struct InodeState {
+    /// Its number.
+    pub ino: Ino,
+    /// The inode (authoritative; written into its table block on change).
+    pub inode: RefCell<Inode>,
+    /// Serializes operations on the inode (Linux's i_rwsem).
+    pub lock: Mutex<()>,
+    /// Cached file data.
+    pub pages: FilePages,
+    /// Metadata blocks changed on behalf of this inode and not yet synced
+    /// (what an `mq` or `none` fsync of it must persist).
+    pub dirty_meta: RefCell<BTreeSet<u64>>,
+    /// Fields other than timestamps changed since the last sync (decides
+    /// whether fdatasync / fdataatomic must include the inode).
+    pub size_dirty: Cell<bool>,
+}
+
+/// The mounted file system.
+pub struct Fs {
+    pub(crate) dev: Rc<BlockDevice>,
+    pub(crate) machine: Machine,
+    pub(crate) sb: RefCell<Superblock>,
+    pub(crate) profile: FsProfile,
+    pub(crate) bufs: BufferCache,
+    pub(crate) inodes: RefCell<HashMap<Ino, Rc<InodeState>>>,
+    pub(crate) journal: RefCell<Option<Journal>>,
+    /// Global transaction id counter (ccNVMe 5.1 linearization point).
+    pub(crate) next_txid: Cell<u64>,
+    pub(crate) readonly: Cell<bool>,
+    /// Allocation hints.
+    pub(crate) next_block: Cell<u64>,
+    pub(crate) next_ino: Cell<u32>,
+    /// Serializes namespace changes that span directories (rename).
+    pub(crate) rename_lock: Mutex<()>,
+    pub(crate) pages: RefCell<Vec<HostAddr>>,
+}
+
+impl std::fmt::Debug for Fs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fs").field("mode", &self.mode()).finish()
+    }
+}
+
+impl Fs {
+    /// The consistency mode.
+    pub fn mode(&self) -> Mode {
+        self.sb.borrow().mode
+    }
+
+    /// A copy of the superblock.
+    pub fn superblock(&self) -> Superblock {
+        self.sb.borrow().clone()
+    }
+
+    /// The block device.
+    pub fn device(&self) -> &Rc<BlockDevice> {
+        &self.dev
+    }
+
+    /// The machine.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// The profile.
+    pub fn profile(&self) -> &FsProfile {
+        &self.profile
+    }
+
+    /// Charges `d` of CPU time to the calling thread's core.
+    pub(crate) async fn cpu(&self, ctx: Ctx, d: SimDuration) {
+        if let Ok(core) = self.machine.core(self.core_of(ctx)) {
+            core.busy(d).await;
+        }
+    }
+
+    /// Charges `c` cycles to the calling thread's core.
+    pub(crate) async fn cycles(&self, ctx: Ctx, c: pcie_sim::Cycles) {
+        if let Ok(core) = self.machine.core(self.core_of(ctx)) {
+            core.compute(c).await;
+        }
+    }
+
+    fn core_of(&self, ctx: Ctx) -> usize {
+        ctx.core % self.machine.core_count().max(1)
+    }
+
+    /// Simulated time now in nanoseconds (for timestamps).
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.machine.sim().now().as_ps() / 1000
+    }
+
+    /// Takes a new transaction id (ccNVMe 5.1: an atomically incremented
+    /// global counter).
+    pub(crate) fn take_txid(&self) -> u64 {
+        let t = self.next_txid.get();
+        self.next_txid.set(t + 1);
+        t
+    }
+
+    pub(crate) fn journal(&self) -> Result<Journal, FsError> {
+        self.journal
+            .borrow()
+            .clone()
+            .ok_or_else(|| FsError::Unsupported("not mounted".into()))
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<(), FsError> {
+        if self.readonly.get() {
+            Err(FsError::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    // ---- device I/O ----
+
+    fn take_page(&self) -> Result<HostAddr, FsError> {
+        if let Some(p) = self.pages.borrow_mut().pop() {
+            return Ok(p);
+        }
+        Ok(self.machine.memory().alloc(BLOCK as u64)?)
+    }
+
+    fn put_page(&self, p: HostAddr) {
+        self.pages.borrow_mut().push(p);
+    }
+
+    /// Reads device block `b` (bypassing the cache).
+    pub(crate) async fn read_raw(&self, ctx: Ctx, b: u64) -> Result<Box<[u8; BLOCK]>, FsError> {
+        let page = self.take_page()?;
+        let r = self.dev.submit_wait(self.core_of(ctx), &Bio::read(b, vec![page])).await;
+        let mut out = Box::new([0u8; BLOCK]);
+        let copied = self.machine.memory().read(page, &mut out[..]);
+        self.put_page(page);
+        r?;
+        copied?;
+        Ok(out)
+    }
+
+    /// Starts writing `data` to device block `b` with `flags` and returns
+    /// its handle; the data is copied into a host page first (charged).
+    pub(crate) async fn write_start(&self, ctx: Ctx, b: u64, data: &[u8; BLOCK], flags: BioFlags) -> Result<(Done, HostAddr), FsError> {
+        let page = self.take_page()?;
+        let core = self.machine.core(self.core_of(ctx))?;
+        core.write_mem(page, &data[..]).await?;
+        let done = self
+            .dev
+            .submit(self.core_of(ctx), &Bio::write(b, vec![page]).with(flags))
+            .await?;
+        Ok((done, page))
+    }
+
+    /// Waits for writes started with [`Fs::write_start`] and recycles their
+    /// pages.
+    pub(crate) async fn write_wait(&self, ctx: Ctx, started: Vec<(Done, HostAddr)>) -> Result<(), FsError> {
+        let mut err = None;
+        for (d, page) in started {
+            let s = self.dev.wait(self.core_of(ctx), &d).await;
+            self.put_page(page);
+            if !s.is_success() && err.is_none() {
+                err = Some(FsError::Io(s.to_string()));
+            }
+        }
+        match err {
+            Some(e) => {
+                self.readonly.set(true);
+                Err(e)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Writes blocks and waits for all of them.
+    pub(crate) async fn write_all(&self, ctx: Ctx, blocks: &[(u64, Box<[u8; BLOCK]>)], flags: BioFlags) -> Result<(), FsError> {
+        let mut started = Vec::with_capacity(blocks.len());
+        for (b, data) in blocks {
+            started.push(self.write_start(ctx, *b, data, flags).await?);
+        }
+        self.write_wait(ctx, started).await
+    }
+
+    /// Flushes the device's volatile cache (dropped by the block layer when
+    /// it has none).
+    pub(crate) async fn flush(&self, ctx: Ctx) -> Result<(), FsError> {
+        self.dev.submit_wait(self.core_of(ctx), &Bio::flush()).await?;
+        Ok(())
+    }
+
+    // ---- metadata blocks ----
+
+    /// The cached metadata block `b`, read on a miss.
+    pub(crate) async fn meta(&self, ctx: Ctx, b: u64) -> Result<Rc<CachedBlock>, FsError> {
+        if let Some(c) = self.bufs.get(b) {
+            return Ok(c);
+        }
+        let data = self.read_raw(ctx, b).await?;
+        if let Some(c) = self.bufs.get(b) {
+            return Ok(c); // filled by another thread meanwhile
+        }
+        let c = CachedBlock::new(data);
+        self.bufs.insert(b, c.clone());
+        Ok(c)
+    }
+
+    /// A metadata block that is about to be fully overwritten (a new
+    /// directory or extent block): no read.
+    pub(crate) fn meta_new(&self, b: u64) -> Rc<CachedBlock> {
+        let c = CachedBlock::new(Box::new([0u8; BLOCK]));
+        self.bufs.insert(b, c.clone());
+        c
+    }
+
+    /// Records that metadata block `b` changed on behalf of `owners`.
+    pub(crate) fn dirtied(&self, b: u64, owners: &[&InodeState]) {
+        for o in owners {
+            o.dirty_meta.borrow_mut().insert(b);
+        }
+        if let Some(j) = self.journal.borrow().as_ref() {
+            let inos: Vec<Ino> = owners.iter().map(|o| o.ino).collect();
+            j.note_dirty(b, &inos);
+        }
+    }
+
+    // ---- inodes ----
+
+    /// The in-memory inode `ino`, loaded on a miss. Fails on a free or
+    /// damaged inode.
+    pub async fn iget(&self, ctx: Ctx, ino: Ino) -> Result<Rc<InodeState>, FsError> {
+        if let Some(i) = self.inodes.borrow().get(&ino) {
+            return Ok(i.clone());
+        }
+        let (blk, off) = self.sb.borrow().inode_location(ino)?;
+        let buf = self.meta(ctx, blk).await?;
+        let mut inode = Inode::decode(&buf.data()[off..off + INODE_SIZE])?;
+        if inode.is_free() {
+            return Err(FsError::Corrupt(format!("inode {ino} is free but referenced")));
+        }
+        let leaf_count = Inode::leaf_count(&buf.data()[off..off + INODE_SIZE]);
+        if inode.leaf != 0 {
+            self.check_block(inode.leaf)?;
+            let leaf = self.meta(ctx, inode.leaf).await?;
+            inode.extents = decode_leaf(&leaf.data()[..], leaf_count)?;
+        }
+        for e in &inode.extents {
+            if e.len == 0 || !self.sb.borrow().is_data_block(e.physical) || !self.sb.borrow().is_data_block(e.physical + e.len as u64 - 1) {
+                return Err(FsError::Corrupt(format!("inode {ino}: extent outside the data area")));
+            }
+        }
+        if let Some(i) = self.inodes.borrow().get(&ino) {
+            return Ok(i.clone());
+        }
+        let st = Rc::new(InodeState {
+            ino,
+            inode: RefCell::new(inode),
+            lock: Mutex::new(()),
+            pages: FilePages::default(),
+            dirty_meta: RefCell::new(BTreeSet::new()),
+            size_dirty: Cell::new(false),
+        });
+        self.inodes.borrow_mut().insert(ino, st.clone());
+        Ok(st)
+    }
+
+    fn check_block(&self, b: u64) -> Result<(), FsError> {
+        if self.sb.borrow().is_data_block(b) {
+            Ok(())
+        } else {
+            Err(FsError::Corrupt(format!("block {b} outside the data area")))
+        }
+    }
+
+    /// Writes the in-memory inode into its table block (and its extent
+    /// leaf), marking them dirty on behalf of the inode.
+    pub(crate) async fn write_inode(&self, ctx: Ctx, st: &InodeState) -> Result<(), FsError> {
+        self.cycles(ctx, self.profile.inode_cycles).await;
+        let (blk, off) = self.sb.borrow().inode_location(st.ino)?;
+        let needs_leaf = st.inode.borrow().extents.len() > INLINE_EXTENTS;
+        if needs_leaf && st.inode.borrow().leaf == 0 {
+            let leaf = self.alloc_block(ctx, st, 0).await?;
+            st.inode.borrow_mut().leaf = leaf;
+            st.inode.borrow_mut().nblocks += 1;
+        }
+        if !needs_leaf && st.inode.borrow().leaf != 0 {
+            let leaf = st.inode.borrow().leaf;
+            st.inode.borrow_mut().leaf = 0;
+            st.inode.borrow_mut().nblocks -= 1;
+            self.free_block(ctx, st, leaf, true).await?;
+        }
+        let leaf = st.inode.borrow().leaf;
+        if leaf != 0 {
+            let lb = match self.bufs.get(leaf) {
+                Some(b) => b,
+                None => self.meta_new(leaf),
+            };
+            {
+                let _g = lb.lock.lock().await;
+                let enc = encode_leaf(&st.inode.borrow().extents);
+                lb.modify().copy_from_slice(&enc[..]);
+            }
+            self.dirtied(leaf, &[st]);
+        }
+        let buf = self.meta(ctx, blk).await?;
+        {
+            let _g = buf.lock.lock().await;
+            let enc = st.inode.borrow().encode();
+            buf.modify()[off..off + INODE_SIZE].copy_from_slice(&enc);
+        }
+        self.dirtied(blk, &[st]);
+        Ok(())
+    }
+
+    // ---- allocation ----
+
+    /// Allocates a data block near `goal`, marking it in its bitmap on
+    /// behalf of `owner`.
+    pub(crate) async fn alloc_block(&self, ctx: Ctx, owner: &InodeState, goal: u64) -> Result<u64, FsError> {
+        self.cycles(ctx, self.profile.alloc_cycles).await;
+        let sb = self.sb.borrow().clone();
+        let start_group = sb.group_of(goal).or_else(|| sb.group_of(self.next_block.get())).unwrap_or(0);
+        for i in 0..sb.groups {
+            let g = (start_group + i) % sb.groups;
+            let bm = self.meta(ctx, sb.block_bitmap(g)).await?;
+            let first = sb.first_data(g) - sb.group_start(g);
+            let n = sb.group_blocks(g);
+            let hint = if i == 0 {
+                goal.max(self.next_block.get())
+                    .checked_sub(sb.group_start(g))
+                    .filter(|h| *h < n)
+                    .unwrap_or(first)
+            } else {
+                first
+            };
+            let found = {
+                let data = bm.data();
+                (hint..n).chain(first..hint).find(|&bit| data[(bit / 8) as usize] & (1 << (bit % 8)) == 0)
+            };
+            if let Some(bit) = found {
+                {
+                    let _l = bm.lock.lock().await;
+                    // Re-check under the lock: another thread may have taken it.
+                    if bm.data()[(bit / 8) as usize] & (1 << (bit % 8)) != 0 {
+                        continue;
+                    }
+                    bm.modify()[(bit / 8) as usize] |= 1 << (bit % 8);
+                }
+                self.dirtied(sb.block_bitmap(g), &[owner]);
+                let b = sb.group_start(g) + bit;
+                self.next_block.set(b + 1);
+                if let Some(j) = self.journal.borrow().as_ref() {
+                    j.note_reused(b);
+                }
+                return Ok(b);
+            }
+        }
+        Err(FsError::NoSpace)
+    }
+
+    /// Frees block `b` on behalf of `owner`. `was_meta`: it held metadata
+    /// (a directory or extent block), so a journal must revoke it.
+    pub(crate) async fn free_block(&self, ctx: Ctx, owner: &InodeState, b: u64, was_meta: bool) -> Result<(), FsError> {
+        self.cycles(ctx, self.profile.alloc_cycles).await;
+        let sb = self.sb.borrow().clone();
+        let g = sb.group_of(b).ok_or_else(|| FsError::Corrupt(format!("free of block {b}")))?;
+        let bit = b - sb.group_start(g);
+        let bm = self.meta(ctx, sb.block_bitmap(g)).await?;
+        {
+            let _l = bm.lock.lock().await;
+            let byte = (bit / 8) as usize;
+            if bm.data()[byte] & (1 << (bit % 8)) == 0 {
+                return Err(FsError::Corrupt(format!("block {b} freed twice")));
+            }
+            bm.modify()[byte] &= !(1 << (bit % 8));
+        }
+        self.dirtied(sb.block_bitmap(g), &[owner]);
+        if was_meta {
+            self.bufs.remove(b);
+            if let Some(j) = self.journal.borrow().as_ref() {
+                j.note_freed_meta(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Allocates an inode number in the group of `near` (or after).
+    pub(crate) async fn alloc_ino(&self, ctx: Ctx, owner: &InodeState) -> Result<Ino, FsError> {
+        self.cycles(ctx, self.profile.alloc_cycles).await;
+        let sb = self.sb.borrow().clone();
+        let ipg = sb.inodes_per_group;
+        let start = self.next_ino.get().max(crate::layout::FIRST_INO);
+        let total = sb.inodes() as u32;
+        for step in 0..total {
+            let ino = (start - 1 + step) % total + 1;
+            if ino < crate::layout::FIRST_INO {
+                continue;
+            }
+            let g = (ino - 1) / ipg;
+            let bit = (ino - 1) % ipg;
+            let bm = self.meta(ctx, sb.inode_bitmap(g)).await?;
+            if bm.data()[(bit / 8) as usize] & (1 << (bit % 8)) != 0 {
+                continue;
+            }
+            {
+                let _l = bm.lock.lock().await;
+                if bm.data()[(bit / 8) as usize] & (1 << (bit % 8)) != 0 {
+                    continue;
+                }
+                bm.modify()[(bit / 8) as usize] |= 1 << (bit % 8);
+            }
+            self.dirtied(sb.inode_bitmap(g), &[owner]);
+            self.next_ino.set(ino + 1);
+            return Ok(ino);
+        }
+        Err(FsError::NoSpace)
+    }
+
+    /// Frees inode number `ino` on behalf of `owner`.
+    pub(crate) async fn free_ino(&self, ctx: Ctx, owner: &InodeState, ino: Ino) -> Result<(), FsError> {
+        self.cycles(ctx, self.profile.alloc_cycles).await;
+        let sb = self.sb.borrow().clone();
+        let ipg = sb.inodes_per_group;
+        let g = (ino - 1) / ipg;
+        let bit = (ino - 1) % ipg;
+        let bm = self.meta(ctx, sb.inode_bitmap(g)).await?;
+        {
+            let _l = bm.lock.lock().await;
+            bm.modify()[(bit / 8) as usize] &= !(1 << (bit % 8));
+        }
+        self.dirtied(sb.inode_bitmap(g), &[owner]);
+        Ok(())
+    }
+
+    // ---- block mapping ----
+
+    /// The device block of file block `fb`, if mapped.
+    pub(crate) fn bmap(st: &InodeState, fb: u32) -> Option<u64> {
+        st.inode
+            .borrow()
+            .extents
+            .iter()
+            .find(|e| fb >= e.logical && fb < e.logical + e.len)
+            .map(|e| e.physical + (fb - e.logical) as u64)
+    }
+
+    /// Maps file block `fb` to a newly allocated block (extending the last
+    /// extent when contiguous).
+    pub(crate) async fn map_new(&self, ctx: Ctx, st: &InodeState, fb: u32) -> Result<u64, FsError> {
+        let goal = st
+            .inode
+            .borrow()
+            .extents
+            .last()
+            .map_or(0, |e| e.physical + e.len as u64);
+        if st.inode.borrow().extents.len() >= crate::layout::LEAF_EXTENTS {
+            return Err(FsError::TooBig);
+        }
+        let b = self.alloc_block(ctx, st, goal).await?;
+        let mut ino = st.inode.borrow_mut();
+        ino.nblocks += 1;
+        match ino.extents.last_mut() {
+            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 => e.len += 1,
+            _ => {
+                ino.extents.push(Extent {
+                    logical: fb,
+                    len: 1,
+                    physical: b,
+                });
+                ino.extents.sort_by_key(|e| e.logical);
+            }
+        }
+        Ok(b)
+    }
+
+    /// Unmaps file blocks at and past `from`, returning the device blocks
+    /// to free.
+    pub(crate) fn unmap_from(st: &InodeState, from: u32) -> Vec<u64> {
+        let mut freed = Vec::new();
+        let mut ino = st.inode.borrow_mut();
+        let mut keep = Vec::new();
+        for e in ino.extents.drain(..) {
+            if e.logical >= from {
+                freed.extend((0..e.len as u64).map(|i| e.physical + i));
+            } else if e.logical + e.len > from {
+                let k = from - e.logical;
+                freed.extend((k as u64..e.len as u64).map(|i| e.physical + i));
+                keep.push(Extent { len: k, ..e });
+            } else {
+                keep.push(e);
+            }
+        }
+        ino.extents = keep;
+        ino.nblocks = ino.nblocks.saturating_sub(freed.len() as u32);
+        freed
+    }
+}

@@ -1,0 +1,489 @@
+//! Ordered metadata journaling in the manner of JBD2 (Ext4), and its Horae
+//! variant (HoraeFS), in journal area 0.
+//!
+//! Every operation's metadata changes join the *running transaction*. A
+//! separate commit thread (JBD2's kjournald2) commits it when an fsync asks
+//! (checklist E1, E2):
+//!
+//! - **classic**: freeze the operation gate and snapshot the transaction's
+//!   blocks; write the data of the files it touched (ordered mode) and
+//!   wait; write the descriptor, the block copies and the revoke records
+//!   and wait (the ordering point); write the commit record with PREFLUSH
+//!   and FUA and wait.
+//! - **horae**: the same blocks, but the data, descriptor, copies and
+//!   revokes form one epoch of the Horae ordering queue and the commit
+//!   record the next ({D, JM} <= JC, Horae 5.6.2); everything is
+//!   dispatched without waiting, then a wait for all, then the joint flush.
+//!
+//! Committed transactions stay in the log until a checkpoint writes their
+//! snapshots home (when the log is three quarters full, at sync and at
+//! unmount). Recovery replays committed transactions in order and honours
+//! revoke records (a revoke in transaction T hides copies from T and
+//! earlier).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+
+use ccnvme::horae::OrderingQueue;
+use ccnvme::{Bio, BioFlags, Done};
+use pcie_sim::sync::{Mutex, Notify};
+use pcie_sim::HostAddr;
+
+use crate::error::FsError;
+use crate::fs::{Ctx, Fs, Ino};
+use crate::journal::format::{AreaSuper, Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
+use crate::layout::{crc, BLOCK};
+use crate::ops::GATE;
+
+/// A committed transaction still in the log.
+struct LiveTx {
+    seq: u64,
+    blocks: Vec<(u64, Box<[u8; BLOCK]>)>,
+}
+
+#[derive(Default)]
+struct Running {
+    blocks: BTreeSet<u64>,
+    revokes: BTreeSet<u64>,
+    ordered: BTreeSet<Ino>,
+}
+
+struct State {
+    running: Running,
+    /// Sequence number of the running transaction.
+    next_seq: u64,
+    /// Last committed sequence number.
+    committed: u64,
+    /// Highest sequence an fsync asked to commit.
+    requested: u64,
+    /// Log head (first live block offset) and its sequence number.
+    head: u64,
+    head_seq: u64,
+    /// Next free log offset.
+    tail: u64,
+    live: VecDeque<LiveTx>,
+    /// Home blocks with a copy in a live transaction.
+    journaled: HashSet<u64>,
+}
+
+/// The journal.
+pub(crate) struct Jbd {
+    area_start: u64,
+    area_blocks: u64,
+    horae: Option<Rc<OrderingQueue>>,
+    st: RefCell<State>,
+    commit_lock: Mutex<()>,
+    wake_commit: Notify,
+    committed: Notify,
+    /// Set when the commit thread should stop.
+    stop: Cell<bool>,
+}
+
+impl Jbd {
+    /// A journal over area 0 of `fs`, whose log starts as `sb` says.
+    pub(crate) fn new(fs: &Fs, sb: &AreaSuper, next: Option<(u64, u64)>, horae: Option<Rc<OrderingQueue>>) -> Rc<Jbd> {
+        let s = fs.sb.borrow();
+        let (tail, seq) = next.unwrap_or((sb.head, sb.seq));
+        Rc::new(Jbd {
+            area_start: s.area_start(0),
+            area_blocks: s.area_blocks,
+            horae,
+            st: RefCell::new(State {
+                running: Running::default(),
+                next_seq: seq,
+                committed: seq.saturating_sub(1),
+                requested: 0,
+                head: tail,
+                head_seq: seq,
+                tail,
+                live: VecDeque::new(),
+                journaled: HashSet::new(),
+            }),
+            commit_lock: Mutex::new(()),
+            wake_commit: Notify::new(),
+            committed: Notify::new(),
+            stop: Cell::new(false),
+        })
+    }
+
+    pub(crate) fn note_dirty(&self, b: u64, owners: &[Ino]) {
+        let mut st = self.st.borrow_mut();
+        st.running.blocks.insert(b);
+        st.running.revokes.remove(&b);
+        st.running.ordered.extend(owners.iter().copied());
+    }
+
+    pub(crate) fn note_freed_meta(&self, b: u64) {
+        let mut st = self.st.borrow_mut();
+        let was_running = st.running.blocks.remove(&b);
+        if was_running || st.journaled.contains(&b) {
+            st.running.revokes.insert(b);
+        }
+    }
+
+    /// Log blocks between two offsets (the log is [1, area_blocks)).
+    fn used(&self, st: &State) -> u64 {
+        let ring = self.area_blocks - 1;
+        (st.tail + ring - st.head) % ring
+    }
+
+    fn advance(&self, pos: u64, by: u64) -> u64 {
+        let ring = self.area_blocks - 1;
+        (pos - 1 + by) % ring + 1
+    }
+
+    /// The commit thread: commits whenever asked, until stopped.
+    pub(crate) async fn commit_thread(self: Rc<Self>, fs: Rc<Fs>) {
+        let ctx = Ctx::on(fs.profile.commit_core);
+        loop {
+            if self.stop.get() {
+                return;
+            }
+            let want = {
+                let st = self.st.borrow();
+                st.requested > st.committed
+            };
+            if !want {
+                self.wake_commit.notified().await;
+                continue;
+            }
+            if self.commit(&fs, ctx).await.is_err() {
+                fs.readonly.set(true);
+                self.committed.notify_waiters();
+                return;
+            }
+        }
+    }
+
+    /// Stops the commit thread.
+    pub(crate) fn stop(&self) {
+        self.stop.set(true);
+        self.wake_commit.notify_one();
+    }
+
+    /// Asks the commit thread to commit the running transaction and waits
+    /// until it is committed. The caller pays two context switches (wake
+    /// the thread, be woken).
+    pub(crate) async fn commit_and_wait(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        let target = {
+            let mut st = self.st.borrow_mut();
+            let empty = st.running.blocks.is_empty() && st.running.revokes.is_empty() && st.running.ordered.is_empty();
+            let t = if empty { st.next_seq - 1 } else { st.next_seq };
+            st.requested = st.requested.max(t);
+            t
+        };
+        if self.st.borrow().committed >= target {
+            return Ok(());
+        }
+        self.wake_commit.notify_one();
+        loop {
+            if self.st.borrow().committed >= target {
+                break;
+            }
+            if fs.readonly.get() {
+                return Err(FsError::Io("journal commit failed".into()));
+            }
+            self.committed.notified().await;
+        }
+        fs.cpu(ctx, fs.profile.context_switch).await;
+        Ok(())
+    }
+
+    /// Commits the running transaction (run by the commit thread, or
+    /// directly at sync and unmount).
+    pub(crate) async fn commit(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        let _c = self.commit_lock.lock().await;
+        // Freeze: no operation is half-way while the snapshot is taken.
+        fs.gate.acquire(GATE).await;
+        let (seq, running) = {
+            let mut st = self.st.borrow_mut();
+            let r = std::mem::take(&mut st.running);
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            (seq, r)
+        };
+        let snapshots: Vec<(u64, Box<[u8; BLOCK]>)> = running
+            .blocks
+            .iter()
+            .filter_map(|b| fs.bufs.get(*b).map(|c| (*b, c.snapshot())))
+            .collect();
+        let mut data: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
+        for ino in &running.ordered {
+            let st = fs.inodes.borrow().get(ino).cloned();
+            if let Some(st) = st {
+                for (fb, page) in st.pages.dirty() {
+                    if let Some(home) = Fs::bmap(&st, fb) {
+                        data.push((home, page.snapshot()));
+                        page.set_dirty(false);
+                    }
+                }
+            }
+        }
+        fs.gate.release(GATE);
+        let revokes: Vec<u64> = running.revokes.into_iter().collect();
+        if snapshots.is_empty() && revokes.is_empty() {
+            if !data.is_empty() {
+                fs.write_all(ctx, &data, BioFlags::NONE).await?;
+            }
+            self.finish(seq, Vec::new());
+            return Ok(());
+        }
+        fs.cycles(ctx, fs.profile.journal_block_cycles * snapshots.len() as u64)
+            .await;
+        let ndesc = snapshots.len().div_ceil(TAGS_PER_DESC).max(1);
+        let nrev = revokes.len().div_ceil(REVOKES_PER_BLOCK);
+        let need = (ndesc + snapshots.len() + nrev + 1) as u64;
+        self.make_room(fs, ctx, need).await?;
+        // Lay the transaction out in the log.
+        let start = self.st.borrow().tail;
+        let mut pos = start;
+        let mut log: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
+        for chunk in snapshots.chunks(TAGS_PER_DESC) {
+            let desc_pos = pos;
+            pos = self.advance(pos, 1);
+            let mut tags = Vec::new();
+            for (home, copy) in chunk {
+                tags.push(Tag {
+                    home: *home,
+                    journal: pos,
+                    crc: crc(&copy[..]),
+                });
+                log.push((self.area_start + pos, copy.clone()));
+                pos = self.advance(pos, 1);
+            }
+            let d = Descriptor {
+                seq,
+                txid: seq,
+                last: false,
+                tags,
+            };
+            log.insert(log.len() - chunk.len(), (self.area_start + desc_pos, d.encode()));
+        }
+        for chunk in revokes.chunks(REVOKES_PER_BLOCK) {
+            log.push((
+                self.area_start + pos,
+                Revoke {
+                    seq,
+                    blocks: chunk.to_vec(),
+                }
+                .encode(),
+            ));
+            pos = self.advance(pos, 1);
+        }
+        let commit = (
+            self.area_start + pos,
+            Commit {
+                seq,
+                blocks: log.len() as u32,
+            }
+            .encode(),
+        );
+        pos = self.advance(pos, 1);
+        match &self.horae {
+            None => {
+                // Ordered data first, then the log blocks, then the commit
+                // record behind a flush, each an ordering point.
+                if !data.is_empty() {
+                    fs.write_all(ctx, &data, BioFlags::NONE).await?;
+                }
+                fs.write_all(ctx, &log, BioFlags::NONE).await?;
+                fs.write_all(ctx, &[commit], BioFlags::PREFLUSH | BioFlags::FUA).await?;
+            }
+            Some(oq) => {
+                let mut epoch1 = data;
+                epoch1.extend(log);
+                let mut started = self.horae_epoch(fs, oq, ctx, &epoch1).await?;
+                started.extend(self.horae_epoch(fs, oq, ctx, &[commit]).await?);
+                fs.write_wait(ctx, started).await?;
+                oq.flush(ctx.core).await?;
+            }
+        }
+        {
+            let mut st = self.st.borrow_mut();
+            st.tail = pos;
+            for (b, _) in &snapshots {
+                st.journaled.insert(*b);
+            }
+            st.live.push_back(LiveTx { seq, blocks: snapshots });
+        }
+        self.finish(seq, Vec::new());
+        Ok(())
+    }
+
+    /// Appends `blocks` as one epoch of the ordering queue, then dispatches
+    /// them without waiting.
+    async fn horae_epoch(&self, fs: &Fs, oq: &Rc<OrderingQueue>, ctx: Ctx, blocks: &[(u64, Box<[u8; BLOCK]>)]) -> Result<Vec<(Done, HostAddr)>, FsError> {
+        let ranges: Vec<(u64, u32)> = blocks.iter().map(|(b, _)| (*b, 1)).collect();
+        let epoch = oq.append_epoch(ctx.core, &ranges).await?;
+        let mut started = Vec::new();
+        for (i, (b, data)) in blocks.iter().enumerate() {
+            let page = fs.take_page_pub()?;
+            let core = fs.machine.core(ctx.core % fs.machine.core_count().max(1))?;
+            core.write_mem(page, &data[..]).await?;
+            let id = epoch
+                .entry(i as u32)
+                .ok_or_else(|| FsError::Io("ordering queue epoch too short".into()))?;
+            let done = oq.submit(ctx.core, id, &Bio::write(*b, vec![page])).await?;
+            started.push((done, page));
+        }
+        Ok(started)
+    }
+
+    fn finish(&self, seq: u64, _unused: Vec<u64>) {
+        let mut st = self.st.borrow_mut();
+        st.committed = st.committed.max(seq);
+        drop(st);
+        self.committed.notify_waiters();
+    }
+
+    /// Checkpoints until `need` log blocks are free (or the log would be
+    /// fuller than the watermark).
+    async fn make_room(&self, fs: &Fs, ctx: Ctx, need: u64) -> Result<(), FsError> {
+        let ring = self.area_blocks - 1;
+        if need + 1 > ring {
+            return Err(FsError::NoSpace);
+        }
+        let full = {
+            let st = self.st.borrow();
+            let used = self.used(&st) + need;
+            used * 100 > ring * fs.profile.checkpoint_watermark as u64
+        };
+        if full {
+            self.checkpoint(fs, ctx).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes every live transaction's newest copies home, flushes, and
+    /// frees the log (the area superblock then points past them).
+    pub(crate) async fn checkpoint(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        let (blocks, tail, seq) = {
+            let st = self.st.borrow();
+            let mut newest: HashMap<u64, &Box<[u8; BLOCK]>> = HashMap::new();
+            for t in &st.live {
+                for (b, d) in &t.blocks {
+                    newest.insert(*b, d);
+                }
+            }
+            let mut v: Vec<(u64, Box<[u8; BLOCK]>)> = newest.into_iter().map(|(b, d)| (b, d.clone())).collect();
+            v.sort_by_key(|(b, _)| *b);
+            (v, st.tail, st.next_seq)
+        };
+        if !blocks.is_empty() {
+            fs.write_all(ctx, &blocks, BioFlags::NONE).await?;
+            fs.flush(ctx).await?;
+        }
+        let jsb = AreaSuper { area: 0, head: tail, seq };
+        fs.write_all(ctx, &[(self.area_start, jsb.encode())], BioFlags::FUA).await?;
+        let mut st = self.st.borrow_mut();
+        st.live.clear();
+        st.journaled.clear();
+        st.head = tail;
+        st.head_seq = seq;
+        Ok(())
+    }
+
+    /// Commits everything and checkpoints it (sync, unmount).
+    pub(crate) async fn sync_all(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        self.commit(fs, ctx).await?;
+        let _c = self.commit_lock.lock().await;
+        self.checkpoint(fs, ctx).await
+    }
+
+    /// Replays the log of area 0 (mount after a crash): every transaction
+    /// with a valid commit record, in order, honouring revokes. Returns the
+    /// log position and sequence number after the last one.
+    pub(crate) async fn recover(fs: &Fs, ctx: Ctx, jsb: &AreaSuper) -> Result<(u64, u64), FsError> {
+        let (area_start, area_blocks) = {
+            let s = fs.sb.borrow();
+            (s.area_start(0), s.area_blocks)
+        };
+        let ring = area_blocks - 1;
+        let adv = |p: u64, by: u64| (p - 1 + by) % ring + 1;
+        let mut pos = jsb.head;
+        let mut seq = jsb.seq;
+        let mut txs: Vec<(u64, Vec<(u64, u64)>, Vec<u64>)> = Vec::new();
+        let mut scanned = 0u64;
+        'outer: loop {
+            let tx_start = pos;
+            let mut tags: Vec<(u64, u64)> = Vec::new();
+            let mut revokes = Vec::new();
+            let mut blocks = 0u64;
+            loop {
+                if scanned >= ring {
+                    break 'outer;
+                }
+                let b = fs.read_raw(ctx, area_start + pos).await?;
+                scanned += 1;
+                if let Some(d) = Descriptor::decode(&b[..]).filter(|d| d.seq == seq) {
+                    for t in &d.tags {
+                        if t.journal == 0 || t.journal >= area_blocks {
+                            break 'outer;
+                        }
+                        let copy = fs.read_raw(ctx, area_start + t.journal).await?;
+                        if crc(&copy[..]) != t.crc {
+                            break 'outer;
+                        }
+                        tags.push((t.home, t.journal));
+                    }
+                    blocks += 1 + d.tags.len() as u64;
+                    pos = adv(pos, 1 + d.tags.len() as u64);
+                    scanned += d.tags.len() as u64;
+                } else if let Some(r) = Revoke::decode(&b[..]).filter(|r| r.seq == seq) {
+                    revokes.extend(r.blocks);
+                    blocks += 1;
+                    pos = adv(pos, 1);
+                } else if let Some(c) = Commit::decode(&b[..]).filter(|c| c.seq == seq) {
+                    if c.blocks as u64 != blocks {
+                        break 'outer;
+                    }
+                    pos = adv(pos, 1);
+                    txs.push((seq, tags, revokes));
+                    seq += 1;
+                    continue 'outer;
+                } else {
+                    pos = tx_start;
+                    break 'outer;
+                }
+            }
+        }
+        // Revokes: a revoke in transaction T hides copies from T and earlier.
+        let mut revoked: HashMap<u64, u64> = HashMap::new();
+        for (s, _, r) in &txs {
+            for b in r {
+                let e = revoked.entry(*b).or_insert(*s);
+                *e = (*e).max(*s);
+            }
+        }
+        let mut replay: HashMap<u64, u64> = HashMap::new();
+        for (s, tags, _) in &txs {
+            for (home, j) in tags {
+                if revoked.get(home).is_some_and(|r| r >= s) {
+                    continue;
+                }
+                replay.insert(*home, *j);
+            }
+        }
+        let mut writes = Vec::new();
+        let sb = fs.sb.borrow().clone();
+        for (home, j) in replay {
+            if home == 0 || home >= sb.journal_start {
+                return Err(FsError::Corrupt(format!("journal replays block {home}")));
+            }
+            writes.push((home, fs.read_raw(ctx, area_start + j).await?));
+        }
+        writes.sort_by_key(|(b, _)| *b);
+        if !writes.is_empty() {
+            fs.write_all(ctx, &writes, BioFlags::NONE).await?;
+            fs.flush(ctx).await?;
+        }
+        let jsb = AreaSuper {
+            area: 0,
+            head: pos,
+            seq,
+        };
+        fs.write_all(ctx, &[(area_start, jsb.encode())], BioFlags::FUA).await?;
+        Ok((pos, seq))
+    }
+}

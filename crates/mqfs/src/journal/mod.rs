@@ -1,0 +1,47 @@
+//! Crash-consistency machinery, one per [`Mode`](crate::Mode):
+//!
+//! - `None` (Ext4-NJ): fsync writes data and metadata in place, each kind
+//!   after the previous completes, then flushes;
+//! - `Jbd` (Ext4 with JBD2, and HoraeFS): ordered metadata journaling in one
+//!   journal area, committed by a separate commit thread;
+//! - `Mq` (MQFS): multi-queue journaling on ccNVMe (not in this module
+//!   yet).
+
+pub mod format;
+pub mod jbd;
+
+use std::rc::Rc;
+
+use crate::fs::Ino;
+
+/// The journal of a mounted file system.
+#[derive(Clone)]
+pub(crate) enum Journal {
+    /// No journal.
+    None,
+    /// Classic or Horae journaling.
+    Jbd(Rc<jbd::Jbd>),
+}
+
+impl Journal {
+    /// Metadata block `b` changed on behalf of `owners`.
+    pub(crate) fn note_dirty(&self, b: u64, owners: &[Ino]) {
+        match self {
+            Journal::None => {}
+            Journal::Jbd(j) => j.note_dirty(b, owners),
+        }
+    }
+
+    /// Metadata block `b` was freed.
+    pub(crate) fn note_freed_meta(&self, b: u64) {
+        match self {
+            Journal::None => {}
+            Journal::Jbd(j) => j.note_freed_meta(b),
+        }
+    }
+
+    /// Block `b` was allocated again.
+    pub(crate) fn note_reused(&self, b: u64) {
+        let _ = (self, b);
+    }
+}

@@ -1,0 +1,765 @@
+//! The on-disk layout: versioned and checksummed (CRC-32 of each
+//! structure), Ext4-like.
+//!
+//! ```text
+//! block 0                superblock
+//! blocks 1 .. G          block groups; group g at `groups_start + g * blocks_per_group`:
+//!                          [block bitmap][inode bitmap][inode table][data blocks...]
+//! blocks J .. end        journal areas (`journal_areas` x `area_blocks`), at the end
+//! ```
+//!
+//! Group metadata is found by arithmetic (no group descriptor table).
+//! Inodes are 256 bytes, 16 per block; inode numbers start at 1, the root
+//! is 2 (Ext4's numbering). Files map blocks with extents: up to 8 in the
+//! inode, beyond that one leaf block of 255. Directories are Ext4 linear
+//! blocks of entries with a checksum tail.
+
+use crate::error::FsError;
+
+/// Bytes per block.
+pub const BLOCK: usize = 4096;
+/// Bytes per inode.
+pub const INODE_SIZE: usize = 256;
+/// Inodes per inode-table block.
+pub const INODES_PER_BLOCK: u32 = (BLOCK / INODE_SIZE) as u32;
+/// Superblock magic ("MQFS0001").
+pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"MQFS0001");
+/// Layout version.
+pub const VERSION: u32 = 1;
+/// The root directory's inode number.
+pub const ROOT_INO: u32 = 2;
+/// First inode number handed to files.
+pub const FIRST_INO: u32 = 11;
+/// Longest file name.
+pub const NAME_MAX: usize = 255;
+/// Inline extents in an inode.
+pub const INLINE_EXTENTS: usize = 8;
+/// Extents in a leaf block.
+pub const LEAF_EXTENTS: usize = (BLOCK - 16) / 16;
+/// Longest symlink target stored inside the inode.
+pub const INLINE_SYMLINK: usize = INLINE_EXTENTS * 16;
+
+/// How the file system keeps itself consistent (ccNVMe Table 1 systems).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// No journal (Ext4-NJ): fsync writes in place, then flushes.
+    None,
+    /// JBD2-style ordered metadata journaling (Ext4).
+    Classic,
+    /// Classic journaling ordered by the Horae ordering queue (HoraeFS).
+    Horae,
+    /// Multi-queue journaling on ccNVMe (MQFS).
+    Mq,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 4] = [Mode::None, Mode::Classic, Mode::Horae, Mode::Mq];
+
+    /// Name used on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Classic => "classic",
+            Mode::Horae => "horae",
+            Mode::Mq => "mq",
+        }
+    }
+
+    /// Parses a name.
+    pub fn from_name(s: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Mode::None => 0,
+            Mode::Classic => 1,
+            Mode::Horae => 2,
+            Mode::Mq => 3,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.code() == c)
+    }
+}
+
+fn get_u16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn get_u32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn get_u64(b: &[u8], o: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(x)
+}
+fn put_u16(b: &mut [u8], o: usize, v: u16) {
+    b[o..o + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// CRC-32 of `data`.
+pub fn crc(data: &[u8]) -> u32 {
+    crc32fast::hash(data)
+}
+
+/// The superblock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    /// Blocks on the device.
+    pub blocks: u64,
+    /// Block groups.
+    pub groups: u32,
+    /// Blocks per group (at most 32768: one bitmap block).
+    pub blocks_per_group: u32,
+    /// Inodes per group (a multiple of 16, at most 32768).
+    pub inodes_per_group: u32,
+    /// First block of group 0.
+    pub groups_start: u64,
+    /// First block of the journal areas.
+    pub journal_start: u64,
+    /// Journal areas (one per hardware queue in `mq` mode, else 1).
+    pub journal_areas: u32,
+    /// Blocks per journal area.
+    pub area_blocks: u64,
+    /// Consistency mode the file system was made with.
+    pub mode: Mode,
+    /// Set by a clean unmount, cleared at mount.
+    pub clean: bool,
+    /// Transaction ids below this were used (kept monotonic across mounts).
+    pub next_txid: u64,
+    /// Mount count (bumped at each mount).
+    pub mounts: u64,
+}
+
+impl Superblock {
+    /// Blocks of inode table per group.
+    pub fn itable_blocks(&self) -> u64 {
+        (self.inodes_per_group / INODES_PER_BLOCK) as u64
+    }
+
+    /// First block of group `g`.
+    pub fn group_start(&self, g: u32) -> u64 {
+        self.groups_start + g as u64 * self.blocks_per_group as u64
+    }
+
+    /// Blocks in group `g` (the last may be short).
+    pub fn group_blocks(&self, g: u32) -> u64 {
+        let start = self.group_start(g);
+        (self.journal_start - start).min(self.blocks_per_group as u64)
+    }
+
+    /// Block bitmap block of group `g`.
+    pub fn block_bitmap(&self, g: u32) -> u64 {
+        self.group_start(g)
+    }
+
+    /// Inode bitmap block of group `g`.
+    pub fn inode_bitmap(&self, g: u32) -> u64 {
+        self.group_start(g) + 1
+    }
+
+    /// First inode table block of group `g`.
+    pub fn inode_table(&self, g: u32) -> u64 {
+        self.group_start(g) + 2
+    }
+
+    /// First data block of group `g`.
+    pub fn first_data(&self, g: u32) -> u64 {
+        self.inode_table(g) + self.itable_blocks()
+    }
+
+    /// Total inodes.
+    pub fn inodes(&self) -> u64 {
+        self.groups as u64 * self.inodes_per_group as u64
+    }
+
+    /// (block, byte offset) of inode `ino`, or an error if it is not one.
+    pub fn inode_location(&self, ino: u32) -> Result<(u64, usize), FsError> {
+        if ino == 0 || ino as u64 > self.inodes() {
+            return Err(FsError::Corrupt(format!("inode number {ino} out of range")));
+        }
+        let i = ino - 1;
+        let g = i / self.inodes_per_group;
+        let idx = i % self.inodes_per_group;
+        let block = self.inode_table(g) + (idx / INODES_PER_BLOCK) as u64;
+        Ok((block, (idx % INODES_PER_BLOCK) as usize * INODE_SIZE))
+    }
+
+    /// The group holding block `b` (None for the superblock and journal).
+    pub fn group_of(&self, b: u64) -> Option<u32> {
+        if b < self.groups_start || b >= self.journal_start {
+            return None;
+        }
+        Some(((b - self.groups_start) / self.blocks_per_group as u64) as u32)
+    }
+
+    /// True if `b` is a data block (in a group, past its metadata).
+    pub fn is_data_block(&self, b: u64) -> bool {
+        self.group_of(b).is_some_and(|g| b >= self.first_data(g))
+    }
+
+    /// First block of journal area `a`.
+    pub fn area_start(&self, a: u32) -> u64 {
+        self.journal_start + a as u64 * self.area_blocks
+    }
+
+    /// Encodes into a block.
+    pub fn encode(&self) -> Box<[u8; BLOCK]> {
+        let mut b = Box::new([0u8; BLOCK]);
+        put_u64(&mut b[..], 0, SB_MAGIC);
+        put_u32(&mut b[..], 8, VERSION);
+        put_u32(&mut b[..], 12, BLOCK as u32);
+        put_u64(&mut b[..], 16, self.blocks);
+        put_u32(&mut b[..], 24, self.groups);
+        put_u32(&mut b[..], 28, self.blocks_per_group);
+        put_u32(&mut b[..], 32, self.inodes_per_group);
+        put_u32(&mut b[..], 36, INODE_SIZE as u32);
+        put_u64(&mut b[..], 40, self.groups_start);
+        put_u64(&mut b[..], 48, self.journal_start);
+        put_u32(&mut b[..], 56, self.journal_areas);
+        put_u64(&mut b[..], 64, self.area_blocks);
+        b[72] = self.mode.code();
+        b[73] = self.clean as u8;
+        put_u64(&mut b[..], 80, self.next_txid);
+        put_u64(&mut b[..], 88, self.mounts);
+        let c = crc(&b[..BLOCK - 4]);
+        put_u32(&mut b[..], BLOCK - 4, c);
+        b
+    }
+
+    /// Decodes and validates a superblock for a device of `device_blocks`.
+    pub fn decode(b: &[u8], device_blocks: u64) -> Result<Superblock, FsError> {
+        let bad = |w: &str| FsError::Corrupt(format!("superblock: {w}"));
+        if b.len() < BLOCK || get_u64(b, 0) != SB_MAGIC {
+            return Err(FsError::NotMqfs);
+        }
+        if get_u32(b, BLOCK - 4) != crc(&b[..BLOCK - 4]) {
+            return Err(bad("checksum mismatch"));
+        }
+        if get_u32(b, 8) != VERSION {
+            return Err(bad("unknown version"));
+        }
+        if get_u32(b, 12) != BLOCK as u32 || get_u32(b, 36) != INODE_SIZE as u32 {
+            return Err(bad("block or inode size"));
+        }
+        let sb = Superblock {
+            blocks: get_u64(b, 16),
+            groups: get_u32(b, 24),
+            blocks_per_group: get_u32(b, 28),
+            inodes_per_group: get_u32(b, 32),
+            groups_start: get_u64(b, 40),
+            journal_start: get_u64(b, 48),
+            journal_areas: get_u32(b, 56),
+            area_blocks: get_u64(b, 64),
+            mode: Mode::from_code(b[72]).ok_or_else(|| bad("unknown mode"))?,
+            clean: b[73] == 1,
+            next_txid: get_u64(b, 80),
+            mounts: get_u64(b, 88),
+        };
+        sb.validate(device_blocks)?;
+        Ok(sb)
+    }
+
+    /// Checks that the geometry is self-consistent and fits the device.
+    pub fn validate(&self, device_blocks: u64) -> Result<(), FsError> {
+        let bad = |w: &str| FsError::Corrupt(format!("superblock: {w}"));
+        if self.blocks == 0 || self.blocks > device_blocks {
+            return Err(bad("larger than the device"));
+        }
+        if self.blocks_per_group == 0 || self.blocks_per_group > 32768 {
+            return Err(bad("blocks per group"));
+        }
+        if self.inodes_per_group == 0
+            || self.inodes_per_group > 32768
+            || self.inodes_per_group % INODES_PER_BLOCK != 0
+        {
+            return Err(bad("inodes per group"));
+        }
+        if self.groups == 0 || self.groups > 1 << 16 || self.groups_start != 1 {
+            return Err(bad("group count"));
+        }
+        if self.journal_areas == 0 || self.journal_areas > 256 || self.area_blocks < 16 {
+            return Err(bad("journal areas"));
+        }
+        let journal_end = self
+            .journal_start
+            .checked_add(self.journal_areas as u64 * self.area_blocks)
+            .ok_or_else(|| bad("journal overflows"))?;
+        if journal_end != self.blocks {
+            return Err(bad("journal does not end the device"));
+        }
+        let groups_end = self.groups_start + self.groups as u64 * self.blocks_per_group as u64;
+        let last = self.group_start(self.groups - 1);
+        if last >= self.journal_start || groups_end < self.journal_start {
+            return Err(bad("groups do not fill the space before the journal"));
+        }
+        for g in 0..self.groups {
+            if self.first_data(g) >= self.group_start(g) + self.group_blocks(g) {
+                return Err(bad("group too small for its metadata"));
+            }
+        }
+        if (ROOT_INO as u64) > self.inodes() {
+            return Err(bad("no room for the root inode"));
+        }
+        Ok(())
+    }
+}
+
+/// File types (the high bits of `mode`, as in POSIX).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+    /// Symbolic link.
+    Symlink,
+}
+
+impl FileType {
+    /// The S_IFMT bits.
+    pub fn mode_bits(self) -> u16 {
+        match self {
+            FileType::File => 0o100000,
+            FileType::Dir => 0o040000,
+            FileType::Symlink => 0o120000,
+        }
+    }
+    /// From mode bits.
+    pub fn from_mode(mode: u16) -> Option<FileType> {
+        match mode & 0o170000 {
+            0o100000 => Some(FileType::File),
+            0o040000 => Some(FileType::Dir),
+            0o120000 => Some(FileType::Symlink),
+            _ => None,
+        }
+    }
+    /// Directory-entry type code (Ext4's: 1 file, 2 dir, 7 symlink).
+    pub fn dirent_code(self) -> u8 {
+        match self {
+            FileType::File => 1,
+            FileType::Dir => 2,
+            FileType::Symlink => 7,
+        }
+    }
+    /// From a directory-entry type code.
+    pub fn from_dirent_code(c: u8) -> Option<FileType> {
+        match c {
+            1 => Some(FileType::File),
+            2 => Some(FileType::Dir),
+            7 => Some(FileType::Symlink),
+            _ => None,
+        }
+    }
+}
+
+/// A run of blocks: file blocks `[logical, logical + len)` live at
+/// `[physical, physical + len)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Extent {
+    /// First file block.
+    pub logical: u32,
+    /// Blocks.
+    pub len: u32,
+    /// First device block.
+    pub physical: u64,
+}
+
+/// Inode flag: the symlink target is stored in the inode.
+pub const FLAG_INLINE_SYMLINK: u32 = 1;
+
+/// An inode (256 bytes on disk).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inode {
+    /// Type and permission bits.
+    pub mode: u16,
+    /// Hard links.
+    pub links: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Access time (simulated ns).
+    pub atime: u64,
+    /// Modification time.
+    pub mtime: u64,
+    /// Change time.
+    pub ctime: u64,
+    /// Generation (bumped at each reuse of the number).
+    pub generation: u32,
+    /// Data and extent blocks allocated.
+    pub nblocks: u32,
+    /// Extents in file order (inline or in the leaf block).
+    pub extents: Vec<Extent>,
+    /// The extent leaf block when more than 8 extents (0: none).
+    pub leaf: u64,
+    /// Inline symlink target.
+    pub inline: Vec<u8>,
+}
+
+impl Inode {
+    /// The file type, if the mode holds a valid one.
+    pub fn file_type(&self) -> Option<FileType> {
+        FileType::from_mode(self.mode)
+    }
+
+    /// True if the slot is free (mode 0).
+    pub fn is_free(&self) -> bool {
+        self.mode == 0
+    }
+
+    /// Encodes into 256 bytes. With more than 8 extents, only the count and
+    /// the leaf pointer are in the inode; the caller writes the leaf.
+    pub fn encode(&self) -> [u8; INODE_SIZE] {
+        let mut b = [0u8; INODE_SIZE];
+        put_u16(&mut b, 0, self.mode);
+        put_u16(&mut b, 2, self.links);
+        put_u32(&mut b, 4, self.uid);
+        put_u32(&mut b, 8, self.gid);
+        put_u32(&mut b, 12, self.flags);
+        put_u64(&mut b, 16, self.size);
+        put_u64(&mut b, 24, self.atime);
+        put_u64(&mut b, 32, self.mtime);
+        put_u64(&mut b, 40, self.ctime);
+        put_u32(&mut b, 48, self.generation);
+        put_u32(&mut b, 52, self.nblocks);
+        put_u16(&mut b, 56, self.extents.len() as u16);
+        put_u16(&mut b, 58, if self.leaf != 0 { 1 } else { 0 });
+        put_u64(&mut b, 60, self.leaf);
+        if self.flags & FLAG_INLINE_SYMLINK != 0 {
+            let n = self.inline.len().min(INLINE_SYMLINK);
+            b[68..68 + n].copy_from_slice(&self.inline[..n]);
+        } else if self.leaf == 0 {
+            for (i, e) in self.extents.iter().take(INLINE_EXTENTS).enumerate() {
+                put_extent(&mut b, 68 + i * 16, e);
+            }
+        }
+        let c = crc(&b[..INODE_SIZE - 4]);
+        put_u32(&mut b, INODE_SIZE - 4, c);
+        b
+    }
+
+    /// Decodes 256 bytes. Extents of a leaf must be read with
+    /// [`decode_leaf`]; `extents` then holds only what the inode holds.
+    pub fn decode(b: &[u8]) -> Result<Inode, FsError> {
+        if b.len() < INODE_SIZE {
+            return Err(FsError::Corrupt("short inode".into()));
+        }
+        let all_zero = b[..INODE_SIZE].iter().all(|x| *x == 0);
+        if all_zero {
+            return Ok(Inode::default());
+        }
+        if get_u32(b, INODE_SIZE - 4) != crc(&b[..INODE_SIZE - 4]) {
+            return Err(FsError::Corrupt("inode checksum mismatch".into()));
+        }
+        let count = get_u16(b, 56) as usize;
+        let depth = get_u16(b, 58);
+        let flags = get_u32(b, 12);
+        let mut ino = Inode {
+            mode: get_u16(b, 0),
+            links: get_u16(b, 2),
+            uid: get_u32(b, 4),
+            gid: get_u32(b, 8),
+            flags,
+            size: get_u64(b, 16),
+            atime: get_u64(b, 24),
+            mtime: get_u64(b, 32),
+            ctime: get_u64(b, 40),
+            generation: get_u32(b, 48),
+            nblocks: get_u32(b, 52),
+            extents: Vec::new(),
+            leaf: get_u64(b, 60),
+            inline: Vec::new(),
+        };
+        if flags & FLAG_INLINE_SYMLINK != 0 {
+            let n = (ino.size as usize).min(INLINE_SYMLINK);
+            ino.inline = b[68..68 + n].to_vec();
+        } else if depth == 0 {
+            if count > INLINE_EXTENTS || ino.leaf != 0 {
+                return Err(FsError::Corrupt("inline extent count".into()));
+            }
+            for i in 0..count {
+                ino.extents.push(get_extent(b, 68 + i * 16));
+            }
+        } else if depth != 1 || count > LEAF_EXTENTS || ino.leaf == 0 {
+            return Err(FsError::Corrupt("extent leaf header".into()));
+        }
+        Ok(ino)
+    }
+
+    /// Extents stored in the inode's leaf block (0 if inline).
+    pub fn leaf_count(b: &[u8]) -> usize {
+        if get_u16(b, 58) == 1 {
+            get_u16(b, 56) as usize
+        } else {
+            0
+        }
+    }
+}
+
+fn put_extent(b: &mut [u8], o: usize, e: &Extent) {
+    put_u32(b, o, e.logical);
+    put_u32(b, o + 4, e.len);
+    put_u64(b, o + 8, e.physical);
+}
+
+fn get_extent(b: &[u8], o: usize) -> Extent {
+    Extent {
+        logical: get_u32(b, o),
+        len: get_u32(b, o + 4),
+        physical: get_u64(b, o + 8),
+    }
+}
+
+/// Leaf block magic.
+const LEAF_MAGIC: u32 = u32::from_le_bytes(*b"MQXL");
+
+/// Encodes an extent leaf block.
+pub fn encode_leaf(extents: &[Extent]) -> Box<[u8; BLOCK]> {
+    let mut b = Box::new([0u8; BLOCK]);
+    put_u32(&mut b[..], 0, LEAF_MAGIC);
+    put_u32(&mut b[..], 4, extents.len() as u32);
+    for (i, e) in extents.iter().take(LEAF_EXTENTS).enumerate() {
+        put_extent(&mut b[..], 16 + i * 16, e);
+    }
+    let c = crc(&b[16..]);
+    put_u32(&mut b[..], 8, c);
+    b
+}
+
+/// Decodes an extent leaf block holding `count` extents.
+pub fn decode_leaf(b: &[u8], count: usize) -> Result<Vec<Extent>, FsError> {
+    if get_u32(b, 0) != LEAF_MAGIC || get_u32(b, 4) as usize != count || count > LEAF_EXTENTS {
+        return Err(FsError::Corrupt("extent leaf".into()));
+    }
+    if get_u32(b, 8) != crc(&b[16..]) {
+        return Err(FsError::Corrupt("extent leaf checksum".into()));
+    }
+    Ok((0..count).map(|i| get_extent(b, 16 + i * 16)).collect())
+}
+
+/// Bytes of the checksum tail of a directory block.
+pub const DIR_TAIL: usize = 12;
+/// Usable bytes of a directory block.
+pub const DIR_SPACE: usize = BLOCK - DIR_TAIL;
+
+/// A directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Inode number (0: an unused slot).
+    pub ino: u32,
+    /// File type.
+    pub ftype: FileType,
+    /// Name bytes.
+    pub name: Vec<u8>,
+}
+
+/// Bytes an entry with a name of `len` needs (8-byte header, 4-aligned).
+pub fn dirent_len(len: usize) -> usize {
+    (8 + len).div_ceil(4) * 4
+}
+
+/// Encodes a directory block from `entries`. Fails if they do not fit.
+pub fn encode_dir_block(entries: &[DirEntry]) -> Result<Box<[u8; BLOCK]>, FsError> {
+    let mut b = Box::new([0u8; BLOCK]);
+    let mut off = 0usize;
+    for (i, e) in entries.iter().enumerate() {
+        let need = dirent_len(e.name.len());
+        let rec = if i + 1 == entries.len() {
+            DIR_SPACE - off
+        } else {
+            need
+        };
+        if off + need > DIR_SPACE {
+            return Err(FsError::NoSpace);
+        }
+        put_u32(&mut b[..], off, e.ino);
+        put_u16(&mut b[..], off + 4, rec as u16);
+        b[off + 6] = e.name.len() as u8;
+        b[off + 7] = e.ftype.dirent_code();
+        b[off + 8..off + 8 + e.name.len()].copy_from_slice(&e.name);
+        off += rec;
+    }
+    if entries.is_empty() {
+        put_u16(&mut b[..], 4, DIR_SPACE as u16);
+    }
+    put_u16(&mut b[..], DIR_SPACE + 4, DIR_TAIL as u16);
+    b[DIR_SPACE + 7] = 0xDE;
+    let c = crc(&b[..DIR_SPACE]);
+    put_u32(&mut b[..], DIR_SPACE + 8, c);
+    Ok(b)
+}
+
+/// Decodes a directory block into its live entries.
+pub fn decode_dir_block(b: &[u8]) -> Result<Vec<DirEntry>, FsError> {
+    let bad = |w: &str| FsError::Corrupt(format!("directory block: {w}"));
+    if b.len() < BLOCK || b[DIR_SPACE + 7] != 0xDE || get_u16(b, DIR_SPACE + 4) != DIR_TAIL as u16 {
+        return Err(bad("no checksum tail"));
+    }
+    if get_u32(b, DIR_SPACE + 8) != crc(&b[..DIR_SPACE]) {
+        return Err(bad("checksum mismatch"));
+    }
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off < DIR_SPACE {
+        if off + 8 > DIR_SPACE {
+            return Err(bad("entry header past the end"));
+        }
+        let ino = get_u32(b, off);
+        let rec = get_u16(b, off + 4) as usize;
+        let nlen = b[off + 6] as usize;
+        if rec < 8 || rec % 4 != 0 || off + rec > DIR_SPACE || (ino != 0 && dirent_len(nlen) > rec) {
+            return Err(bad("bad record length"));
+        }
+        if ino != 0 {
+            let ftype = FileType::from_dirent_code(b[off + 7]).ok_or_else(|| bad("bad file type"))?;
+            if nlen == 0 {
+                return Err(bad("empty name"));
+            }
+            out.push(DirEntry {
+                ino,
+                ftype,
+                name: b[off + 8..off + 8 + nlen].to_vec(),
+            });
+        }
+        off += rec;
+    }
+    Ok(out)
+}
+
+/// Bytes `entries` take in a directory block.
+pub fn dir_bytes(entries: &[DirEntry]) -> usize {
+    entries.iter().map(|e| dirent_len(e.name.len())).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sb() -> Superblock {
+        Superblock {
+            blocks: 16384,
+            groups: 1,
+            blocks_per_group: 16384 - 1024 - 1,
+            inodes_per_group: 1024,
+            groups_start: 1,
+            journal_start: 16384 - 1024,
+            journal_areas: 4,
+            area_blocks: 256,
+            mode: Mode::Mq,
+            clean: true,
+            next_txid: 9,
+            mounts: 1,
+        }
+    }
+
+    #[test]
+    fn superblock_round_trips_and_detects_damage() {
+        let s = sb();
+        let b = s.encode();
+        assert_eq!(Superblock::decode(&b[..], 16384).unwrap(), s);
+        let mut d = b.clone();
+        d[20] ^= 1;
+        assert!(matches!(
+            Superblock::decode(&d[..], 16384),
+            Err(FsError::Corrupt(_))
+        ));
+        assert!(matches!(
+            Superblock::decode(&[0u8; BLOCK], 16384),
+            Err(FsError::NotMqfs)
+        ));
+        assert!(Superblock::decode(&b[..], 100).is_err(), "device too small");
+    }
+
+    #[test]
+    fn inode_round_trips_with_extents_and_symlinks() {
+        let i = Inode {
+            mode: FileType::File.mode_bits() | 0o644,
+            links: 1,
+            size: 12345,
+            nblocks: 4,
+            extents: vec![
+                Extent {
+                    logical: 0,
+                    len: 3,
+                    physical: 100,
+                },
+                Extent {
+                    logical: 5,
+                    len: 1,
+                    physical: 300,
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(Inode::decode(&i.encode()).unwrap(), i);
+        let s = Inode {
+            mode: FileType::Symlink.mode_bits() | 0o777,
+            links: 1,
+            flags: FLAG_INLINE_SYMLINK,
+            size: 5,
+            inline: b"a/b/c".to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(Inode::decode(&s.encode()).unwrap(), s);
+        let mut bad = i.encode();
+        bad[17] ^= 4;
+        assert!(Inode::decode(&bad).is_err());
+        assert!(Inode::decode(&[0u8; INODE_SIZE]).unwrap().is_free());
+    }
+
+    #[test]
+    fn directory_blocks_round_trip_and_reject_garbage() {
+        let e = vec![
+            DirEntry {
+                ino: 2,
+                ftype: FileType::Dir,
+                name: b".".to_vec(),
+            },
+            DirEntry {
+                ino: 2,
+                ftype: FileType::Dir,
+                name: b"..".to_vec(),
+            },
+            DirEntry {
+                ino: 12,
+                ftype: FileType::File,
+                name: b"hello".to_vec(),
+            },
+        ];
+        let b = encode_dir_block(&e).unwrap();
+        assert_eq!(decode_dir_block(&b[..]).unwrap(), e);
+        let mut d = b.clone();
+        d[4] = 3;
+        assert!(decode_dir_block(&d[..]).is_err());
+        let many: Vec<DirEntry> = (0..2000)
+            .map(|i| DirEntry {
+                ino: 20 + i,
+                ftype: FileType::File,
+                name: format!("n{i}").into_bytes(),
+            })
+            .collect();
+        assert!(matches!(encode_dir_block(&many), Err(FsError::NoSpace)));
+        let leaf: Vec<Extent> = (0..20)
+            .map(|i| Extent {
+                logical: i * 2,
+                len: 1,
+                physical: 1000 + i as u64,
+            })
+            .collect();
+        assert_eq!(decode_leaf(&encode_leaf(&leaf)[..], 20).unwrap(), leaf);
+    }
+}

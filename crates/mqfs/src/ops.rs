@@ -1,0 +1,660 @@
+//! The file-system operations, inode-based so that a FUSE adapter can sit
+//! on them: lookup, getattr, setattr, create, mkdir, unlink, rmdir, rename,
+//! link, symlink, readlink, read, write, truncate, readdir, statfs.
+//!
+//! Every operation runs in the calling simulated thread and charges its
+//! CPU time to that thread's core. An operation holds the operation gate
+//! for its whole duration, so a journal that freezes the gate to take its
+//! snapshot never sees half an operation.
+
+use std::rc::Rc;
+
+use crate::dir::check_name;
+use crate::error::FsError;
+use crate::fs::{Ctx, Fs, Ino, InodeState};
+use crate::layout::{DirEntry, FileType, Inode, BLOCK, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, ROOT_INO};
+
+/// Attributes of an inode (what `stat` returns).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    /// Inode number.
+    pub ino: Ino,
+    /// File type.
+    pub ftype: FileType,
+    /// Permission bits.
+    pub perm: u16,
+    /// Hard links.
+    pub links: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// 4 KiB blocks allocated.
+    pub blocks: u64,
+    /// Times (simulated ns).
+    pub atime: u64,
+    /// Modification time.
+    pub mtime: u64,
+    /// Change time.
+    pub ctime: u64,
+}
+
+/// Changes for [`Fs::setattr`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits.
+    pub perm: Option<u16>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate or extend).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<u64>,
+    /// New modification time.
+    pub mtime: Option<u64>,
+}
+
+/// File-system usage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    /// Data blocks in all.
+    pub blocks: u64,
+    /// Free blocks.
+    pub free_blocks: u64,
+    /// Inodes in all.
+    pub inodes: u64,
+    /// Free inodes.
+    pub free_inodes: u64,
+    /// Block size.
+    pub block_size: u32,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+/// Permits of the operation gate: operations take one, a freeze takes all.
+pub(crate) const GATE: usize = 1 << 30;
+
+fn attr_of(ino: Ino, i: &Inode) -> Result<Attr, FsError> {
+    Ok(Attr {
+        ino,
+        ftype: i
+            .file_type()
+            .ok_or_else(|| FsError::Corrupt(format!("inode {ino} has no file type")))?,
+        perm: i.mode & 0o7777,
+        links: i.links,
+        uid: i.uid,
+        gid: i.gid,
+        size: i.size,
+        blocks: i.nblocks as u64,
+        atime: i.atime,
+        mtime: i.mtime,
+        ctime: i.ctime,
+    })
+}
+
+/// Locks two inodes in inode-number order (deadlock-free).
+async fn lock2<'a>(
+    a: &'a InodeState,
+    b: &'a InodeState,
+) -> (
+    pcie_sim::sync::MutexGuard<'a, ()>,
+    Option<pcie_sim::sync::MutexGuard<'a, ()>>,
+) {
+    if a.ino == b.ino {
+        return (a.lock.lock().await, None);
+    }
+    if a.ino < b.ino {
+        let ga = a.lock.lock().await;
+        let gb = b.lock.lock().await;
+        (ga, Some(gb))
+    } else {
+        let gb = b.lock.lock().await;
+        let ga = a.lock.lock().await;
+        (ga, Some(gb))
+    }
+}
+
+impl Fs {
+    /// Enters an operation: charges the system call and holds the gate.
+    pub(crate) async fn begin(&self, ctx: Ctx) -> Result<crate::fs::OpGuard<'_>, FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        self.gate.acquire(1).await;
+        Ok(crate::fs::OpGuard { fs: self })
+    }
+
+    /// Attributes of `ino`.
+    pub async fn getattr(&self, ctx: Ctx, ino: Ino) -> Result<Attr, FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        let st = self.iget(ctx, ino).await?;
+        let i = st.inode.borrow();
+        attr_of(ino, &i)
+    }
+
+    /// Looks `name` up in directory `parent`.
+    pub async fn lookup(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Attr, FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        check_name(name)?;
+        let dir = self.iget(ctx, parent).await?;
+        match self.dir_lookup(ctx, &dir, name).await? {
+            Some((ino, _)) => {
+                let st = self.iget(ctx, ino).await?;
+                let i = st.inode.borrow();
+                attr_of(ino, &i)
+            }
+            None => Err(FsError::NotFound),
+        }
+    }
+
+    /// Creates a regular file.
+    pub async fn create(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
+        self.make(ctx, parent, name, FileType::File, perm, None).await
+    }
+
+    /// Creates a directory.
+    pub async fn mkdir(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
+        self.make(ctx, parent, name, FileType::Dir, perm, None).await
+    }
+
+    /// Creates a symbolic link to `target`.
+    pub async fn symlink(&self, ctx: Ctx, parent: Ino, name: &str, target: &str) -> Result<Attr, FsError> {
+        if target.is_empty() || target.len() > 4096 {
+            return Err(FsError::Invalid("symlink target length".into()));
+        }
+        self.make(ctx, parent, name, FileType::Symlink, 0o777, Some(target)).await
+    }
+
+    async fn make(&self, ctx: Ctx, parent: Ino, name: &str, ftype: FileType, perm: u16, target: Option<&str>) -> Result<Attr, FsError> {
+        check_name(name)?;
+        self.check_writable()?;
+        let _op = self.begin(ctx).await?;
+        let dir = self.iget(ctx, parent).await?;
+        let _g = dir.lock.lock().await;
+        if dir.inode.borrow().file_type() != Some(FileType::Dir) {
+            return Err(FsError::NotDir);
+        }
+        if dir.inode.borrow().links == 0 {
+            return Err(FsError::NotFound);
+        }
+        if self.dir_lookup(ctx, &dir, name).await?.is_some() {
+            return Err(FsError::Exists);
+        }
+        if ftype == FileType::Dir && dir.inode.borrow().links >= u16::MAX - 1 {
+            return Err(FsError::TooManyLinks);
+        }
+        let ino = self.alloc_ino(ctx, &dir).await?;
+        let now = self.now_ns();
+        let (blk, off) = self.sb.borrow().inode_location(ino)?;
+        let generation = {
+            let buf = self.meta(ctx, blk).await?;
+            let old = Inode::decode(&buf.data()[off..off + crate::layout::INODE_SIZE]).unwrap_or_default();
+            old.generation.wrapping_add(1)
+        };
+        let inode = Inode {
+            mode: ftype.mode_bits() | (perm & 0o7777),
+            links: if ftype == FileType::Dir { 2 } else { 1 },
+            atime: now,
+            mtime: now,
+            ctime: now,
+            generation,
+            ..Default::default()
+        };
+        let st = Rc::new(InodeState {
+            ino,
+            inode: std::cell::RefCell::new(inode),
+            lock: pcie_sim::sync::Mutex::new(()),
+            pages: Default::default(),
+            dirty_meta: Default::default(),
+            size_dirty: std::cell::Cell::new(true),
+        });
+        self.inodes.borrow_mut().insert(ino, st.clone());
+        // The allocation was made on behalf of the directory; the new inode
+        // owns it too.
+        for b in dir.dirty_meta.borrow().iter() {
+            st.dirty_meta.borrow_mut().insert(*b);
+        }
+        match ftype {
+            FileType::Dir => {
+                let b = self.map_new(ctx, &st, 0).await?;
+                let buf = self.meta_new(b);
+                {
+                    let _l = buf.lock.lock().await;
+                    let enc = crate::layout::encode_dir_block(&[
+                        DirEntry {
+                            ino,
+                            ftype: FileType::Dir,
+                            name: b".".to_vec(),
+                        },
+                        DirEntry {
+                            ino: parent,
+                            ftype: FileType::Dir,
+                            name: b"..".to_vec(),
+                        },
+                    ])?;
+                    buf.modify().copy_from_slice(&enc[..]);
+                }
+                self.dirtied(b, &[&st]);
+                st.inode.borrow_mut().size = BLOCK as u64;
+                dir.inode.borrow_mut().links += 1;
+            }
+            FileType::Symlink => {
+                let t = target.unwrap_or("").as_bytes();
+                if t.len() <= INLINE_SYMLINK {
+                    let mut i = st.inode.borrow_mut();
+                    i.flags |= FLAG_INLINE_SYMLINK;
+                    i.inline = t.to_vec();
+                    i.size = t.len() as u64;
+                } else {
+                    let b = self.map_new(ctx, &st, 0).await?;
+                    let page = crate::cache::CachedBlock::new(Box::new([0u8; BLOCK]));
+                    page.modify()[..t.len()].copy_from_slice(t);
+                    st.pages.insert(0, page);
+                    st.inode.borrow_mut().size = t.len() as u64;
+                    let _ = b;
+                }
+            }
+            FileType::File => {}
+        }
+        self.write_inode(ctx, &st).await?;
+        self.dir_add(ctx, &dir, name, ino, ftype, Some(&st)).await?;
+        {
+            let mut d = dir.inode.borrow_mut();
+            d.mtime = now;
+            d.ctime = now;
+        }
+        self.write_inode(ctx, &dir).await?;
+        let i = st.inode.borrow();
+        attr_of(ino, &i)
+    }
+
+    /// Adds a hard link `newparent/newname` to `ino` (not a directory).
+    pub async fn link(&self, ctx: Ctx, ino: Ino, newparent: Ino, newname: &str) -> Result<Attr, FsError> {
+        check_name(newname)?;
+        self.check_writable()?;
+        let _op = self.begin(ctx).await?;
+        let st = self.iget(ctx, ino).await?;
+        let dir = self.iget(ctx, newparent).await?;
+        let (_g1, _g2) = lock2(&dir, &st).await;
+        if st.inode.borrow().file_type() == Some(FileType::Dir) {
+            return Err(FsError::IsDir);
+        }
+        if dir.inode.borrow().file_type() != Some(FileType::Dir) {
+            return Err(FsError::NotDir);
+        }
+        if st.inode.borrow().links == 0 || dir.inode.borrow().links == 0 {
+            return Err(FsError::NotFound);
+        }
+        if st.inode.borrow().links == u16::MAX {
+            return Err(FsError::TooManyLinks);
+        }
+        if self.dir_lookup(ctx, &dir, newname).await?.is_some() {
+            return Err(FsError::Exists);
+        }
+        let ftype = st.inode.borrow().file_type().unwrap_or(FileType::File);
+        self.dir_add(ctx, &dir, newname, ino, ftype, Some(&st)).await?;
+        let now = self.now_ns();
+        {
+            let mut i = st.inode.borrow_mut();
+            i.links += 1;
+            i.ctime = now;
+        }
+        st.size_dirty.set(true);
+        self.write_inode(ctx, &st).await?;
+        {
+            let mut d = dir.inode.borrow_mut();
+            d.mtime = now;
+            d.ctime = now;
+        }
+        self.write_inode(ctx, &dir).await?;
+        let i = st.inode.borrow();
+        attr_of(ino, &i)
+    }
+
+    /// Removes `name` (not a directory) from `parent`.
+    pub async fn unlink(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
+        self.remove(ctx, parent, name, false).await
+    }
+
+    /// Removes the empty directory `name` from `parent`.
+    pub async fn rmdir(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
+        self.remove(ctx, parent, name, true).await
+    }
+
+    async fn remove(&self, ctx: Ctx, parent: Ino, name: &str, want_dir: bool) -> Result<(), FsError> {
+        check_name(name)?;
+        if name == "." || name == ".." {
+            return Err(FsError::Invalid("cannot remove . or ..".into()));
+        }
+        self.check_writable()?;
+        let _op = self.begin(ctx).await?;
+        let dir = self.iget(ctx, parent).await?;
+        let (ino, ftype) = {
+            let _g = dir.lock.lock().await;
+            self.dir_lookup(ctx, &dir, name).await?.ok_or(FsError::NotFound)?
+        };
+        let st = self.iget(ctx, ino).await?;
+        let (_g1, _g2) = lock2(&dir, &st).await;
+        // Re-check under both locks.
+        if self.dir_lookup(ctx, &dir, name).await? != Some((ino, ftype)) {
+            return Err(FsError::NotFound);
+        }
+        match (want_dir, ftype == FileType::Dir) {
+            (true, false) => return Err(FsError::NotDir),
+            (false, true) => return Err(FsError::IsDir),
+            _ => {}
+        }
+        if want_dir && !self.dir_is_empty(ctx, &st).await? {
+            return Err(FsError::NotEmpty);
+        }
+        self.dir_remove(ctx, &dir, name, Some(&st)).await?;
+        let now = self.now_ns();
+        {
+            let mut d = dir.inode.borrow_mut();
+            d.mtime = now;
+            d.ctime = now;
+            if want_dir {
+                d.links -= 1;
+            }
+        }
+        self.write_inode(ctx, &dir).await?;
+        self.drop_link(ctx, &st, want_dir).await
+    }
+
+    /// Removes one link of `st`; frees it when none is left.
+    async fn drop_link(&self, ctx: Ctx, st: &InodeState, is_dir: bool) -> Result<(), FsError> {
+        let gone = {
+            let mut i = st.inode.borrow_mut();
+            i.links = if is_dir { 0 } else { i.links.saturating_sub(1) };
+            i.ctime = self.now_ns();
+            i.links == 0
+        };
+        st.size_dirty.set(true);
+        if !gone {
+            return self.write_inode(ctx, st).await;
+        }
+        let blocks = Fs::unmap_from(st, 0);
+        for b in blocks {
+            self.free_block(ctx, st, b, is_dir).await?;
+        }
+        let leaf = st.inode.borrow().leaf;
+        if leaf != 0 {
+            self.free_block(ctx, st, leaf, true).await?;
+        }
+        st.pages.truncate(0);
+        {
+            let generation = st.inode.borrow().generation;
+            *st.inode.borrow_mut() = Inode {
+                generation,
+                ..Default::default()
+            };
+        }
+        let (blk, off) = self.sb.borrow().inode_location(st.ino)?;
+        let buf = self.meta(ctx, blk).await?;
+        {
+            let _l = buf.lock.lock().await;
+            // A free slot keeps only its generation, so a reused number
+            // gets a new one.
+            let keep = Inode {
+                generation: st.inode.borrow().generation,
+                ..Default::default()
+            };
+            let enc = if keep.generation == 0 {
+                [0u8; crate::layout::INODE_SIZE]
+            } else {
+                keep.encode()
+            };
+            buf.modify()[off..off + crate::layout::INODE_SIZE].copy_from_slice(&enc);
+        }
+        self.dirtied(blk, &[st]);
+        self.free_ino(ctx, st, st.ino).await?;
+        self.inodes.borrow_mut().remove(&st.ino);
+        Ok(())
+    }
+
+    /// Renames `parent/name` to `newparent/newname`, replacing a compatible
+    /// target (an empty directory by a directory, a non-directory by a
+    /// non-directory). Atomic: one operation, one transaction.
+    pub async fn rename(&self, ctx: Ctx, parent: Ino, name: &str, newparent: Ino, newname: &str) -> Result<(), FsError> {
+        check_name(name)?;
+        check_name(newname)?;
+        if [name, newname].iter().any(|n| *n == "." || *n == "..") {
+            return Err(FsError::Invalid("cannot rename . or ..".into()));
+        }
+        self.check_writable()?;
+        let _op = self.begin(ctx).await?;
+        let _rl = self.rename_lock.lock().await;
+        let src_dir = self.iget(ctx, parent).await?;
+        let dst_dir = self.iget(ctx, newparent).await?;
+        if dst_dir.inode.borrow().file_type() != Some(FileType::Dir) {
+            return Err(FsError::NotDir);
+        }
+        let (ino, ftype) = self.dir_lookup(ctx, &src_dir, name).await?.ok_or(FsError::NotFound)?;
+        if parent == newparent && name == newname {
+            return Ok(());
+        }
+        let st = self.iget(ctx, ino).await?;
+        if ftype == FileType::Dir && self.is_ancestor(ctx, ino, newparent).await? {
+            return Err(FsError::Invalid("cannot move a directory into itself".into()));
+        }
+        let target = self.dir_lookup(ctx, &dst_dir, newname).await?;
+        if let Some((tino, tt)) = target {
+            if tino == ino {
+                // Two links of one file: POSIX says do nothing.
+                return Ok(());
+            }
+            match (ftype == FileType::Dir, tt == FileType::Dir) {
+                (true, false) => return Err(FsError::NotDir),
+                (false, true) => return Err(FsError::IsDir),
+                _ => {}
+            }
+            if tt == FileType::Dir {
+                let tst = self.iget(ctx, tino).await?;
+                if !self.dir_is_empty(ctx, &tst).await? {
+                    return Err(FsError::NotEmpty);
+                }
+            }
+        }
+        let now = self.now_ns();
+        match target {
+            Some((tino, tt)) => {
+                let tst = self.iget(ctx, tino).await?;
+                self.dir_replace(ctx, &dst_dir, newname, ino, ftype, Some(&st)).await?;
+                // The replaced inode owns the entry block too.
+                tst.dirty_meta.borrow_mut().extend(st.dirty_meta.borrow().iter().copied());
+                if tt == FileType::Dir {
+                    dst_dir.inode.borrow_mut().links -= 1;
+                }
+                self.drop_link(ctx, &tst, tt == FileType::Dir).await?;
+            }
+            None => self.dir_add(ctx, &dst_dir, newname, ino, ftype, Some(&st)).await?,
+        }
+        self.dir_remove(ctx, &src_dir, name, Some(&st)).await?;
+        if ftype == FileType::Dir && parent != newparent {
+            self.dir_replace(ctx, &st, "..", newparent, FileType::Dir, Some(&st)).await?;
+            src_dir.inode.borrow_mut().links -= 1;
+            dst_dir.inode.borrow_mut().links += 1;
+        }
+        for d in [&src_dir, &dst_dir] {
+            let mut i = d.inode.borrow_mut();
+            i.mtime = now;
+            i.ctime = now;
+        }
+        st.inode.borrow_mut().ctime = now;
+        self.write_inode(ctx, &src_dir).await?;
+        if parent != newparent {
+            self.write_inode(ctx, &dst_dir).await?;
+        }
+        self.write_inode(ctx, &st).await?;
+        Ok(())
+    }
+
+    /// True if `anc` is `ino` or one of its ancestors.
+    async fn is_ancestor(&self, ctx: Ctx, anc: Ino, mut ino: Ino) -> Result<bool, FsError> {
+        for _ in 0..4096 {
+            if ino == anc {
+                return Ok(true);
+            }
+            if ino == ROOT_INO {
+                return Ok(false);
+            }
+            let st = self.iget(ctx, ino).await?;
+            ino = self.dir_lookup(ctx, &st, "..").await?.ok_or_else(|| FsError::Corrupt("no ..".into()))?.0;
+        }
+        Err(FsError::Corrupt("directory loop".into()))
+    }
+
+    /// The target of a symbolic link.
+    pub async fn readlink(&self, ctx: Ctx, ino: Ino) -> Result<String, FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        let st = self.iget(ctx, ino).await?;
+        if st.inode.borrow().file_type() != Some(FileType::Symlink) {
+            return Err(FsError::Invalid("not a symlink".into()));
+        }
+        let bytes = if st.inode.borrow().flags & FLAG_INLINE_SYMLINK != 0 {
+            st.inode.borrow().inline.clone()
+        } else {
+            let n = st.inode.borrow().size as usize;
+            self.read_inner(ctx, &st, 0, n).await?
+        };
+        String::from_utf8(bytes).map_err(|_| FsError::Corrupt("symlink target".into()))
+    }
+
+    /// The entries of a directory: (name, inode, type), "." and ".." first.
+    pub async fn readdir(&self, ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, FileType)>, FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        let st = self.iget(ctx, ino).await?;
+        let _g = st.lock.lock().await;
+        let mut v: Vec<(String, Ino, FileType)> = self
+            .dir_entries(ctx, &st)
+            .await?
+            .into_iter()
+            .map(|(_, e)| (String::from_utf8_lossy(&e.name).into_owned(), e.ino, e.ftype))
+            .collect();
+        v.sort_by_key(|(n, _, _)| match n.as_str() {
+            "." => 0,
+            ".." => 1,
+            _ => 2,
+        });
+        Ok(v)
+    }
+
+    /// Usage counts, from the bitmaps.
+    pub async fn statfs(&self, ctx: Ctx) -> Result<StatFs, FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        let sb = self.sb.borrow().clone();
+        let mut blocks = 0;
+        let mut free_blocks = 0;
+        let mut free_inodes = 0;
+        for g in 0..sb.groups {
+            let bm = self.meta(ctx, sb.block_bitmap(g)).await?;
+            let first = sb.first_data(g) - sb.group_start(g);
+            for bit in first..sb.group_blocks(g) {
+                blocks += 1;
+                if bm.data()[(bit / 8) as usize] & (1 << (bit % 8)) == 0 {
+                    free_blocks += 1;
+                }
+            }
+            let im = self.meta(ctx, sb.inode_bitmap(g)).await?;
+            for bit in 0..sb.inodes_per_group {
+                if im.data()[(bit / 8) as usize] & (1 << (bit % 8)) == 0 {
+                    free_inodes += 1;
+                }
+            }
+        }
+        Ok(StatFs {
+            blocks,
+            free_blocks,
+            inodes: sb.inodes(),
+            free_inodes,
+            block_size: BLOCK as u32,
+            name_max: crate::layout::NAME_MAX as u32,
+        })
+    }
+
+    /// Changes attributes; a new size truncates or extends the file.
+    pub async fn setattr(&self, ctx: Ctx, ino: Ino, set: &SetAttr) -> Result<Attr, FsError> {
+        self.check_writable()?;
+        let _op = self.begin(ctx).await?;
+        let st = self.iget(ctx, ino).await?;
+        let _g = st.lock.lock().await;
+        if let Some(size) = set.size {
+            if st.inode.borrow().file_type() != Some(FileType::File) {
+                return Err(if st.inode.borrow().file_type() == Some(FileType::Dir) {
+                    FsError::IsDir
+                } else {
+                    FsError::Invalid("truncate of a non-file".into())
+                });
+            }
+            self.truncate_inner(ctx, &st, size).await?;
+        }
+        let now = self.now_ns();
+        {
+            let mut i = st.inode.borrow_mut();
+            if let Some(p) = set.perm {
+                i.mode = (i.mode & 0o170000) | (p & 0o7777);
+            }
+            if let Some(u) = set.uid {
+                i.uid = u;
+            }
+            if let Some(g) = set.gid {
+                i.gid = g;
+            }
+            if let Some(a) = set.atime {
+                i.atime = a;
+            }
+            if let Some(m) = set.mtime {
+                i.mtime = m;
+            }
+            i.ctime = now;
+        }
+        self.write_inode(ctx, &st).await?;
+        let i = st.inode.borrow();
+        attr_of(ino, &i)
+    }
+
+    /// Truncates (or extends) a file to `size` bytes.
+    pub async fn truncate(&self, ctx: Ctx, ino: Ino, size: u64) -> Result<(), FsError> {
+        self.setattr(
+            ctx,
+            ino,
+            &SetAttr {
+                size: Some(size),
+                ..Default::default()
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub(crate) async fn truncate_inner(&self, ctx: Ctx, st: &InodeState, size: u64) -> Result<(), FsError> {
+        let old = st.inode.borrow().size;
+        if size > crate::layout::LEAF_EXTENTS as u64 * 32768 * BLOCK as u64 {
+            return Err(FsError::TooBig);
+        }
+        if size < old {
+            let keep = size.div_ceil(BLOCK as u64) as u32;
+            for b in Fs::unmap_from(st, keep) {
+                self.free_block(ctx, st, b, false).await?;
+            }
+            st.pages.truncate(keep);
+            // Zero the tail of the last partial block.
+            let tail = (size % BLOCK as u64) as usize;
+            if tail != 0 {
+                let fb = (size / BLOCK as u64) as u32;
+                if Fs::bmap(st, fb).is_some() {
+                    let page = self.data_page(ctx, st, fb).await?;
+                    page.modify()[tail..].fill(0);
+                }
+            }
+        }
+        let now = self.now_ns();
+        let mut i = st.inode.borrow_mut();
+        i.size = size;
+        i.mtime = now;
+        st.size_dirty.set(true);
+        Ok(())
+    }
+}
