@@ -110,7 +110,7 @@ impl Core {
         attr: u32,
     ) -> Result<(), PcieError> {
         let _g = self.occupy().await;
-        self.drain_wc()?;
+        self.drain_wc().await?;
         let st = self.machine.now();
         let end = self
             .machine
@@ -162,7 +162,7 @@ impl Core {
             .wc
             .borrow_mut()
             .store(addr.0, data, purpose, attr, &mut out);
-        let r = self.emit_lines(&out);
+        let r = self.emit_lines(&out).await;
         out.clear();
         self.state().scratch.replace(out);
         r?;
@@ -177,7 +177,7 @@ impl Core {
         let _g = self.occupy().await;
         let mut out = Vec::new();
         self.state().wc.borrow_mut().flush_line(addr.0, &mut out);
-        self.emit_lines(&out)?;
+        self.emit_lines(&out).await?;
         let c = self.machine.profile.cpu.clflush_cycles;
         self.machine.sim.sleep(self.time_of(c)).await;
         Ok(())
@@ -196,7 +196,7 @@ impl Core {
 
     async fn fence(&self) -> Result<(), PcieError> {
         let _g = self.occupy().await;
-        self.drain_wc()?;
+        self.drain_wc().await?;
         let cpu = &self.machine.profile.cpu;
         let mut until = self.machine.now() + self.time_of(cpu.fence_cycles);
         let st = self.state();
@@ -226,7 +226,7 @@ impl Core {
             });
         }
         let _g = self.occupy().await;
-        self.drain_wc()?;
+        self.drain_wc().await?;
         self.machine
             .trace
             .borrow_mut()
@@ -260,13 +260,13 @@ impl Core {
     }
 
     /// Sends every buffered WC line (before an uncached access or a fence).
-    fn drain_wc(&self) -> Result<(), PcieError> {
+    async fn drain_wc(&self) -> Result<(), PcieError> {
         if self.state().wc.borrow().is_empty() {
             return Ok(());
         }
         let mut out = self.state().scratch.take();
         self.state().wc.borrow_mut().drain(&mut out);
-        let r = self.emit_lines(&out);
+        let r = self.emit_lines(&out).await;
         out.clear();
         self.state().scratch.replace(out);
         r
@@ -274,12 +274,21 @@ impl Core {
 
     /// Sends lines that left the WC buffers: one posted write per run of
     /// valid bytes. The first line of a burst counts one MMIO operation.
-    fn emit_lines(&self, lines: &[WcLine]) -> Result<(), PcieError> {
+    ///
+    /// Lines leave one core at most one per `wc_line_interval` (the core's
+    /// write-combining path to the uncore); the core waits for its slot.
+    async fn emit_lines(&self, lines: &[WcLine]) -> Result<(), PcieError> {
         if lines.is_empty() {
             return Ok(());
         }
         let st = self.state();
+        let interval = self.machine.profile.cpu.wc_line_interval;
         for line in lines {
+            let slot = st.next_line.get();
+            if slot > self.machine.now() {
+                self.machine.sim.sleep_until(slot).await;
+            }
+            st.next_line.set(self.machine.now() + interval);
             if !st.burst_open.replace(true) {
                 self.machine
                     .trace

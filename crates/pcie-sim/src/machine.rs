@@ -248,6 +248,8 @@ pub(crate) struct CoreState {
     pub(crate) burst_open: Cell<bool>,
     /// When the root port accepted the latest of this core's posted writes.
     pub(crate) last_accepted: Cell<SimTime>,
+    /// Earliest time the next write-combining line may leave this core.
+    pub(crate) next_line: Cell<SimTime>,
     /// Reused buffer for lines leaving the WC buffers.
     pub(crate) scratch: Cell<Vec<crate::wc::WcLine>>,
 }
@@ -299,6 +301,7 @@ impl Machine {
                 occupancy: Semaphore::new(1),
                 burst_open: Cell::new(false),
                 last_accepted: Cell::new(SimTime::ZERO),
+                next_line: Cell::new(SimTime::ZERO),
                 scratch: Cell::new(Vec::with_capacity(profile.cpu.wc_buffers + 2)),
             })
             .collect();
@@ -851,9 +854,10 @@ impl Inner {
                 }
                 _ => p.layout.register_latency,
             };
+            // A read waits for every write before it (PCIe ordering), but its
+            // own latency is pipelined: it does not hold up later requests.
             let start = tx.arrival.max(p.ingress_free_at);
             let done = start + service;
-            p.ingress_free_at = done;
             (tx.arrival, done, ur, wire)
         };
         let _ = tx_arrival;

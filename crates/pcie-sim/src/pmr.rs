@@ -168,39 +168,38 @@ fn page_hash(index: usize, page: &[u8; PAGE]) -> u64 {
 
 /// Timing of the device-side path that serves PMR accesses. The paper
 /// gives no absolute PMR numbers (checklist 1.7); these are calibrated to
-/// the two sources that exist: Horae measured 0.9 us for an 8-byte and
-/// 113 us for a 4 KiB MMIO read of a capacitor-backed CMB (Horae 5.2), and
+/// the sources that exist: Horae measured 0.9 us for an 8-byte and 113 us
+/// for a 4 KiB MMIO read of a capacitor-backed CMB (Horae 5.2), and
 /// ccNVMe's Figure 5 shows a persistent 64-byte write costing 2.5x a
-/// non-persistent one, the two approaching each other from 512-byte bursts
-/// (ccNVMe 4.3). See `examples/pmr_calibration.rs` for the check.
+/// non-persistent one (the rest of that shape comes from the CPU's
+/// write-combining path, `CpuProfile::wc_line_interval`). See
+/// `examples/pmr_calibration.rs` for the check.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PmrTiming {
-    /// Device time to apply one posted write to the PMR, fixed part. The PMR
-    /// controller is slow per write: this, with `posted_credits`, makes long
-    /// bursts bandwidth-bound, which is why persistent and non-persistent
-    /// writes converge above 512 bytes (ccNVMe Figure 5).
+    /// Device time to apply one posted write to the PMR's DRAM, fixed part.
     pub write_fixed: SimDuration,
     /// Device time per byte written to the PMR.
     pub write_ps_per_byte: u64,
-    /// Device time to serve a read, fixed part: with two link latencies and
-    /// the CPU's load issue this gives the 0.9 us 8-byte read (Horae 5.2).
+    /// Device time to answer a read, fixed part (pipelined: a read waits
+    /// for earlier writes but does not hold up later requests). With two
+    /// link latencies and the CPU's load issue it gives the 0.9 us 8-byte
+    /// read (Horae 5.2).
     pub read_fixed: SimDuration,
     /// Device time per byte read.
     pub read_ps_per_byte: u64,
     /// Posted-request credits the device advertises for its BAR ingress
-    /// (PCIe 3.0 2.6.1): how many posted writes may be in the device before
-    /// the root complex must wait. Small on a CMB/PMR controller.
+    /// (PCIe 3.0 2.6.1).
     pub posted_credits: u32,
 }
 
 impl Default for PmrTiming {
     fn default() -> Self {
         PmrTiming {
-            write_fixed: SimDuration::from_ns(450),
+            write_fixed: SimDuration::from_ns(50),
             write_ps_per_byte: 0,
             read_fixed: SimDuration::from_ns(460),
             read_ps_per_byte: 0,
-            posted_credits: 2,
+            posted_credits: 32,
         }
     }
 }
