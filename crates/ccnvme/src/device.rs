@@ -575,11 +575,25 @@ impl BlockDevice {
         .await?;
         for _ in 0..1_000_000 {
             if Csts(read32(&core, self.bar0 + regs::CSTS).await?).shst() == regs::ShutdownStatus::Complete {
+                // The driver is gone: its interrupt handlers stop, so that
+                // a driver probed later owns the vectors.
+                self.release_vectors();
                 return Ok(());
             }
             self.machine.sim().sleep(SimDuration::from_us(1)).await;
         }
         Err(DriverError::NotReady("shutdown did not complete".into()))
+    }
+
+    /// Stops every interrupt handler of this driver.
+    pub fn release_vectors(&self) {
+        let irq = self.machine.interrupts();
+        self.admin.stopped.set(true);
+        irq.release(self.admin.vector);
+        for q in &self.queues {
+            q.stopped.set(true);
+            irq.release(q.vector);
+        }
     }
 }
 

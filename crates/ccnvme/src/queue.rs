@@ -55,6 +55,8 @@ pub struct QueuePair {
     pub(crate) psq: RefCell<Option<Rc<PersistentSq>>>,
     /// Completion entries consumed since the CQ head doorbell was rung.
     unrung: Cell<u32>,
+    /// Set when the driver is gone: the handler stops.
+    pub(crate) stopped: Cell<bool>,
     prps: PrpPool,
     lba_shift: Cell<u32>,
 }
@@ -100,6 +102,7 @@ impl QueuePair {
             space: Notify::new(),
             psq: RefCell::new(None),
             unrung: Cell::new(0),
+            stopped: Cell::new(false),
             prps: PrpPool::new(machine, entries)?,
             lba_shift: Cell::new(12),
         }))
@@ -189,13 +192,18 @@ impl QueuePair {
     /// The interrupt handler (or poller) of this queue: runs forever.
     pub(crate) async fn run_handler(self: Rc<Self>) {
         loop {
+            if self.stopped.get() {
+                return;
+            }
             if self.profile.polling {
                 self.machine.sim().sleep(self.profile.poll_interval).await;
                 if !self.cqe_ready() {
                     continue;
                 }
             } else {
-                self.machine.interrupts().wait(self.vector).await;
+                if self.machine.interrupts().wait(self.vector).await.is_err() {
+                    return;
+                }
                 self.core.busy(self.profile.irq_handler).await;
             }
             let limit = if self.profile.polling {

@@ -13,7 +13,12 @@ pub const MAX_FILE: u64 = LEAF_EXTENTS as u64 * 32768 * BLOCK as u64;
 impl Fs {
     /// The cached page of file block `fb`: read from its device block, or
     /// zeros for a hole.
-    pub(crate) async fn data_page(&self, ctx: Ctx, st: &InodeState, fb: u32) -> Result<Rc<CachedBlock>, FsError> {
+    pub(crate) async fn data_page(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        fb: u32,
+    ) -> Result<Rc<CachedBlock>, FsError> {
         if let Some(p) = st.pages.get(fb) {
             return Ok(p);
         }
@@ -42,7 +47,13 @@ impl Fs {
         self.read_inner(ctx, &st, off, len).await
     }
 
-    pub(crate) async fn read_inner(&self, ctx: Ctx, st: &InodeState, off: u64, len: usize) -> Result<Vec<u8>, FsError> {
+    pub(crate) async fn read_inner(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        off: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, FsError> {
         let size = st.inode.borrow().size;
         if off >= size {
             return Ok(Vec::new());

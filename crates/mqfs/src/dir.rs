@@ -5,7 +5,9 @@
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
-use crate::layout::{decode_dir_block, dir_bytes, dirent_len, encode_dir_block, DirEntry, FileType, BLOCK, DIR_SPACE, NAME_MAX};
+use crate::layout::{
+    decode_dir_block, dir_bytes, dirent_len, encode_dir_block, DirEntry, FileType, BLOCK, DIR_SPACE, NAME_MAX,
+};
 
 /// Checks a name for a directory entry.
 pub fn check_name(name: &str) -> Result<(), FsError> {
@@ -23,17 +25,26 @@ impl Fs {
     fn dir_blocks(dir: &InodeState) -> Result<Vec<u64>, FsError> {
         let ino = dir.inode.borrow();
         if ino.size % BLOCK as u64 != 0 {
-            return Err(FsError::Corrupt(format!("directory {} has size {}", dir.ino, ino.size)));
+            return Err(FsError::Corrupt(format!(
+                "directory {} has size {}",
+                dir.ino, ino.size
+            )));
         }
         let n = (ino.size / BLOCK as u64) as u32;
         drop(ino);
         (0..n)
-            .map(|fb| Fs::bmap(dir, fb).ok_or_else(|| FsError::Corrupt(format!("directory {} has a hole", dir.ino))))
+            .map(|fb| {
+                Fs::bmap(dir, fb).ok_or_else(|| FsError::Corrupt(format!("directory {} has a hole", dir.ino)))
+            })
             .collect()
     }
 
     /// Every entry of `dir`, with the block holding it.
-    pub(crate) async fn dir_entries(&self, ctx: Ctx, dir: &InodeState) -> Result<Vec<(u64, DirEntry)>, FsError> {
+    pub(crate) async fn dir_entries(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+    ) -> Result<Vec<(u64, DirEntry)>, FsError> {
         if dir.inode.borrow().file_type() != Some(FileType::Dir) {
             return Err(FsError::NotDir);
         }
@@ -49,7 +60,12 @@ impl Fs {
     }
 
     /// The entry `name` of `dir`.
-    pub(crate) async fn dir_lookup(&self, ctx: Ctx, dir: &InodeState, name: &str) -> Result<Option<(Ino, FileType)>, FsError> {
+    pub(crate) async fn dir_lookup(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+        name: &str,
+    ) -> Result<Option<(Ino, FileType)>, FsError> {
         Ok(self
             .dir_entries(ctx, dir)
             .await?
@@ -59,7 +75,15 @@ impl Fs {
     }
 
     /// Adds `name -> ino` to `dir` (the caller checked it is absent).
-    pub(crate) async fn dir_add(&self, ctx: Ctx, dir: &InodeState, name: &str, ino: Ino, ftype: FileType, child: Option<&InodeState>) -> Result<(), FsError> {
+    pub(crate) async fn dir_add(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+        name: &str,
+        ino: Ino,
+        ftype: FileType,
+        child: Option<&InodeState>,
+    ) -> Result<(), FsError> {
         let entry = DirEntry {
             ino,
             ftype,
@@ -94,7 +118,13 @@ impl Fs {
     }
 
     /// Removes `name` from `dir`; returns what it pointed to.
-    pub(crate) async fn dir_remove(&self, ctx: Ctx, dir: &InodeState, name: &str, child: Option<&InodeState>) -> Result<(Ino, FileType), FsError> {
+    pub(crate) async fn dir_remove(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+        name: &str,
+        child: Option<&InodeState>,
+    ) -> Result<(Ino, FileType), FsError> {
         for b in Fs::dir_blocks(dir)? {
             let buf = self.meta(ctx, b).await?;
             let _g = buf.lock.lock().await;
@@ -112,7 +142,15 @@ impl Fs {
     }
 
     /// Points `name` in `dir` at `ino` (rename over an existing entry).
-    pub(crate) async fn dir_replace(&self, ctx: Ctx, dir: &InodeState, name: &str, ino: Ino, ftype: FileType, child: Option<&InodeState>) -> Result<(), FsError> {
+    pub(crate) async fn dir_replace(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+        name: &str,
+        ino: Ino,
+        ftype: FileType,
+        child: Option<&InodeState>,
+    ) -> Result<(), FsError> {
         for b in Fs::dir_blocks(dir)? {
             let buf = self.meta(ctx, b).await?;
             let _g = buf.lock.lock().await;

@@ -6,13 +6,15 @@ use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, BlockDevice, Done};
-use pcie_sim::sync::Mutex;
+use pcie_sim::sync::{Mutex, Semaphore};
 use pcie_sim::{HostAddr, Machine, SimDuration};
 
 use crate::cache::{BufferCache, CachedBlock, FilePages};
 use crate::error::FsError;
 use crate::journal::Journal;
-use crate::layout::{decode_leaf, encode_leaf, Extent, Inode, Mode, Superblock, BLOCK, INLINE_EXTENTS, INODE_SIZE};
+use crate::layout::{
+    decode_leaf, encode_leaf, Extent, Inode, Mode, Superblock, BLOCK, INLINE_EXTENTS, INODE_SIZE,
+};
 use crate::profile::FsProfile;
 
 /// An inode number.
@@ -68,7 +70,23 @@ pub struct Fs {
     pub(crate) next_ino: Cell<u32>,
     /// Serializes namespace changes that span directories (rename).
     pub(crate) rename_lock: Mutex<()>,
+    /// The operation gate: operations hold one permit, a journal snapshot
+    /// takes them all (see `ops.rs`).
+    pub(crate) gate: Semaphore,
+    /// Host pages recycled for I/O.
     pub(crate) pages: RefCell<Vec<HostAddr>>,
+}
+
+/// Held by an operation for its duration.
+#[derive(Debug)]
+pub struct OpGuard<'a> {
+    pub(crate) fs: &'a Fs,
+}
+
+impl Drop for OpGuard<'_> {
+    fn drop(&mut self) {
+        self.fs.gate.release(1);
+    }
 }
 
 impl std::fmt::Debug for Fs {
@@ -126,14 +144,6 @@ impl Fs {
         self.machine.sim().now().as_ps() / 1000
     }
 
-    /// Takes a new transaction id (ccNVMe 5.1: an atomically incremented
-    /// global counter).
-    pub(crate) fn take_txid(&self) -> u64 {
-        let t = self.next_txid.get();
-        self.next_txid.set(t + 1);
-        t
-    }
-
     pub(crate) fn journal(&self) -> Result<Journal, FsError> {
         self.journal
             .borrow()
@@ -151,6 +161,10 @@ impl Fs {
 
     // ---- device I/O ----
 
+    pub(crate) fn take_page_pub(&self) -> Result<HostAddr, FsError> {
+        self.take_page()
+    }
+
     fn take_page(&self) -> Result<HostAddr, FsError> {
         if let Some(p) = self.pages.borrow_mut().pop() {
             return Ok(p);
@@ -165,7 +179,10 @@ impl Fs {
     /// Reads device block `b` (bypassing the cache).
     pub(crate) async fn read_raw(&self, ctx: Ctx, b: u64) -> Result<Box<[u8; BLOCK]>, FsError> {
         let page = self.take_page()?;
-        let r = self.dev.submit_wait(self.core_of(ctx), &Bio::read(b, vec![page])).await;
+        let r = self
+            .dev
+            .submit_wait(self.core_of(ctx), &Bio::read(b, vec![page]))
+            .await;
         let mut out = Box::new([0u8; BLOCK]);
         let copied = self.machine.memory().read(page, &mut out[..]);
         self.put_page(page);
@@ -176,7 +193,13 @@ impl Fs {
 
     /// Starts writing `data` to device block `b` with `flags` and returns
     /// its handle; the data is copied into a host page first (charged).
-    pub(crate) async fn write_start(&self, ctx: Ctx, b: u64, data: &[u8; BLOCK], flags: BioFlags) -> Result<(Done, HostAddr), FsError> {
+    pub(crate) async fn write_start(
+        &self,
+        ctx: Ctx,
+        b: u64,
+        data: &[u8; BLOCK],
+        flags: BioFlags,
+    ) -> Result<(Done, HostAddr), FsError> {
         let page = self.take_page()?;
         let core = self.machine.core(self.core_of(ctx))?;
         core.write_mem(page, &data[..]).await?;
@@ -208,7 +231,12 @@ impl Fs {
     }
 
     /// Writes blocks and waits for all of them.
-    pub(crate) async fn write_all(&self, ctx: Ctx, blocks: &[(u64, Box<[u8; BLOCK]>)], flags: BioFlags) -> Result<(), FsError> {
+    pub(crate) async fn write_all(
+        &self,
+        ctx: Ctx,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+        flags: BioFlags,
+    ) -> Result<(), FsError> {
         let mut started = Vec::with_capacity(blocks.len());
         for (b, data) in blocks {
             started.push(self.write_start(ctx, *b, data, flags).await?);
@@ -279,8 +307,13 @@ impl Fs {
             inode.extents = decode_leaf(&leaf.data()[..], leaf_count)?;
         }
         for e in &inode.extents {
-            if e.len == 0 || !self.sb.borrow().is_data_block(e.physical) || !self.sb.borrow().is_data_block(e.physical + e.len as u64 - 1) {
-                return Err(FsError::Corrupt(format!("inode {ino}: extent outside the data area")));
+            if e.len == 0
+                || !self.sb.borrow().is_data_block(e.physical)
+                || !self.sb.borrow().is_data_block(e.physical + e.len as u64 - 1)
+            {
+                return Err(FsError::Corrupt(format!(
+                    "inode {ino}: extent outside the data area"
+                )));
             }
         }
         if let Some(i) = self.inodes.borrow().get(&ino) {
@@ -353,7 +386,10 @@ impl Fs {
     pub(crate) async fn alloc_block(&self, ctx: Ctx, owner: &InodeState, goal: u64) -> Result<u64, FsError> {
         self.cycles(ctx, self.profile.alloc_cycles).await;
         let sb = self.sb.borrow().clone();
-        let start_group = sb.group_of(goal).or_else(|| sb.group_of(self.next_block.get())).unwrap_or(0);
+        let start_group = sb
+            .group_of(goal)
+            .or_else(|| sb.group_of(self.next_block.get()))
+            .unwrap_or(0);
         for i in 0..sb.groups {
             let g = (start_group + i) % sb.groups;
             let bm = self.meta(ctx, sb.block_bitmap(g)).await?;
@@ -369,7 +405,9 @@ impl Fs {
             };
             let found = {
                 let data = bm.data();
-                (hint..n).chain(first..hint).find(|&bit| data[(bit / 8) as usize] & (1 << (bit % 8)) == 0)
+                (hint..n)
+                    .chain(first..hint)
+                    .find(|&bit| data[(bit / 8) as usize] & (1 << (bit % 8)) == 0)
             };
             if let Some(bit) = found {
                 {
@@ -394,10 +432,18 @@ impl Fs {
 
     /// Frees block `b` on behalf of `owner`. `was_meta`: it held metadata
     /// (a directory or extent block), so a journal must revoke it.
-    pub(crate) async fn free_block(&self, ctx: Ctx, owner: &InodeState, b: u64, was_meta: bool) -> Result<(), FsError> {
+    pub(crate) async fn free_block(
+        &self,
+        ctx: Ctx,
+        owner: &InodeState,
+        b: u64,
+        was_meta: bool,
+    ) -> Result<(), FsError> {
         self.cycles(ctx, self.profile.alloc_cycles).await;
         let sb = self.sb.borrow().clone();
-        let g = sb.group_of(b).ok_or_else(|| FsError::Corrupt(format!("free of block {b}")))?;
+        let g = sb
+            .group_of(b)
+            .ok_or_else(|| FsError::Corrupt(format!("free of block {b}")))?;
         let bit = b - sb.group_start(g);
         let bm = self.meta(ctx, sb.block_bitmap(g)).await?;
         {
@@ -494,7 +540,9 @@ impl Fs {
         let mut ino = st.inode.borrow_mut();
         ino.nblocks += 1;
         match ino.extents.last_mut() {
-            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 => e.len += 1,
+            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 => {
+                e.len += 1
+            }
             _ => {
                 ino.extents.push(Extent {
                     logical: fb,

@@ -164,10 +164,19 @@ impl Fs {
         if target.is_empty() || target.len() > 4096 {
             return Err(FsError::Invalid("symlink target length".into()));
         }
-        self.make(ctx, parent, name, FileType::Symlink, 0o777, Some(target)).await
+        self.make(ctx, parent, name, FileType::Symlink, 0o777, Some(target))
+            .await
     }
 
-    async fn make(&self, ctx: Ctx, parent: Ino, name: &str, ftype: FileType, perm: u16, target: Option<&str>) -> Result<Attr, FsError> {
+    async fn make(
+        &self,
+        ctx: Ctx,
+        parent: Ino,
+        name: &str,
+        ftype: FileType,
+        perm: u16,
+        target: Option<&str>,
+    ) -> Result<Attr, FsError> {
         check_name(name)?;
         self.check_writable()?;
         let _op = self.begin(ctx).await?;
@@ -417,7 +426,14 @@ impl Fs {
     /// Renames `parent/name` to `newparent/newname`, replacing a compatible
     /// target (an empty directory by a directory, a non-directory by a
     /// non-directory). Atomic: one operation, one transaction.
-    pub async fn rename(&self, ctx: Ctx, parent: Ino, name: &str, newparent: Ino, newname: &str) -> Result<(), FsError> {
+    pub async fn rename(
+        &self,
+        ctx: Ctx,
+        parent: Ino,
+        name: &str,
+        newparent: Ino,
+        newname: &str,
+    ) -> Result<(), FsError> {
         check_name(name)?;
         check_name(newname)?;
         if [name, newname].iter().any(|n| *n == "." || *n == "..") {
@@ -431,7 +447,10 @@ impl Fs {
         if dst_dir.inode.borrow().file_type() != Some(FileType::Dir) {
             return Err(FsError::NotDir);
         }
-        let (ino, ftype) = self.dir_lookup(ctx, &src_dir, name).await?.ok_or(FsError::NotFound)?;
+        let (ino, ftype) = self
+            .dir_lookup(ctx, &src_dir, name)
+            .await?
+            .ok_or(FsError::NotFound)?;
         if parent == newparent && name == newname {
             return Ok(());
         }
@@ -461,19 +480,26 @@ impl Fs {
         match target {
             Some((tino, tt)) => {
                 let tst = self.iget(ctx, tino).await?;
-                self.dir_replace(ctx, &dst_dir, newname, ino, ftype, Some(&st)).await?;
+                self.dir_replace(ctx, &dst_dir, newname, ino, ftype, Some(&st))
+                    .await?;
                 // The replaced inode owns the entry block too.
-                tst.dirty_meta.borrow_mut().extend(st.dirty_meta.borrow().iter().copied());
+                tst.dirty_meta
+                    .borrow_mut()
+                    .extend(st.dirty_meta.borrow().iter().copied());
                 if tt == FileType::Dir {
                     dst_dir.inode.borrow_mut().links -= 1;
                 }
                 self.drop_link(ctx, &tst, tt == FileType::Dir).await?;
             }
-            None => self.dir_add(ctx, &dst_dir, newname, ino, ftype, Some(&st)).await?,
+            None => {
+                self.dir_add(ctx, &dst_dir, newname, ino, ftype, Some(&st))
+                    .await?
+            }
         }
         self.dir_remove(ctx, &src_dir, name, Some(&st)).await?;
         if ftype == FileType::Dir && parent != newparent {
-            self.dir_replace(ctx, &st, "..", newparent, FileType::Dir, Some(&st)).await?;
+            self.dir_replace(ctx, &st, "..", newparent, FileType::Dir, Some(&st))
+                .await?;
             src_dir.inode.borrow_mut().links -= 1;
             dst_dir.inode.borrow_mut().links += 1;
         }
@@ -501,7 +527,11 @@ impl Fs {
                 return Ok(false);
             }
             let st = self.iget(ctx, ino).await?;
-            ino = self.dir_lookup(ctx, &st, "..").await?.ok_or_else(|| FsError::Corrupt("no ..".into()))?.0;
+            ino = self
+                .dir_lookup(ctx, &st, "..")
+                .await?
+                .ok_or_else(|| FsError::Corrupt("no ..".into()))?
+                .0;
         }
         Err(FsError::Corrupt("directory loop".into()))
     }

@@ -236,7 +236,9 @@ impl TestHost {
         let me = self.clone();
         self.machine.sim().spawn(async move {
             loop {
-                me.machine.interrupts().wait(vector).await;
+                if me.machine.interrupts().wait(vector).await.is_err() {
+                    return;
+                }
                 match me.drain(qid).await {
                     Ok(_) => me.progress.notify_waiters(),
                     Err(_) => return,

@@ -163,7 +163,7 @@ fn pmr_submission_queue_rung_through_a_pmr_doorbell_word() {
             .unwrap();
         core.mfence().await.unwrap();
         core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await.unwrap();
-        m2.interrupts().wait(1).await;
+        m2.interrupts().wait(1).await.unwrap();
         let mut raw = [0u8; 16];
         m2.memory().read(cq, &mut raw).unwrap();
         let e = nvme_ctrl::spec::completion::CompletionEntry::from_bytes(&raw);

@@ -15,8 +15,15 @@ pub const MSI_ADDRESS: u64 = 0xFEE0_0000;
 struct Vector {
     pending: Cell<u64>,
     delivered: Cell<u64>,
+    /// Bumped by [`InterruptController::release`]: waiters of an older
+    /// epoch give up.
+    epoch: Cell<u64>,
     notify: Notify,
 }
+
+/// The vector was released while a handler waited on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Released;
 
 /// Interrupt vectors and the tasks waiting on them.
 #[derive(Debug, Default)]
@@ -42,17 +49,31 @@ impl InterruptController {
     }
 
     /// Waits for the next message on `vector` and consumes it. Messages that
-    /// arrive while nobody waits are kept and returned at once.
-    pub async fn wait(&self, vector: u16) {
+    /// arrive while nobody waits are kept and returned at once. Fails if
+    /// the vector is released meanwhile (its driver went away).
+    pub async fn wait(&self, vector: u16) -> Result<(), Released> {
         let v = self.vector(vector);
+        let epoch = v.epoch.get();
         loop {
+            if v.epoch.get() != epoch {
+                return Err(Released);
+            }
             let p = v.pending.get();
             if p > 0 {
                 v.pending.set(p - 1);
-                return;
+                return Ok(());
             }
             v.notify.notified().await;
         }
+    }
+
+    /// Releases `vector`: every task waiting on it returns `Released`, and
+    /// pending messages are dropped. A new driver can then wait on it.
+    pub fn release(&self, vector: u16) {
+        let v = self.vector(vector);
+        v.epoch.set(v.epoch.get() + 1);
+        v.pending.set(0);
+        v.notify.notify_waiters();
     }
 
     /// Consumes every message pending on `vector` and returns how many.

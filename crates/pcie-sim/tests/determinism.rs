@@ -63,7 +63,9 @@ fn run(seed: u64) -> (u64, usize, Vec<pcie_sim::TraceEntry>) {
     let h2 = handled.clone();
     sim.spawn(async move {
         loop {
-            irq_machine.interrupts().wait(1).await;
+            if irq_machine.interrupts().wait(1).await.is_err() {
+                return;
+            }
             h2.set(h2.get() + 1);
         }
     });

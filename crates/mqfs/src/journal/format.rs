@@ -234,19 +234,34 @@ mod tests {
             seq: 9,
             txid: 77,
             last: true,
-            tags: vec![Tag { home: 5, journal: 12, crc: 0xdead }],
+            tags: vec![Tag {
+                home: 5,
+                journal: 12,
+                crc: 0xdead,
+            }],
         };
         let db = d.encode();
         assert_eq!(Descriptor::decode(&db[..]), Some(d));
         assert_eq!(Commit::decode(&db[..]), None);
-        let r = Revoke { seq: 3, blocks: vec![1, 2, 3] };
+        let r = Revoke {
+            seq: 3,
+            blocks: vec![1, 2, 3],
+        };
         assert_eq!(Revoke::decode(&r.encode()[..]), Some(r));
         let c = Commit { seq: 4, blocks: 10 };
         let mut cb = c.encode();
         assert_eq!(Commit::decode(&cb[..]), Some(c));
         cb[9] ^= 1;
-        assert_eq!(Commit::decode(&cb[..]), None, "a torn commit block is not a commit");
-        let s = AreaSuper { area: 2, head: 1, seq: 8 };
+        assert_eq!(
+            Commit::decode(&cb[..]),
+            None,
+            "a torn commit block is not a commit"
+        );
+        let s = AreaSuper {
+            area: 2,
+            head: 1,
+            seq: 8,
+        };
         assert_eq!(AreaSuper::decode(&s.encode()[..], 2, 64).unwrap(), s);
         assert!(AreaSuper::decode(&s.encode()[..], 3, 64).is_err());
     }

@@ -36,9 +36,12 @@ use crate::journal::format::{AreaSuper, Commit, Descriptor, Revoke, Tag, REVOKES
 use crate::layout::{crc, BLOCK};
 use crate::ops::GATE;
 
+/// A committed transaction found by recovery: (sequence, (home, log
+/// offset) of each copy, revoked blocks).
+type Found = (u64, Vec<(u64, u64)>, Vec<u64>);
+
 /// A committed transaction still in the log.
 struct LiveTx {
-    seq: u64,
     blocks: Vec<(u64, Box<[u8; BLOCK]>)>,
 }
 
@@ -82,7 +85,12 @@ pub(crate) struct Jbd {
 
 impl Jbd {
     /// A journal over area 0 of `fs`, whose log starts as `sb` says.
-    pub(crate) fn new(fs: &Fs, sb: &AreaSuper, next: Option<(u64, u64)>, horae: Option<Rc<OrderingQueue>>) -> Rc<Jbd> {
+    pub(crate) fn new(
+        fs: &Fs,
+        sb: &AreaSuper,
+        next: Option<(u64, u64)>,
+        horae: Option<Rc<OrderingQueue>>,
+    ) -> Rc<Jbd> {
         let s = fs.sb.borrow();
         let (tail, seq) = next.unwrap_or((sb.head, sb.seq));
         Rc::new(Jbd {
@@ -112,6 +120,16 @@ impl Jbd {
         st.running.blocks.insert(b);
         st.running.revokes.remove(&b);
         st.running.ordered.extend(owners.iter().copied());
+    }
+
+    /// True for HoraeFS.
+    pub(crate) fn is_horae(&self) -> bool {
+        self.horae.is_some()
+    }
+
+    /// Puts `ino`'s dirty data in the running transaction (ordered mode).
+    pub(crate) fn order_data(&self, ino: Ino) {
+        self.st.borrow_mut().running.ordered.insert(ino);
     }
 
     pub(crate) fn note_freed_meta(&self, b: u64) {
@@ -168,7 +186,9 @@ impl Jbd {
     pub(crate) async fn commit_and_wait(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
         let target = {
             let mut st = self.st.borrow_mut();
-            let empty = st.running.blocks.is_empty() && st.running.revokes.is_empty() && st.running.ordered.is_empty();
+            let empty = st.running.blocks.is_empty()
+                && st.running.revokes.is_empty()
+                && st.running.ordered.is_empty();
             let t = if empty { st.next_seq - 1 } else { st.next_seq };
             st.requested = st.requested.max(t);
             t
@@ -288,7 +308,8 @@ impl Jbd {
                     fs.write_all(ctx, &data, BioFlags::NONE).await?;
                 }
                 fs.write_all(ctx, &log, BioFlags::NONE).await?;
-                fs.write_all(ctx, &[commit], BioFlags::PREFLUSH | BioFlags::FUA).await?;
+                fs.write_all(ctx, &[commit], BioFlags::PREFLUSH | BioFlags::FUA)
+                    .await?;
             }
             Some(oq) => {
                 let mut epoch1 = data;
@@ -305,7 +326,7 @@ impl Jbd {
             for (b, _) in &snapshots {
                 st.journaled.insert(*b);
             }
-            st.live.push_back(LiveTx { seq, blocks: snapshots });
+            st.live.push_back(LiveTx { blocks: snapshots });
         }
         self.finish(seq, Vec::new());
         Ok(())
@@ -313,7 +334,13 @@ impl Jbd {
 
     /// Appends `blocks` as one epoch of the ordering queue, then dispatches
     /// them without waiting.
-    async fn horae_epoch(&self, fs: &Fs, oq: &Rc<OrderingQueue>, ctx: Ctx, blocks: &[(u64, Box<[u8; BLOCK]>)]) -> Result<Vec<(Done, HostAddr)>, FsError> {
+    async fn horae_epoch(
+        &self,
+        fs: &Fs,
+        oq: &Rc<OrderingQueue>,
+        ctx: Ctx,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+    ) -> Result<Vec<(Done, HostAddr)>, FsError> {
         let ranges: Vec<(u64, u32)> = blocks.iter().map(|(b, _)| (*b, 1)).collect();
         let epoch = oq.append_epoch(ctx.core, &ranges).await?;
         let mut started = Vec::new();
@@ -366,7 +393,8 @@ impl Jbd {
                     newest.insert(*b, d);
                 }
             }
-            let mut v: Vec<(u64, Box<[u8; BLOCK]>)> = newest.into_iter().map(|(b, d)| (b, d.clone())).collect();
+            let mut v: Vec<(u64, Box<[u8; BLOCK]>)> =
+                newest.into_iter().map(|(b, d)| (b, d.clone())).collect();
             v.sort_by_key(|(b, _)| *b);
             (v, st.tail, st.next_seq)
         };
@@ -374,8 +402,13 @@ impl Jbd {
             fs.write_all(ctx, &blocks, BioFlags::NONE).await?;
             fs.flush(ctx).await?;
         }
-        let jsb = AreaSuper { area: 0, head: tail, seq };
-        fs.write_all(ctx, &[(self.area_start, jsb.encode())], BioFlags::FUA).await?;
+        let jsb = AreaSuper {
+            area: 0,
+            head: tail,
+            seq,
+        };
+        fs.write_all(ctx, &[(self.area_start, jsb.encode())], BioFlags::FUA)
+            .await?;
         let mut st = self.st.borrow_mut();
         st.live.clear();
         st.journaled.clear();
@@ -403,7 +436,7 @@ impl Jbd {
         let adv = |p: u64, by: u64| (p - 1 + by) % ring + 1;
         let mut pos = jsb.head;
         let mut seq = jsb.seq;
-        let mut txs: Vec<(u64, Vec<(u64, u64)>, Vec<u64>)> = Vec::new();
+        let mut txs: Vec<Found> = Vec::new();
         let mut scanned = 0u64;
         'outer: loop {
             let tx_start = pos;
@@ -483,7 +516,8 @@ impl Jbd {
             head: pos,
             seq,
         };
-        fs.write_all(ctx, &[(area_start, jsb.encode())], BioFlags::FUA).await?;
+        fs.write_all(ctx, &[(area_start, jsb.encode())], BioFlags::FUA)
+            .await?;
         Ok((pos, seq))
     }
 }

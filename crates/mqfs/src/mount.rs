@@ -1,0 +1,298 @@
+//! mkfs, mount (with each mode's recovery) and unmount.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use ccnvme::horae::{self, OrderingQueue};
+use ccnvme::{Bio, BioFlags, BlockDevice, ProbeOptions};
+use pcie_sim::sync::{Mutex, Semaphore};
+
+use crate::cache::BufferCache;
+use crate::error::FsError;
+use crate::fs::{Ctx, Fs};
+use crate::journal::format::AreaSuper;
+use crate::journal::jbd::Jbd;
+use crate::journal::Journal;
+use crate::layout::{
+    encode_dir_block, DirEntry, Extent, FileType, Inode, Mode, Superblock, BLOCK, FIRST_INO,
+    INODES_PER_BLOCK, ROOT_INO,
+};
+use crate::ops::GATE;
+use crate::profile::FsProfile;
+
+/// How to make a file system.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MkfsOptions {
+    /// Consistency mode.
+    pub mode: Mode,
+    /// Journal areas (`mq`: one per hardware queue; others use 1).
+    pub journal_areas: u32,
+    /// Total journal blocks (default: 1 GiB, the paper's 7.1, capped at a
+    /// quarter of the device).
+    pub journal_blocks: Option<u64>,
+    /// Bytes of data per inode (default 16 KiB, Ext4's default ratio).
+    pub bytes_per_inode: u64,
+}
+
+impl MkfsOptions {
+    /// Defaults for `mode`.
+    pub fn new(mode: Mode) -> Self {
+        MkfsOptions {
+            mode,
+            journal_areas: 1,
+            journal_blocks: None,
+            bytes_per_inode: 16384,
+        }
+    }
+}
+
+/// Probe options the block device needs for `mode`.
+pub fn probe_options(mode: Mode) -> ProbeOptions {
+    ProbeOptions {
+        ccnvme: mode == Mode::Mq,
+        horae: mode == Mode::Horae,
+        ..ProbeOptions::default()
+    }
+}
+
+/// Computes the geometry for a device of `blocks` 4 KiB blocks.
+pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> {
+    let areas = if opts.mode == Mode::Mq {
+        opts.journal_areas.max(1)
+    } else {
+        1
+    };
+    let journal = opts
+        .journal_blocks
+        .unwrap_or(1 << 18)
+        .min(blocks / 4)
+        .max(areas as u64 * 32);
+    let area_blocks = journal / areas as u64;
+    let journal_start = blocks
+        .checked_sub(area_blocks * areas as u64)
+        .ok_or_else(|| FsError::Invalid("device too small".into()))?;
+    let space = journal_start.saturating_sub(1);
+    if space < 64 {
+        return Err(FsError::Invalid("device too small".into()));
+    }
+    // Groups of equal size (the last at most a few blocks shorter).
+    let groups = space.div_ceil(32768) as u32;
+    let bpg = space.div_ceil(groups as u64) as u32;
+    let ipg = ((bpg as u64 * BLOCK as u64 / opts.bytes_per_inode.max(BLOCK as u64)) as u32)
+        .div_ceil(INODES_PER_BLOCK)
+        .max(1)
+        * INODES_PER_BLOCK;
+    let sb = Superblock {
+        blocks,
+        groups,
+        blocks_per_group: bpg,
+        inodes_per_group: ipg.min(32768),
+        groups_start: 1,
+        journal_start,
+        journal_areas: areas,
+        area_blocks,
+        mode: opts.mode,
+        clean: true,
+        next_txid: 1,
+        mounts: 0,
+    };
+    sb.validate(blocks)?;
+    Ok(sb)
+}
+
+async fn write_batch(
+    dev: &BlockDevice,
+    ctx: Ctx,
+    blocks: Vec<(u64, Box<[u8; BLOCK]>)>,
+) -> Result<(), FsError> {
+    let mem = dev.machine().memory();
+    for chunk in blocks.chunks(64) {
+        let mut pending = Vec::new();
+        for (b, data) in chunk {
+            let page = mem.alloc(BLOCK as u64)?;
+            mem.write(page, &data[..])?;
+            pending.push((dev.submit(ctx.core, &Bio::write(*b, vec![page])).await?, page));
+        }
+        for (d, page) in pending {
+            let s = dev.wait(ctx.core, &d).await;
+            mem.free(page)?;
+            if !s.is_success() {
+                return Err(FsError::Io(s.to_string()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes a file system on `dev`.
+pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result<Superblock, FsError> {
+    if dev.info().lba_size != BLOCK as u32 {
+        return Err(FsError::Unsupported("MQFS needs a 4 KiB LBA format".into()));
+    }
+    let sb = geometry(dev.info().blocks, opts)?;
+    let mut writes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
+    let root_block = sb.first_data(0);
+    for g in 0..sb.groups {
+        let mut bm = Box::new([0u8; BLOCK]);
+        let used = sb.first_data(g) - sb.group_start(g);
+        let size = sb.group_blocks(g);
+        for bit in (0..used).chain(size..32768) {
+            bm[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
+        if g == 0 {
+            let bit = root_block - sb.group_start(0);
+            bm[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
+        writes.push((sb.block_bitmap(g), bm));
+        let mut im = Box::new([0u8; BLOCK]);
+        for bit in sb.inodes_per_group..32768 {
+            im[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
+        if g == 0 {
+            for ino in 1..FIRST_INO {
+                let bit = ino - 1;
+                im[(bit / 8) as usize] |= 1 << (bit % 8);
+            }
+        }
+        writes.push((sb.inode_bitmap(g), im));
+        for t in 0..sb.itable_blocks() {
+            writes.push((sb.inode_table(g) + t, Box::new([0u8; BLOCK])));
+        }
+    }
+    // The root directory.
+    let root = Inode {
+        mode: FileType::Dir.mode_bits() | 0o755,
+        links: 2,
+        size: BLOCK as u64,
+        nblocks: 1,
+        generation: 1,
+        extents: vec![Extent {
+            logical: 0,
+            len: 1,
+            physical: root_block,
+        }],
+        ..Default::default()
+    };
+    let (iblk, off) = sb.inode_location(ROOT_INO)?;
+    if let Some(w) = writes.iter_mut().find(|(b, _)| *b == iblk) {
+        w.1[off..off + crate::layout::INODE_SIZE].copy_from_slice(&root.encode());
+    }
+    let dot = |name: &[u8]| DirEntry {
+        ino: ROOT_INO,
+        ftype: FileType::Dir,
+        name: name.to_vec(),
+    };
+    writes.push((root_block, encode_dir_block(&[dot(b"."), dot(b"..")])?));
+    for a in 0..sb.journal_areas {
+        let jsb = AreaSuper {
+            area: a,
+            head: 1,
+            seq: 1,
+        };
+        writes.push((sb.area_start(a), jsb.encode()));
+    }
+    write_batch(dev, ctx, writes).await?;
+    dev.submit_wait(ctx.core, &Bio::flush()).await?;
+    // The superblock last: an interrupted mkfs leaves no file system.
+    write_batch(dev, ctx, vec![(0, sb.encode())]).await?;
+    dev.submit_wait(ctx.core, &Bio::flush()).await?;
+    Ok(sb)
+}
+
+/// Mounts the file system on `dev`, running its mode's recovery if it was
+/// not unmounted cleanly.
+pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, FsError> {
+    let machine = dev.machine().clone();
+    let fs = Rc::new(Fs {
+        dev: dev.clone(),
+        machine,
+        sb: RefCell::new(Superblock {
+            blocks: dev.info().blocks,
+            groups: 1,
+            blocks_per_group: 1,
+            inodes_per_group: INODES_PER_BLOCK,
+            groups_start: 1,
+            journal_start: 0,
+            journal_areas: 1,
+            area_blocks: 0,
+            mode: Mode::None,
+            clean: true,
+            next_txid: 1,
+            mounts: 0,
+        }),
+        profile,
+        bufs: BufferCache::default(),
+        inodes: RefCell::new(HashMap::new()),
+        journal: RefCell::new(None),
+        next_txid: Cell::new(1),
+        readonly: Cell::new(false),
+        next_block: Cell::new(0),
+        next_ino: Cell::new(FIRST_INO),
+        rename_lock: Mutex::new(()),
+        gate: Semaphore::new(GATE),
+        pages: RefCell::new(Vec::new()),
+    });
+    let raw = fs.read_raw(ctx, 0).await?;
+    let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
+    *fs.sb.borrow_mut() = sb.clone();
+    fs.next_txid.set(sb.next_txid.max(1));
+    let journal = match sb.mode {
+        Mode::None => Journal::None,
+        Mode::Classic | Mode::Horae => {
+            let oq = if sb.mode == Mode::Horae {
+                match horae::recover(dev).await {
+                    Ok(rec) => rec.discard_and_reset(dev, ctx.core).await?,
+                    // A fresh PMR: attach formats the ordering queue.
+                    Err(ccnvme::DriverError::NoLayout) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                Some(OrderingQueue::attach(dev).await?)
+            } else {
+                None
+            };
+            let raw = fs.read_raw(ctx, sb.area_start(0)).await?;
+            let jsb = AreaSuper::decode(&raw[..], 0, sb.area_blocks)?;
+            let next = Jbd::recover(&fs, ctx, &jsb).await?;
+            let j = Jbd::new(&fs, &jsb, Some(next), oq);
+            let thread = j.clone();
+            let fs2 = fs.clone();
+            fs.machine
+                .sim()
+                .spawn(async move { thread.commit_thread(fs2).await });
+            Journal::Jbd(j)
+        }
+        Mode::Mq => return Err(FsError::Unsupported("the mq mode is not built yet".into())),
+    };
+    *fs.journal.borrow_mut() = Some(journal);
+    let mut sb = fs.sb.borrow().clone();
+    sb.clean = false;
+    sb.mounts += 1;
+    *fs.sb.borrow_mut() = sb.clone();
+    fs.write_all(ctx, &[(0, sb.encode())], BioFlags::FUA).await?;
+    // The root must be a readable directory.
+    let root = fs.iget(ctx, ROOT_INO).await?;
+    if root.inode.borrow().file_type() != Some(FileType::Dir) {
+        return Err(FsError::Corrupt("the root is not a directory".into()));
+    }
+    Ok(fs)
+}
+
+impl Fs {
+    /// Unmounts cleanly: everything durable and checkpointed, the
+    /// superblock marked clean, the device shut down.
+    pub async fn unmount(&self, ctx: Ctx) -> Result<(), FsError> {
+        self.sync(ctx).await?;
+        if let Ok(Journal::Jbd(j)) = self.journal() {
+            j.stop();
+        }
+        let mut sb = self.sb.borrow().clone();
+        sb.clean = true;
+        sb.next_txid = self.next_txid.get();
+        *self.sb.borrow_mut() = sb.clone();
+        self.write_all(ctx, &[(0, sb.encode())], BioFlags::FUA).await?;
+        self.flush(ctx).await?;
+        self.dev.shutdown().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,156 @@
+//! Durability primitives: fsync, fdatasync and sync, per mode.
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use ccnvme::BioFlags;
+
+use crate::error::FsError;
+use crate::fs::{Ctx, Fs, Ino, InodeState};
+use crate::journal::Journal;
+use crate::layout::BLOCK;
+
+impl Fs {
+    /// Makes `ino`'s data and metadata, and the directory entries that
+    /// reach it, durable.
+    pub async fn fsync(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        self.sync_file(ctx, ino, false).await
+    }
+
+    /// Like fsync, but skips the inode when only timestamps changed.
+    pub async fn fdatasync(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        self.sync_file(ctx, ino, true).await
+    }
+
+    async fn sync_file(&self, ctx: Ctx, ino: Ino, datasync: bool) -> Result<(), FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        self.check_writable()?;
+        let st = self.iget(ctx, ino).await?;
+        let _g = st.lock.lock().await;
+        match self.journal()? {
+            Journal::None => self.sync_in_place(ctx, &st, datasync).await?,
+            Journal::Jbd(j) => {
+                let horae = j.is_horae();
+                if horae {
+                    // HoraeFS: the data is part of the first epoch.
+                    j.order_data(st.ino);
+                } else {
+                    let data = self.take_dirty_data(ctx, &st).await?;
+                    self.write_all(ctx, &data, BioFlags::NONE).await?;
+                }
+                if datasync && !st.size_dirty.get() {
+                    if horae {
+                        j.commit_and_wait(self, ctx).await?;
+                    } else {
+                        self.flush(ctx).await?;
+                    }
+                } else {
+                    j.commit_and_wait(self, ctx).await?;
+                }
+            }
+        }
+        st.size_dirty.set(false);
+        st.dirty_meta.borrow_mut().clear();
+        Ok(())
+    }
+
+    /// Snapshots and cleans `st`'s dirty data pages: (home block, bytes).
+    pub(crate) async fn take_dirty_data(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+    ) -> Result<Vec<(u64, Box<[u8; BLOCK]>)>, FsError> {
+        let mut out = Vec::new();
+        for (fb, page) in st.pages.dirty() {
+            let Some(home) = Fs::bmap(st, fb) else {
+                continue;
+            };
+            self.cpu(ctx, self.profile.page_prep).await;
+            out.push((home, page.snapshot()));
+            page.set_dirty(false);
+        }
+        Ok(out)
+    }
+
+    /// Ext4-NJ's fsync: data, then the inode's table block, then the other
+    /// metadata blocks it dirtied (parents, bitmaps), each kind after the
+    /// previous completed, then a flush (checklist E3).
+    async fn sync_in_place(&self, ctx: Ctx, st: &InodeState, datasync: bool) -> Result<(), FsError> {
+        let data = self.take_dirty_data(ctx, st).await?;
+        if !data.is_empty() {
+            self.write_all(ctx, &data, BioFlags::NONE).await?;
+        }
+        if !datasync || st.size_dirty.get() {
+            let (iblk, _) = self.sb.borrow().inode_location(st.ino)?;
+            self.write_meta_home(ctx, &[iblk]).await?;
+            let rest: Vec<u64> = st
+                .dirty_meta
+                .borrow()
+                .iter()
+                .copied()
+                .filter(|b| *b != iblk)
+                .collect();
+            self.write_meta_home(ctx, &rest).await?;
+        }
+        self.flush(ctx).await
+    }
+
+    /// Writes the current content of metadata blocks home and waits.
+    pub(crate) async fn write_meta_home(&self, ctx: Ctx, blocks: &[u64]) -> Result<(), FsError> {
+        let mut writes = Vec::new();
+        let mut cached = Vec::new();
+        for b in blocks {
+            if let Some(c) = self.bufs.get(*b) {
+                if c.is_dirty() {
+                    writes.push((*b, c.snapshot()));
+                    cached.push((c.clone(), c.version()));
+                }
+            }
+        }
+        if writes.is_empty() {
+            return Ok(());
+        }
+        self.write_all(ctx, &writes, BioFlags::NONE).await?;
+        for (c, v) in cached {
+            if c.version() == v {
+                c.set_dirty(false);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes everything durable (and, with a journal, checkpointed).
+    pub async fn sync(&self, ctx: Ctx) -> Result<(), FsError> {
+        self.cpu(ctx, self.profile.syscall).await;
+        self.check_writable()?;
+        let inodes: Vec<Rc<InodeState>> = self.inodes.borrow().values().cloned().collect();
+        match self.journal()? {
+            Journal::None => {
+                let mut data = Vec::new();
+                for st in &inodes {
+                    data.extend(self.take_dirty_data(ctx, st).await?);
+                }
+                if !data.is_empty() {
+                    self.write_all(ctx, &data, BioFlags::NONE).await?;
+                }
+                let meta: BTreeSet<u64> = self.bufs.dirty().into_iter().map(|(b, _)| b).collect();
+                let meta: Vec<u64> = meta.into_iter().collect();
+                self.write_meta_home(ctx, &meta).await?;
+                self.flush(ctx).await?;
+            }
+            Journal::Jbd(j) => {
+                for st in &inodes {
+                    if !st.pages.dirty().is_empty() {
+                        j.order_data(st.ino);
+                    }
+                }
+                j.sync_all(self, ctx).await?;
+            }
+        }
+        for st in &inodes {
+            st.size_dirty.set(false);
+            st.dirty_meta.borrow_mut().clear();
+        }
+        Ok(())
+    }
+}
