@@ -337,6 +337,19 @@ impl Backend {
         self.media.borrow().sync()
     }
 
+    /// The current content of block `b` as the drive would return it (the
+    /// cache if it holds a newer version, else the media), without timing
+    /// (for checkers that inspect a drive's state).
+    pub fn peek(&self, b: u64, buf: &mut [u8; BLOCK]) {
+        if let Some(cache) = &self.cache {
+            if let Some(e) = cache.entries.borrow().get(&b) {
+                buf.copy_from_slice(&e.data[..]);
+                return;
+            }
+        }
+        self.media.borrow().read(b, buf);
+    }
+
     /// Direct access to the media store (for tests and tools; bypasses
     /// timing and the cache).
     pub fn media(&self) -> std::cell::Ref<'_, Media> {
