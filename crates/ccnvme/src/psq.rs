@@ -230,9 +230,14 @@ impl PersistentSq {
     }
 
     /// Commits: flushes the entries, then persists P-SQDB (the doorbell).
-    async fn commit(&self, tx: &OpenTx) -> Result<TxHandle, DriverError> {
+    async fn commit(
+        &self,
+        tx: &OpenTx,
+        before_ring: impl std::future::Future<Output = ()>,
+    ) -> Result<TxHandle, DriverError> {
         let a = attr(self.qid, tx.start as u16);
         self.flush_slots(tx.start, tx.count, a).await?;
+        before_ring.await;
         let end = self.tail.get();
         let durable = Done::new();
         self.txs.borrow_mut().push_back(TxState {
@@ -391,14 +396,26 @@ impl OpenTx {
     /// Adds the commit request (REQ_TX_COMMIT), then makes the transaction
     /// atomic: flush the entries, persist P-SQDB. Returns once P-SQDB is
     /// persistent.
-    pub async fn commit(mut self, bio: &Bio) -> Result<TxHandle, DriverError> {
+    pub async fn commit(self, bio: &Bio) -> Result<TxHandle, DriverError> {
+        self.commit_after(bio, std::future::ready(())).await
+    }
+
+    /// Like [`OpenTx::commit`], but waits for `before_ring` after the
+    /// entries are persistent and before P-SQDB is written: an upper layer
+    /// that orders doorbells across queues (MQFS's global-prefix rule,
+    /// checklist M9) waits for its turn there.
+    pub async fn commit_after(
+        mut self,
+        bio: &Bio,
+        before_ring: impl std::future::Future<Output = ()>,
+    ) -> Result<TxHandle, DriverError> {
         let mut flags = TxFlags::TX | TxFlags::COMMIT;
         if self.count == 0 {
             flags = flags | TxFlags::BEGIN;
         }
         self.psq.store(&self, bio, flags).await?;
         self.count += 1;
-        let h = self.psq.commit(&self).await;
+        let h = self.psq.commit(&self, before_ring).await;
         self.committed = true;
         self.psq.open.release(1);
         h

@@ -25,6 +25,8 @@ pub struct CachedBlock {
     dirty: Cell<bool>,
     /// Bumped at every modification (to tell journaled versions apart).
     version: Cell<u64>,
+    /// The version last captured by a journal transaction.
+    journaled: Cell<u64>,
     /// The page lock.
     pub lock: Mutex<()>,
 }
@@ -46,6 +48,7 @@ impl CachedBlock {
             page: Cell::new(None),
             dirty: Cell::new(false),
             version: Cell::new(0),
+            journaled: Cell::new(0),
             lock: Mutex::new(()),
         })
     }
@@ -86,6 +89,16 @@ impl CachedBlock {
     /// Version counter.
     pub fn version(&self) -> u64 {
         self.version.get()
+    }
+
+    /// True if modified since a journal transaction last captured it.
+    pub fn needs_journal(&self) -> bool {
+        self.version.get() > self.journaled.get()
+    }
+
+    /// Records that a journal transaction captured version `v`.
+    pub fn set_journaled(&self, v: u64) {
+        self.journaled.set(self.journaled.get().max(v));
     }
 
     /// The host page I/O of this block uses, allocated on first use.

@@ -177,9 +177,21 @@ impl Fs {
             .all(|(_, e)| e.name == b"." || e.name == b".."))
     }
 
+    /// Records a directory block change on behalf of the directory and the
+    /// entry's inode. The inode also inherits what the directory has not
+    /// synced yet (its ancestors' changes come with it transitively), so
+    /// syncing the inode persists the whole path to it (ccNVMe 5.3's path
+    /// snapshot, checklist M11).
     fn dirtied_dir(&self, b: u64, dir: &InodeState, child: Option<&InodeState>) {
         match child {
-            Some(c) => self.dirtied(b, &[dir, c]),
+            Some(c) => {
+                self.dirtied(b, &[dir, c]);
+                if c.ino != dir.ino {
+                    c.dirty_meta
+                        .borrow_mut()
+                        .extend(dir.dirty_meta.borrow().iter().copied());
+                }
+            }
             None => self.dirtied(b, &[dir]),
         }
     }

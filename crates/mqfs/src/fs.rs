@@ -51,6 +51,12 @@ pub struct InodeState {
     /// Fields other than timestamps changed since the last sync (decides
     /// whether fdatasync / fdataatomic must include the inode).
     pub size_dirty: Cell<bool>,
+    /// Data blocks allocated since the last sync (their old content is
+    /// dead, so an atomic sync may write them in place; checklist M12).
+    pub new_blocks: RefCell<BTreeSet<u64>>,
+    /// Blocks reused from metadata that this inode's next transaction must
+    /// revoke (selective revocation, ccNVMe 5.4).
+    pub revokes: RefCell<BTreeSet<u64>>,
 }
 
 /// The mounted file system.
@@ -74,7 +80,7 @@ pub struct Fs {
     /// takes them all (see `ops.rs`).
     pub(crate) gate: Semaphore,
     /// Host pages recycled for I/O.
-    pub(crate) pages: RefCell<Vec<HostAddr>>,
+    pub(crate) pages: Rc<RefCell<Vec<HostAddr>>>,
 }
 
 /// Held by an operation for its duration.
@@ -326,6 +332,8 @@ impl Fs {
             pages: FilePages::default(),
             dirty_meta: RefCell::new(BTreeSet::new()),
             size_dirty: Cell::new(false),
+            new_blocks: RefCell::new(BTreeSet::new()),
+            revokes: RefCell::new(BTreeSet::new()),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         Ok(st)
@@ -422,7 +430,7 @@ impl Fs {
                 let b = sb.group_start(g) + bit;
                 self.next_block.set(b + 1);
                 if let Some(j) = self.journal.borrow().as_ref() {
-                    j.note_reused(b);
+                    j.note_reused(b, owner);
                 }
                 return Ok(b);
             }
@@ -539,6 +547,7 @@ impl Fs {
         let b = self.alloc_block(ctx, st, goal).await?;
         let mut ino = st.inode.borrow_mut();
         ino.nblocks += 1;
+        st.new_blocks.borrow_mut().insert(b);
         match ino.extents.last_mut() {
             Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 => {
                 e.len += 1

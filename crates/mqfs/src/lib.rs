@@ -17,6 +17,7 @@ pub mod testing;
 
 pub use error::FsError;
 pub use fs::{Ctx, Fs, Ino};
+pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
 pub use layout::{FileType, Mode};
 pub use mount::{mkfs, mount, probe_options, MkfsOptions};
 pub use ops::{Attr, SetAttr, StatFs};

@@ -13,6 +13,7 @@ use crate::error::FsError;
 use crate::fs::{Ctx, Fs};
 use crate::journal::format::AreaSuper;
 use crate::journal::jbd::Jbd;
+use crate::journal::mq;
 use crate::journal::Journal;
 use crate::layout::{
     encode_dir_block, DirEntry, Extent, FileType, Inode, Mode, Superblock, BLOCK, FIRST_INO,
@@ -231,7 +232,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         next_ino: Cell::new(FIRST_INO),
         rename_lock: Mutex::new(()),
         gate: Semaphore::new(GATE),
-        pages: RefCell::new(Vec::new()),
+        pages: Rc::new(RefCell::new(Vec::new())),
     });
     let raw = fs.read_raw(ctx, 0).await?;
     let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
@@ -262,7 +263,19 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
                 .spawn(async move { thread.commit_thread(fs2).await });
             Journal::Jbd(j)
         }
-        Mode::Mq => return Err(FsError::Unsupported("the mq mode is not built yet".into())),
+        Mode::Mq => {
+            let rec = dev
+                .recovery()
+                .ok_or_else(|| FsError::Unsupported("mq needs ccNVMe".into()))?;
+            let unfinished: std::collections::HashSet<u64> =
+                rec.unfinished_ids().iter().map(|t| t.0).collect();
+            let (starts, max_txid) = mq::recover(&fs, ctx, &unfinished, fs.profile.mq.rule).await?;
+            // Recovery is durable: the driver may reset its queues now.
+            dev.ack_recovery().await?;
+            let next = fs.next_txid.get().max(max_txid + 1);
+            fs.next_txid.set(next);
+            Journal::Mq(mq::MqJournal::new(&fs, &starts, fs.profile.mq, next))
+        }
     };
     *fs.journal.borrow_mut() = Some(journal);
     let mut sb = fs.sb.borrow().clone();
@@ -283,8 +296,10 @@ impl Fs {
     /// superblock marked clean, the device shut down.
     pub async fn unmount(&self, ctx: Ctx) -> Result<(), FsError> {
         self.sync(ctx).await?;
-        if let Ok(Journal::Jbd(j)) = self.journal() {
-            j.stop();
+        match self.journal() {
+            Ok(Journal::Jbd(j)) => j.stop(),
+            Ok(Journal::Mq(m)) => m.drain(self, ctx).await?,
+            _ => {}
         }
         let mut sb = self.sb.borrow().clone();
         sb.clean = true;

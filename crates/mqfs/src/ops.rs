@@ -218,6 +218,8 @@ impl Fs {
             pages: Default::default(),
             dirty_meta: Default::default(),
             size_dirty: std::cell::Cell::new(true),
+            new_blocks: Default::default(),
+            revokes: Default::default(),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         // The allocation was made on behalf of the directory; the new inode
@@ -275,6 +277,9 @@ impl Fs {
             d.ctime = now;
         }
         self.write_inode(ctx, &dir).await?;
+        st.dirty_meta
+            .borrow_mut()
+            .extend(dir.dirty_meta.borrow().iter().copied());
         let i = st.inode.borrow();
         attr_of(ino, &i)
     }
@@ -318,6 +323,9 @@ impl Fs {
             d.ctime = now;
         }
         self.write_inode(ctx, &dir).await?;
+        st.dirty_meta
+            .borrow_mut()
+            .extend(dir.dirty_meta.borrow().iter().copied());
         let i = st.inode.borrow();
         attr_of(ino, &i)
     }
@@ -369,11 +377,19 @@ impl Fs {
             }
         }
         self.write_inode(ctx, &dir).await?;
-        self.drop_link(ctx, &st, want_dir).await
+        self.drop_link(ctx, &st, want_dir, &dir).await
     }
 
-    /// Removes one link of `st`; frees it when none is left.
-    async fn drop_link(&self, ctx: Ctx, st: &InodeState, is_dir: bool) -> Result<(), FsError> {
+    /// Removes one link of `st`; frees it when none is left. `heir` (the
+    /// directory that held the last link) inherits the metadata the freeing
+    /// dirtied, so syncing it makes the removal durable and consistent.
+    async fn drop_link(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        is_dir: bool,
+        heir: &InodeState,
+    ) -> Result<(), FsError> {
         let gone = {
             let mut i = st.inode.borrow_mut();
             i.links = if is_dir { 0 } else { i.links.saturating_sub(1) };
@@ -419,6 +435,12 @@ impl Fs {
         }
         self.dirtied(blk, &[st]);
         self.free_ino(ctx, st, st.ino).await?;
+        heir.dirty_meta
+            .borrow_mut()
+            .extend(st.dirty_meta.borrow().iter().copied());
+        heir.revokes
+            .borrow_mut()
+            .extend(st.revokes.borrow().iter().copied());
         self.inodes.borrow_mut().remove(&st.ino);
         Ok(())
     }
@@ -489,7 +511,7 @@ impl Fs {
                 if tt == FileType::Dir {
                     dst_dir.inode.borrow_mut().links -= 1;
                 }
-                self.drop_link(ctx, &tst, tt == FileType::Dir).await?;
+                self.drop_link(ctx, &tst, tt == FileType::Dir, &dst_dir).await?;
             }
             None => {
                 self.dir_add(ctx, &dst_dir, newname, ino, ftype, Some(&st))
@@ -514,6 +536,15 @@ impl Fs {
             self.write_inode(ctx, &dst_dir).await?;
         }
         self.write_inode(ctx, &st).await?;
+        // The moved inode and both directories carry all the rename's
+        // changes: syncing any of them persists the rename whole (atomic).
+        let all: Vec<u64> = [&src_dir, &dst_dir, &st]
+            .iter()
+            .flat_map(|d| d.dirty_meta.borrow().iter().copied().collect::<Vec<_>>())
+            .collect();
+        for d in [&src_dir, &dst_dir, &st] {
+            d.dirty_meta.borrow_mut().extend(all.iter().copied());
+        }
         Ok(())
     }
 

@@ -27,6 +27,8 @@ pub struct FsProfile {
     pub commit_core: usize,
     /// Checkpoint when a journal area is this full (percent; checklist M5).
     pub checkpoint_watermark: u32,
+    /// Switches of the `mq` mode.
+    pub mq: crate::journal::mq::MqOptions,
 }
 
 impl Default for FsProfile {
@@ -41,6 +43,7 @@ impl Default for FsProfile {
             context_switch: SimDuration::from_us(2),
             commit_core: 0,
             checkpoint_watermark: 75,
+            mq: crate::journal::mq::MqOptions::default(),
         }
     }
 }

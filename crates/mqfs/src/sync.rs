@@ -7,6 +7,7 @@ use ccnvme::BioFlags;
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
+use crate::journal::mq::SyncKind;
 use crate::journal::Journal;
 use crate::layout::BLOCK;
 
@@ -22,12 +23,39 @@ impl Fs {
         self.sync_file(ctx, ino, true).await
     }
 
+    /// MQFS's fatomic (ccNVMe 5.1): the same blocks as fsync, returning
+    /// once they are atomic (in the `mq` mode; the other modes have no
+    /// weaker primitive and give fsync's guarantee).
+    pub async fn fatomic(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        self.sync_kind(ctx, ino, SyncKind::Fatomic).await
+    }
+
+    /// MQFS's fdataatomic: fatomic without the inode when only timestamps
+    /// changed.
+    pub async fn fdataatomic(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        self.sync_kind(ctx, ino, SyncKind::Fdataatomic).await
+    }
+
     async fn sync_file(&self, ctx: Ctx, ino: Ino, datasync: bool) -> Result<(), FsError> {
+        let kind = if datasync {
+            SyncKind::Fdatasync
+        } else {
+            SyncKind::Fsync
+        };
+        self.sync_kind(ctx, ino, kind).await
+    }
+
+    async fn sync_kind(&self, ctx: Ctx, ino: Ino, kind: SyncKind) -> Result<(), FsError> {
         self.cpu(ctx, self.profile.syscall).await;
         self.check_writable()?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
+        let datasync = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
         match self.journal()? {
+            Journal::Mq(m) => {
+                m.sync_inode(self, ctx, &st, kind).await?;
+                return Ok(());
+            }
             Journal::None => self.sync_in_place(ctx, &st, datasync).await?,
             Journal::Jbd(j) => {
                 let horae = j.is_horae();
@@ -145,6 +173,26 @@ impl Fs {
                     }
                 }
                 j.sync_all(self, ctx).await?;
+            }
+            Journal::Mq(m) => {
+                for st in &inodes {
+                    let _g = st.lock.lock().await;
+                    m.sync_inode(self, ctx, st, SyncKind::Fsync).await?;
+                }
+                // Metadata no live inode carries (freed inodes' blocks).
+                let left: Vec<u64> = self
+                    .bufs
+                    .dirty()
+                    .into_iter()
+                    .filter(|(_, c)| c.needs_journal())
+                    .map(|(b, _)| b)
+                    .collect();
+                if !left.is_empty() {
+                    let root = self.iget(ctx, crate::layout::ROOT_INO).await?;
+                    let _g = root.lock.lock().await;
+                    root.dirty_meta.borrow_mut().extend(left);
+                    m.sync_inode(self, ctx, &root, SyncKind::Fsync).await?;
+                }
             }
         }
         for st in &inodes {

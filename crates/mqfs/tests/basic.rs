@@ -7,7 +7,7 @@ use nvme_ctrl::SsdProfile;
 
 #[test]
 fn create_write_read_rename_unlink_survive_remount() {
-    for mode in [Mode::None, Mode::Classic, Mode::Horae] {
+    for mode in Mode::ALL {
         let t = new_fs(mode, SsdProfile::optane_905p(), 16384, 2).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
         let fs = t.fs.clone();
         let m = t.machine.clone();

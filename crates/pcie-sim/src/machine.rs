@@ -433,6 +433,11 @@ impl Machine {
         self.inner.trace.borrow()
     }
 
+    /// Changes how much of the trace is kept from now on.
+    pub fn set_trace_mode(&self, mode: TraceMode) {
+        self.inner.trace.borrow_mut().set_mode(mode);
+    }
+
     /// Takes the recorded trace, leaving an empty one in the same mode.
     pub fn take_trace(&self) -> BusTrace {
         let mut t = self.inner.trace.borrow_mut();

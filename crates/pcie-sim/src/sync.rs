@@ -381,6 +381,18 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// Takes the lock without a guard if it is free and nobody is queued;
+    /// the holder must call [`Mutex::release_held`] (for locks held across
+    /// tasks, such as a page lock held until an I/O completes).
+    pub fn try_hold(&self) -> bool {
+        self.sem.try_acquire(1)
+    }
+
+    /// Releases a lock taken with [`Mutex::try_hold`].
+    pub fn release_held(&self) {
+        self.sem.release(1);
+    }
+
     /// True if someone holds the lock.
     pub fn is_locked(&self) -> bool {
         self.sem.available() == 0

@@ -4,15 +4,15 @@
 //!   after the previous completes, then flushes;
 //! - `Jbd` (Ext4 with JBD2, and HoraeFS): ordered metadata journaling in one
 //!   journal area, committed by a separate commit thread;
-//! - `Mq` (MQFS): multi-queue journaling on ccNVMe (not in this module
-//!   yet).
+//! - `Mq` (MQFS): multi-queue journaling on ccNVMe (see `mq.rs`).
 
 pub mod format;
 pub mod jbd;
+pub mod mq;
 
 use std::rc::Rc;
 
-use crate::fs::Ino;
+use crate::fs::{Ino, InodeState};
 
 /// The journal of a mounted file system.
 #[derive(Clone)]
@@ -21,6 +21,8 @@ pub(crate) enum Journal {
     None,
     /// Classic or Horae journaling.
     Jbd(Rc<jbd::Jbd>),
+    /// Multi-queue journaling.
+    Mq(Rc<mq::MqJournal>),
 }
 
 impl Journal {
@@ -29,6 +31,7 @@ impl Journal {
         match self {
             Journal::None => {}
             Journal::Jbd(j) => j.note_dirty(b, owners),
+            Journal::Mq(m) => m.note_dirty(b),
         }
     }
 
@@ -37,11 +40,14 @@ impl Journal {
         match self {
             Journal::None => {}
             Journal::Jbd(j) => j.note_freed_meta(b),
+            Journal::Mq(m) => m.note_freed_meta(b),
         }
     }
 
-    /// Block `b` was allocated again.
-    pub(crate) fn note_reused(&self, b: u64) {
-        let _ = (self, b);
+    /// Block `b` was allocated again, for `owner`.
+    pub(crate) fn note_reused(&self, b: u64, owner: &InodeState) {
+        if let Journal::Mq(m) = self {
+            m.note_reused(b, owner);
+        }
     }
 }
