@@ -331,6 +331,14 @@ impl BlockDevice {
         &self.info
     }
 
+    /// Most commands one ccNVMe transaction may hold (its P-SQ ring less
+    /// one slot, checklist D13); 0 without ccNVMe.
+    pub fn max_tx_commands(&self) -> usize {
+        self.layout
+            .as_ref()
+            .map_or(0, |l| l.slots.saturating_sub(1) as usize)
+    }
+
     /// The machine.
     pub fn machine(&self) -> &Machine {
         &self.machine
@@ -421,6 +429,7 @@ impl BlockDevice {
                 layout,
                 self.info.volatile_cache,
                 self.info.lba_size.trailing_zeros(),
+                self.profile.faults,
             )?;
             *qp.psq.borrow_mut() = Some(psq.clone());
             psqs.push(psq);

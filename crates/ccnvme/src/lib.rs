@@ -48,7 +48,7 @@ pub use bio::{Bio, BioFlags, BioOp, Done, Lba, TxId};
 pub use device::{BlockDevice, DeviceInfo, ProbeOptions};
 pub use error::DriverError;
 pub use layout::PmrLayout;
-pub use profile::DriverProfile;
+pub use profile::{DriverFaults, DriverProfile};
 pub use psq::{OpenTx, PersistentSq, TxHandle};
 pub use recovery::{Recovery, UnfinishedCmd, UnfinishedTx};
 pub use traffic::Traffic;

@@ -32,6 +32,28 @@ pub struct DriverProfile {
     pub queue_entries: u32,
     /// Slots per persistent submission queue (bounded by the PMR).
     pub psq_slots: u32,
+    /// Ordering mechanisms switched off, to show a crash checker catches
+    /// their absence (all off by default: the driver is correct).
+    pub faults: DriverFaults,
+}
+
+/// Ordering mechanisms of the ccNVMe path that can be switched off for
+/// fault injection. Each one breaks crash consistency when absent; a
+/// crash explorer must report a violation for each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverFaults {
+    /// Skip the zero-length read after flushing P-SQ entries and pointers
+    /// (the entries may still be in flight when the doorbell lands).
+    pub no_flush_read: bool,
+    /// Skip the clflush + mfence before the zero-length read (the entries
+    /// may still sit in write-combining buffers).
+    pub no_fence: bool,
+    /// Do not set FUA on a transaction's commit command on a drive with a
+    /// volatile cache.
+    pub no_commit_fua: bool,
+    /// Finish transactions as their own commands complete, not in queue
+    /// order (P-SQ-head may pass an unfinished earlier transaction).
+    pub out_of_order_completion: bool,
 }
 
 impl Default for DriverProfile {
@@ -47,6 +69,7 @@ impl Default for DriverProfile {
             merge: false,
             queue_entries: 1024,
             psq_slots: 256,
+            faults: DriverFaults::default(),
         }
     }
 }

@@ -35,6 +35,7 @@ use crate::bio::{Bio, BioFlags, BioOp, Done, TxId};
 use crate::command::{build_command, PrpPool};
 use crate::error::DriverError;
 use crate::layout::PmrLayout;
+use crate::profile::DriverFaults;
 use crate::queue::{attr, QueuePair};
 
 /// A committed transaction's handle.
@@ -95,6 +96,7 @@ pub struct PersistentSq {
     space: Notify,
     prps: PrpPool,
     lba_shift: u32,
+    faults: DriverFaults,
 }
 
 impl std::fmt::Debug for PersistentSq {
@@ -118,6 +120,7 @@ impl PersistentSq {
         layout: PmrLayout,
         volatile_cache: bool,
         lba_shift: u32,
+        faults: DriverFaults,
     ) -> Result<Rc<PersistentSq>, DriverError> {
         Ok(Rc::new(PersistentSq {
             qid,
@@ -135,6 +138,7 @@ impl PersistentSq {
             txs: RefCell::new(VecDeque::new()),
             space: Notify::new(),
             lba_shift,
+            faults,
         }))
     }
 
@@ -178,7 +182,11 @@ impl PersistentSq {
         sqe.set_cid(slot as u16);
         sqe.set_txid(tx.txid.0);
         sqe.set_tx_flags(flags);
-        if flags.contains(TxFlags::COMMIT) && self.volatile_cache && bio.op == BioOp::Write {
+        if flags.contains(TxFlags::COMMIT)
+            && self.volatile_cache
+            && bio.op == BioOp::Write
+            && !self.faults.no_commit_fua
+        {
             sqe.set_fua(true);
         }
         let addr = self.pmr + self.layout.slot(self.index, slot);
@@ -197,16 +205,25 @@ impl PersistentSq {
     /// Makes the lines of `[from, to)` persistent: clflush each line, mfence,
     /// then a zero-length read (ccNVMe Figure 4(a) steps 2-3).
     async fn flush_slots(&self, from: u32, count: u32, a: u32) -> Result<(), DriverError> {
-        for i in 0..count {
-            let slot = (from + i) % self.layout.slots;
+        if !self.faults.no_fence {
+            for i in 0..count {
+                let slot = (from + i) % self.layout.slots;
+                self.core
+                    .clflush(self.pmr + self.layout.slot(self.index, slot))
+                    .await?;
+            }
+            self.core.mfence().await?;
+        }
+        self.flush_read(a).await
+    }
+
+    /// The zero-length read that cannot pass the posted writes before it.
+    async fn flush_read(&self, a: u32) -> Result<(), DriverError> {
+        if !self.faults.no_flush_read {
             self.core
-                .clflush(self.pmr + self.layout.slot(self.index, slot))
+                .mmio_read(self.pmr, &mut [], Purpose::FlushRead, a)
                 .await?;
         }
-        self.core.mfence().await?;
-        self.core
-            .mmio_read(self.pmr, &mut [], Purpose::FlushRead, a)
-            .await?;
         Ok(())
     }
 
@@ -221,12 +238,11 @@ impl PersistentSq {
     ) -> Result<(), DriverError> {
         let addr = self.pmr + offset;
         self.core.wc_store(addr, &value.to_le_bytes(), purpose, a).await?;
-        self.core.clflush(addr).await?;
-        self.core.mfence().await?;
-        self.core
-            .mmio_read(self.pmr, &mut [], Purpose::FlushRead, a)
-            .await?;
-        Ok(())
+        if !self.faults.no_fence {
+            self.core.clflush(addr).await?;
+            self.core.mfence().await?;
+        }
+        self.flush_read(a).await
     }
 
     /// Commits: flushes the entries, then persists P-SQDB (the doorbell).
@@ -290,6 +306,13 @@ impl PersistentSq {
         let mut new_head = None;
         loop {
             let mut txs = self.txs.borrow_mut();
+            if self.faults.out_of_order_completion && txs.iter().skip(1).any(|t| t.outstanding == 0) {
+                // Fault injection: a later transaction completed, so treat
+                // the ones ahead of it as finished too.
+                if let Some(t) = txs.front_mut() {
+                    t.outstanding = 0;
+                }
+            }
             let Some(t) = txs.front_mut() else { break };
             if t.outstanding > 0 {
                 break;

@@ -316,6 +316,8 @@ impl Fs {
             if e.len == 0
                 || !self.sb.borrow().is_data_block(e.physical)
                 || !self.sb.borrow().is_data_block(e.physical + e.len as u64 - 1)
+                // An extent may not cross a group's bitmaps and table.
+                || self.sb.borrow().group_of(e.physical) != self.sb.borrow().group_of(e.physical + e.len as u64 - 1)
             {
                 return Err(FsError::Corrupt(format!(
                     "inode {ino}: extent outside the data area"
@@ -348,7 +350,9 @@ impl Fs {
     }
 
     /// Writes the in-memory inode into its table block (and its extent
-    /// leaf), marking them dirty on behalf of the inode.
+    /// leaf), marking them dirty on behalf of the inode. [`Fs::map_new`]
+    /// takes the leaf when the extents outgrow the inode, so this needs no
+    /// new block; the leaf is freed here when they fit in the inode again.
     pub(crate) async fn write_inode(&self, ctx: Ctx, st: &InodeState) -> Result<(), FsError> {
         self.cycles(ctx, self.profile.inode_cycles).await;
         let (blk, off) = self.sb.borrow().inode_location(st.ino)?;
@@ -361,7 +365,10 @@ impl Fs {
         if !needs_leaf && st.inode.borrow().leaf != 0 {
             let leaf = st.inode.borrow().leaf;
             st.inode.borrow_mut().leaf = 0;
-            st.inode.borrow_mut().nblocks -= 1;
+            {
+                let mut i = st.inode.borrow_mut();
+                i.nblocks = i.nblocks.saturating_sub(1);
+            }
             self.free_block(ctx, st, leaf, true).await?;
         }
         let leaf = st.inode.borrow().leaf;
@@ -528,12 +535,16 @@ impl Fs {
             .borrow()
             .extents
             .iter()
-            .find(|e| fb >= e.logical && fb < e.logical + e.len)
+            .find(|e| fb >= e.logical && (fb - e.logical) < e.len)
             .map(|e| e.physical + (fb - e.logical) as u64)
     }
 
     /// Maps file block `fb` to a newly allocated block (extending the last
-    /// extent when contiguous).
+    /// extent when contiguous). A new extent that no longer fits in the
+    /// inode gets its extent leaf here, before anything changes: without a
+    /// block for the leaf, the data block is freed again and the call
+    /// fails with `NoSpace`, the file as it was (`write_inode` needs no
+    /// block then, so a write cannot fail after it was applied).
     pub(crate) async fn map_new(&self, ctx: Ctx, st: &InodeState, fb: u32) -> Result<u64, FsError> {
         let goal = st
             .inode
@@ -544,24 +555,59 @@ impl Fs {
         if st.inode.borrow().extents.len() >= crate::layout::LEAF_EXTENTS {
             return Err(FsError::TooBig);
         }
-        let b = self.alloc_block(ctx, st, goal).await?;
+        let mut b = self.alloc_block(ctx, st, goal).await?;
+        if Fs::needs_new_leaf(&st.inode.borrow(), fb, b) {
+            b = self.take_leaf(ctx, st, b).await?;
+        }
         let mut ino = st.inode.borrow_mut();
         ino.nblocks += 1;
         st.new_blocks.borrow_mut().insert(b);
-        match ino.extents.last_mut() {
-            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 => {
-                e.len += 1
+        if Fs::extends_last(&ino, fb, b) {
+            if let Some(e) = ino.extents.last_mut() {
+                e.len += 1;
             }
-            _ => {
-                ino.extents.push(Extent {
-                    logical: fb,
-                    len: 1,
-                    physical: b,
-                });
-                ino.extents.sort_by_key(|e| e.logical);
-            }
+        } else {
+            ino.extents.push(Extent {
+                logical: fb,
+                len: 1,
+                physical: b,
+            });
+            ino.extents.sort_by_key(|e| e.logical);
         }
         Ok(b)
+    }
+
+    /// True if device block `b` for file block `fb` extends the last
+    /// extent of `ino`.
+    fn extends_last(ino: &Inode, fb: u32, b: u64) -> bool {
+        matches!(ino.extents.last(),
+            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768)
+    }
+
+    /// True if mapping file block `fb` to device block `b` starts an
+    /// extent that does not fit in `ino`, which has no leaf yet.
+    fn needs_new_leaf(ino: &Inode, fb: u32, b: u64) -> bool {
+        ino.leaf == 0 && ino.extents.len() >= INLINE_EXTENTS && !Fs::extends_last(ino, fb, b)
+    }
+
+    /// Gives `st` an extent leaf, for a new extent whose data block `b` was
+    /// just allocated. The leaf takes `b` and the data a block allocated
+    /// after it (returned), so the data blocks a write goes on to allocate
+    /// stay contiguous with it. Without a second block, `b` is freed again
+    /// and the inode is unchanged.
+    async fn take_leaf(&self, ctx: Ctx, st: &InodeState, b: u64) -> Result<u64, FsError> {
+        match self.alloc_block(ctx, st, b + 1).await {
+            Ok(data) => {
+                let mut i = st.inode.borrow_mut();
+                i.leaf = b;
+                i.nblocks += 1;
+                Ok(data)
+            }
+            Err(e) => {
+                self.free_block(ctx, st, b, false).await?;
+                Err(e)
+            }
+        }
     }
 
     /// Unmaps file blocks at and past `from`, returning the device blocks

@@ -292,7 +292,11 @@ impl Superblock {
         }
         let journal_end = self
             .journal_start
-            .checked_add(self.journal_areas as u64 * self.area_blocks)
+            .checked_add(
+                (self.journal_areas as u64)
+                    .checked_mul(self.area_blocks)
+                    .ok_or_else(|| bad("journal overflows"))?,
+            )
             .ok_or_else(|| bad("journal overflows"))?;
         if journal_end != self.blocks {
             return Err(bad("journal does not end the device"));

@@ -190,6 +190,7 @@ pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result
             area: a,
             head: 1,
             seq: 1,
+            home_below: 0,
         };
         writes.push((sb.area_start(a), jsb.encode()));
     }

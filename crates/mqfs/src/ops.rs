@@ -168,6 +168,11 @@ impl Fs {
             .await
     }
 
+    /// Creates `parent/name`: a file, a directory, or a symlink to `target`.
+    /// Everything that can fail for want of space (the inode number, the
+    /// block of a directory or long symlink, a new block of `parent`) is
+    /// had before the new inode is filled in; a failure undoes it whole
+    /// (see [`Fs::unmake`]), so nothing leaks.
     async fn make(
         &self,
         ctx: Ctx,
@@ -194,7 +199,56 @@ impl Fs {
         if ftype == FileType::Dir && dir.inode.borrow().links >= u16::MAX - 1 {
             return Err(FsError::TooManyLinks);
         }
+        let needs_block = match ftype {
+            FileType::Dir => true,
+            FileType::Symlink => target.map_or(0, str::len) > INLINE_SYMLINK,
+            FileType::File => false,
+        };
         let ino = self.alloc_ino(ctx, &dir).await?;
+        let made = match self.new_inode(ctx, &dir, ino, ftype, perm).await {
+            Ok(st) => self
+                .make_named(ctx, &dir, &st, name, ftype, needs_block)
+                .await
+                .map(|b| (st, b)),
+            Err(e) => Err(e),
+        };
+        let (st, block) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                self.unmake(ctx, &dir, ino).await?;
+                return Err(e);
+            }
+        };
+        self.fill_new(&st, parent, ftype, target, block).await?;
+        self.write_inode(ctx, &st).await?;
+        let now = st.inode.borrow().ctime;
+        {
+            let mut d = dir.inode.borrow_mut();
+            if ftype == FileType::Dir {
+                d.links += 1;
+            }
+            d.mtime = now;
+            d.ctime = now;
+        }
+        self.write_inode(ctx, &dir).await?;
+        st.dirty_meta
+            .borrow_mut()
+            .extend(dir.dirty_meta.borrow().iter().copied());
+        let i = st.inode.borrow();
+        attr_of(ino, &i)
+    }
+
+    /// The in-memory inode of a new `ftype` with `perm` under `dir`, number
+    /// `ino` (just allocated on behalf of `dir`), cached. Its table slot is
+    /// not written yet.
+    async fn new_inode(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+        ino: Ino,
+        ftype: FileType,
+        perm: u16,
+    ) -> Result<Rc<InodeState>, FsError> {
         let now = self.now_ns();
         let (blk, off) = self.sb.borrow().inode_location(ino)?;
         let generation = {
@@ -227,15 +281,78 @@ impl Fs {
         for b in dir.dirty_meta.borrow().iter() {
             st.dirty_meta.borrow_mut().insert(*b);
         }
-        match ftype {
-            FileType::Dir => {
-                let b = self.map_new(ctx, &st, 0).await?;
+        Ok(st)
+    }
+
+    /// The steps of `make` that can fail for want of space, once the new
+    /// inode `st` exists: its block when `needs_block` (a directory's or a
+    /// long symlink's, allocated but not filled, so that an undo frees a
+    /// plain block) and the entry `name` in `dir`, which may grow `dir`
+    /// (and changes nothing when it cannot). Returns the block.
+    async fn make_named(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+        st: &InodeState,
+        name: &str,
+        ftype: FileType,
+        needs_block: bool,
+    ) -> Result<Option<u64>, FsError> {
+        let block = if needs_block {
+            Some(self.map_new(ctx, st, 0).await?)
+        } else {
+            None
+        };
+        self.dir_add(ctx, dir, name, st.ino, ftype, Some(st)).await?;
+        Ok(block)
+    }
+
+    /// Undoes a `make` that failed after allocating inode `ino` on behalf
+    /// of `dir`: frees the blocks the new inode got and its number and
+    /// drops it from the cache (its table slot was never written). `dir`
+    /// inherits what the undo dirtied and the inode's revokes, as the heir
+    /// of [`Fs::drop_link`] does, so syncing it persists the undo.
+    async fn unmake(&self, ctx: Ctx, dir: &InodeState, ino: Ino) -> Result<(), FsError> {
+        let st = self.inodes.borrow_mut().remove(&ino);
+        if let Some(st) = st {
+            for b in Fs::unmap_from(&st, 0) {
+                self.free_block(ctx, &st, b, false).await?;
+            }
+            let leaf = st.inode.borrow().leaf;
+            if leaf != 0 {
+                self.free_block(ctx, &st, leaf, true).await?;
+            }
+            st.pages.truncate(0);
+            dir.dirty_meta
+                .borrow_mut()
+                .extend(st.dirty_meta.borrow().iter().copied());
+            dir.revokes
+                .borrow_mut()
+                .extend(st.revokes.borrow().iter().copied());
+        }
+        self.free_ino(ctx, dir, ino).await
+    }
+
+    /// Fills in the new `ftype` inode `st` that `make` put under `parent`:
+    /// a directory's "." and ".." in its `block`, a symlink's `target`
+    /// (inline, or in the page of its `block`). Needs no new block.
+    async fn fill_new(
+        &self,
+        st: &InodeState,
+        parent: Ino,
+        ftype: FileType,
+        target: Option<&str>,
+        block: Option<u64>,
+    ) -> Result<(), FsError> {
+        let t = target.unwrap_or("").as_bytes();
+        match (ftype, block) {
+            (FileType::Dir, Some(b)) => {
                 let buf = self.meta_new(b);
                 {
                     let _l = buf.lock.lock().await;
                     let enc = crate::layout::encode_dir_block(&[
                         DirEntry {
-                            ino,
+                            ino: st.ino,
                             ftype: FileType::Dir,
                             name: b".".to_vec(),
                         },
@@ -247,41 +364,24 @@ impl Fs {
                     ])?;
                     buf.modify().copy_from_slice(&enc[..]);
                 }
-                self.dirtied(b, &[&st]);
+                self.dirtied(b, &[st]);
                 st.inode.borrow_mut().size = BLOCK as u64;
-                dir.inode.borrow_mut().links += 1;
             }
-            FileType::Symlink => {
-                let t = target.unwrap_or("").as_bytes();
-                if t.len() <= INLINE_SYMLINK {
-                    let mut i = st.inode.borrow_mut();
-                    i.flags |= FLAG_INLINE_SYMLINK;
-                    i.inline = t.to_vec();
-                    i.size = t.len() as u64;
-                } else {
-                    let b = self.map_new(ctx, &st, 0).await?;
-                    let page = crate::cache::CachedBlock::new(Box::new([0u8; BLOCK]));
-                    page.modify()[..t.len()].copy_from_slice(t);
-                    st.pages.insert(0, page);
-                    st.inode.borrow_mut().size = t.len() as u64;
-                    let _ = b;
-                }
+            (FileType::Symlink, None) => {
+                let mut i = st.inode.borrow_mut();
+                i.flags |= FLAG_INLINE_SYMLINK;
+                i.inline = t.to_vec();
+                i.size = t.len() as u64;
             }
-            FileType::File => {}
+            (FileType::Symlink, Some(_)) => {
+                let page = crate::cache::CachedBlock::new(Box::new([0u8; BLOCK]));
+                page.modify()[..t.len()].copy_from_slice(t);
+                st.pages.insert(0, page);
+                st.inode.borrow_mut().size = t.len() as u64;
+            }
+            _ => {}
         }
-        self.write_inode(ctx, &st).await?;
-        self.dir_add(ctx, &dir, name, ino, ftype, Some(&st)).await?;
-        {
-            let mut d = dir.inode.borrow_mut();
-            d.mtime = now;
-            d.ctime = now;
-        }
-        self.write_inode(ctx, &dir).await?;
-        st.dirty_meta
-            .borrow_mut()
-            .extend(dir.dirty_meta.borrow().iter().copied());
-        let i = st.inode.borrow();
-        attr_of(ino, &i)
+        Ok(())
     }
 
     /// Adds a hard link `newparent/newname` to `ino` (not a directory).
@@ -373,7 +473,7 @@ impl Fs {
             d.mtime = now;
             d.ctime = now;
             if want_dir {
-                d.links -= 1;
+                d.links = d.links.saturating_sub(1);
             }
         }
         self.write_inode(ctx, &dir).await?;
@@ -577,7 +677,10 @@ impl Fs {
         let bytes = if st.inode.borrow().flags & FLAG_INLINE_SYMLINK != 0 {
             st.inode.borrow().inline.clone()
         } else {
-            let n = st.inode.borrow().size as usize;
+            let n = usize::try_from(st.inode.borrow().size)
+                .ok()
+                .filter(|n| *n <= BLOCK)
+                .ok_or_else(|| FsError::Corrupt("symlink size".into()))?;
             self.read_inner(ctx, &st, 0, n).await?
         };
         String::from_utf8(bytes).map_err(|_| FsError::Corrupt("symlink target".into()))

@@ -151,7 +151,9 @@ impl Fs {
     pub async fn sync(&self, ctx: Ctx) -> Result<(), FsError> {
         self.cpu(ctx, self.profile.syscall).await;
         self.check_writable()?;
-        let inodes: Vec<Rc<InodeState>> = self.inodes.borrow().values().cloned().collect();
+        // In inode order: the transactions sync issues are deterministic.
+        let mut inodes: Vec<Rc<InodeState>> = self.inodes.borrow().values().cloned().collect();
+        inodes.sort_by_key(|st| st.ino);
         match self.journal()? {
             Journal::None => {
                 let mut data = Vec::new();

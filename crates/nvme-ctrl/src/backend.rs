@@ -58,6 +58,8 @@ pub struct Backend {
     /// waits for its blocks to be programmed.
     cache_enabled: Cell<bool>,
     next_version: Cell<u64>,
+    /// Every block a write command has changed since attach.
+    written: RefCell<std::collections::BTreeSet<u64>>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -95,6 +97,7 @@ impl Backend {
             cache,
             cache_enabled: Cell::new(true),
             next_version: Cell::new(1),
+            written: RefCell::new(Default::default()),
         });
         if b.cache.is_some() {
             for u in 0..units {
@@ -164,6 +167,7 @@ impl Backend {
     /// the cache, or, with `fua` or without a cache, when they are on the
     /// media.
     pub async fn write(&self, blocks: Vec<(u64, Block)>, fua: bool, attr: u32) {
+        self.written.borrow_mut().extend(blocks.iter().map(|(b, _)| *b));
         match &self.cache {
             Some(cache) if self.cache_enabled.get() => {
                 let mut waits = Vec::new();
@@ -335,6 +339,11 @@ impl Backend {
     /// Makes file-backed media durable on the host.
     pub fn sync(&self) -> Result<(), crate::error::CtrlError> {
         self.media.borrow().sync()
+    }
+
+    /// Every block written since the controller attached, in order.
+    pub fn written(&self) -> Vec<u64> {
+        self.written.borrow().iter().copied().collect()
     }
 
     /// The current content of block `b` as the drive would return it (the

@@ -41,6 +41,8 @@ pub struct CrashState {
     pub media: imbl::HashMap<u64, Block>,
     /// Hash of the media delta (see [`MediaCursor::state_hash`]).
     pub media_hash: u64,
+    /// Each delta block's contribution to `media_hash`.
+    pub block_hashes: imbl::HashMap<u64, u64>,
 }
 
 impl CrashState {
@@ -88,9 +90,21 @@ impl<'t> Explorer<'t> {
         self.trace.entries().len()
     }
 
+    /// Moves to "just after entry `k`" and returns a value that is equal
+    /// at two points exactly when nothing that makes up a crash state
+    /// (persistent PMR and media, pending lines, writes and blocks)
+    /// changed between them; a caller can then skip the later point.
+    pub fn advance(&mut self, k: usize) -> Result<(u64, u64), CtrlError> {
+        self.pmr.advance_past(k)?;
+        self.media.advance_past(k)?;
+        Ok((self.pmr.changes(), self.media.changes()))
+    }
+
     /// Every state after entry `k` (points must be visited in order).
     /// `max_lines` bounds the write-combining subsets, `max_blocks` the
-    /// media subsets (2^bound each at most).
+    /// media subsets (2^bound each at most; past a bound the subsets are
+    /// sampled as `pcie_sim::subsets` says, and the second value counts
+    /// the states left out).
     pub fn states_at(
         &mut self,
         k: usize,
@@ -102,11 +116,13 @@ impl<'t> Explorer<'t> {
         let pending = self.pmr.pending();
         let (pmr_choices, mut left_out) = self.pmr.choices(&pending, max_lines);
         let blocks = self.media.pending();
-        let n = blocks.len() as u32;
-        let enumerated = n.min(max_blocks).min(16);
-        if n > enumerated {
-            left_out += pmr_choices.len() as u64 * ((1u64 << n.min(63)) - (1u64 << enumerated));
-        }
+        let (media_sets, media_left) = pcie_sim::subsets::subsets(blocks.len(), max_blocks, k as u64);
+        // Left out: the PMR choices left out times every media state, plus
+        // the enumerated PMR choices times the media states left out.
+        let media_total = (media_sets.len() as u64).saturating_add(media_left);
+        left_out = left_out
+            .saturating_mul(media_total)
+            .saturating_add(media_left.saturating_mul(pmr_choices.len() as u64));
         let mut out = Vec::new();
         for pc in &pmr_choices {
             let images = self.pmr.materialize(&pending, pc)?;
@@ -114,10 +130,8 @@ impl<'t> Explorer<'t> {
                 .get(self.port as usize)
                 .cloned()
                 .ok_or_else(|| CtrlError::Crash("no PMR image for the port".into()))?;
-            for mask in 0u64..(1u64 << enumerated) {
-                let landed: Vec<usize> = (0..enumerated as usize)
-                    .filter(|b| mask & (1 << b) != 0)
-                    .collect();
+            for landed in &media_sets {
+                let landed = landed.clone();
                 let media = self.media.materialize(&blocks, &landed)?;
                 let media_hash = self.media.state_hash(&blocks, &landed);
                 out.push(CrashState {
@@ -125,6 +139,7 @@ impl<'t> Explorer<'t> {
                     pmr: pmr.clone(),
                     media,
                     media_hash,
+                    block_hashes: self.media.block_hashes(&blocks, &landed),
                     choice: StateChoice {
                         pmr: pc.clone(),
                         media: landed,
@@ -134,6 +149,60 @@ impl<'t> Explorer<'t> {
         }
         Ok((out, left_out))
     }
+
+    /// The one state after entry `k` given by `choice` (for replaying a
+    /// state found earlier; points must still be visited in order). A
+    /// choice that names items not pending at `k` is an error.
+    pub fn state(&mut self, k: usize, choice: &StateChoice) -> Result<CrashState, CtrlError> {
+        self.pmr.advance_past(k)?;
+        self.media.advance_past(k)?;
+        let pending = self.pmr.pending();
+        self.pmr.validate(&pending, &choice.pmr)?;
+        let images = self.pmr.materialize(&pending, &choice.pmr)?;
+        let pmr = images
+            .get(self.port as usize)
+            .cloned()
+            .ok_or_else(|| CtrlError::Crash("no PMR image for the port".into()))?;
+        let blocks = self.media.pending();
+        if let Some(&bad) = choice.media.iter().find(|&&i| i >= blocks.len()) {
+            return Err(CtrlError::Crash(format!(
+                "media block {bad} is not pending at entry {k} ({} are)",
+                blocks.len()
+            )));
+        }
+        Ok(CrashState {
+            point: k,
+            media: self.media.materialize(&blocks, &choice.media)?,
+            media_hash: self.media.state_hash(&blocks, &choice.media),
+            block_hashes: self.media.block_hashes(&blocks, &choice.media),
+            pmr,
+            choice: choice.clone(),
+        })
+    }
+}
+
+/// A hash of what the drive booted over `state` holds now: the state's
+/// blocks, with every block written since boot rehashed from its current
+/// content. Blocks for which `relevant` is false are left out. Equal
+/// content over the same base gives an equal hash when the same blocks
+/// differ from the base (a block rewritten with its base content may make
+/// equal images hash differently, never different images equal).
+pub fn drive_hash(state: &CrashState, backend: &crate::Backend, relevant: impl Fn(u64) -> bool) -> u64 {
+    let written: std::collections::BTreeSet<u64> = backend.written().into_iter().collect();
+    let mut h = 0u64;
+    for (b, bh) in state.block_hashes.iter() {
+        if relevant(*b) && !written.contains(b) {
+            h ^= bh;
+        }
+    }
+    let mut buf = [0u8; crate::media::BLOCK];
+    for b in written {
+        if relevant(b) {
+            backend.peek(b, &mut buf);
+            h ^= crate::power::block_hash(b, &buf);
+        }
+    }
+    h
 }
 
 /// Attaches a fresh controller over a crash state to `machine` (which

@@ -40,7 +40,7 @@ pub struct PendingBlock {
 }
 
 /// The contribution of block `lba` holding `data` to a delta's hash.
-fn block_hash(lba: u64, data: &[u8]) -> u64 {
+pub fn block_hash(lba: u64, data: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut h = (lba + 1).wrapping_mul(K) ^ 0x5bd1_e995;
     for w in data.chunks_exact(8) {
@@ -61,10 +61,12 @@ pub struct MediaCursor<'t> {
     durable: imbl::HashMap<u64, Block>,
     /// XOR of the hash contributions of the durable blocks, and each one's.
     durable_hash: u64,
-    durable_hashes: std::collections::HashMap<u64, u64>,
+    durable_hashes: imbl::HashMap<u64, u64>,
     /// Pending blocks by block number, with the payload offset of the
     /// version (to recognise its MEDIA_WRITE).
     pending: std::collections::BTreeMap<u64, (PendingBlock, u64)>,
+    /// Bumped whenever the durable or pending blocks change.
+    changes: u64,
 }
 
 fn block_of(payload: &[u8]) -> Option<Block> {
@@ -94,6 +96,7 @@ impl<'t> MediaCursor<'t> {
             durable_hash: 0,
             durable_hashes: Default::default(),
             pending: Default::default(),
+            changes: 0,
         })
     }
 
@@ -126,6 +129,9 @@ impl<'t> MediaCursor<'t> {
             return;
         };
         let hash = block_hash(e.addr, payload);
+        if matches!(e.code, events::DATA_IN | events::MEDIA_WRITE) {
+            self.changes += 1;
+        }
         match e.code {
             events::DATA_IN if self.volatile => {
                 self.pending.insert(
@@ -158,6 +164,12 @@ impl<'t> MediaCursor<'t> {
         }
     }
 
+    /// A counter of changes to the durable and pending blocks. Equal at
+    /// two points means equal media states at both.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     fn make_durable(&mut self, lba: u64, data: Block, hash: u64) {
         self.durable.insert(lba, data);
         if let Some(old) = self.durable_hashes.insert(lba, hash) {
@@ -176,6 +188,18 @@ impl<'t> MediaCursor<'t> {
                     h ^= old;
                 }
                 h ^= p.hash;
+            }
+        }
+        h
+    }
+
+    /// Per block of one crash state's delta (see [`MediaCursor::materialize`]),
+    /// its hash contribution. Cheap: shares structure with the cursor.
+    pub fn block_hashes(&self, pending: &[PendingBlock], landed: &[usize]) -> imbl::HashMap<u64, u64> {
+        let mut h = self.durable_hashes.clone();
+        for &i in landed {
+            if let Some(p) = pending.get(i) {
+                h.insert(p.block, p.hash);
             }
         }
         h

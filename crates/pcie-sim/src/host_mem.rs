@@ -4,6 +4,10 @@
 //! DRAM is volatile: nothing here survives a power failure. Allocation is
 //! page-granular (first fit over a free list that coalesces on free), which
 //! is what queues, PRP lists and data buffers need.
+//!
+//! Pages are materialised on first write and dropped when an allocation
+//! zeroes them, so a machine costs memory only for what its software
+//! touches (crash exploration boots one machine per state).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -14,10 +18,19 @@ use crate::error::PcieError;
 /// Size of a host page.
 pub const PAGE_SIZE: u64 = 4096;
 
+type Page = Box<[u8; PAGE_SIZE as usize]>;
+
+/// Page index and offset of byte address `a`.
+fn page_of(a: usize) -> (usize, usize) {
+    (a / PAGE_SIZE as usize, a % PAGE_SIZE as usize)
+}
+
 /// Host DRAM with a page allocator.
 #[derive(Debug)]
 pub struct HostMemory {
-    bytes: RefCell<Vec<u8>>,
+    size: u64,
+    /// Page contents; `None` reads as zeros.
+    pages: RefCell<Vec<Option<Page>>>,
     /// Free ranges: start -> length, both page-aligned.
     free: RefCell<BTreeMap<u64, u64>>,
     /// Live allocations: start -> length.
@@ -34,7 +47,8 @@ impl HostMemory {
             free.insert(PAGE_SIZE, size - PAGE_SIZE);
         }
         HostMemory {
-            bytes: RefCell::new(vec![0; size as usize]),
+            size,
+            pages: RefCell::new((0..size / PAGE_SIZE).map(|_| None).collect()),
             free: RefCell::new(free),
             live: RefCell::new(BTreeMap::new()),
         }
@@ -42,7 +56,7 @@ impl HostMemory {
 
     /// Size of DRAM in bytes.
     pub fn size(&self) -> u64 {
-        self.bytes.borrow().len() as u64
+        self.size
     }
 
     /// True if `[addr, addr + len)` lies inside DRAM.
@@ -64,21 +78,51 @@ impl HostMemory {
     /// Copies `buf.len()` bytes at `addr` into `buf`.
     pub fn read(&self, addr: HostAddr, buf: &mut [u8]) -> Result<(), PcieError> {
         let a = self.check(addr, buf.len())?;
-        buf.copy_from_slice(&self.bytes.borrow()[a..a + buf.len()]);
+        let pages = self.pages.borrow();
+        let mut done = 0;
+        while done < buf.len() {
+            let (p, o) = page_of(a + done);
+            let n = (PAGE_SIZE as usize - o).min(buf.len() - done);
+            match &pages[p] {
+                Some(page) => buf[done..done + n].copy_from_slice(&page[o..o + n]),
+                None => buf[done..done + n].fill(0),
+            }
+            done += n;
+        }
         Ok(())
     }
 
     /// Copies `data` to `addr`.
     pub fn write(&self, addr: HostAddr, data: &[u8]) -> Result<(), PcieError> {
         let a = self.check(addr, data.len())?;
-        self.bytes.borrow_mut()[a..a + data.len()].copy_from_slice(data);
+        let mut pages = self.pages.borrow_mut();
+        let mut done = 0;
+        while done < data.len() {
+            let (p, o) = page_of(a + done);
+            let n = (PAGE_SIZE as usize - o).min(data.len() - done);
+            let page = pages[p].get_or_insert_with(|| Box::new([0; PAGE_SIZE as usize]));
+            page[o..o + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
         Ok(())
     }
 
     /// Fills `len` bytes at `addr` with `value`.
     pub fn fill(&self, addr: HostAddr, len: usize, value: u8) -> Result<(), PcieError> {
         let a = self.check(addr, len)?;
-        self.bytes.borrow_mut()[a..a + len].fill(value);
+        let mut pages = self.pages.borrow_mut();
+        let mut done = 0;
+        while done < len {
+            let (p, o) = page_of(a + done);
+            let n = (PAGE_SIZE as usize - o).min(len - done);
+            if value == 0 && n == PAGE_SIZE as usize {
+                pages[p] = None;
+            } else if value != 0 || pages[p].is_some() {
+                let page = pages[p].get_or_insert_with(|| Box::new([0; PAGE_SIZE as usize]));
+                page[o..o + n].fill(value);
+            }
+            done += n;
+        }
         Ok(())
     }
 

@@ -72,6 +72,7 @@ pub mod pmr;
 pub mod port;
 pub mod power;
 pub mod profile;
+pub mod subsets;
 pub mod sync;
 pub mod testing;
 pub mod time;

@@ -125,7 +125,8 @@ impl DevicePort {
 
     /// Writes `data` to host memory at `addr` by DMA (posted; returns at
     /// once with the time the last byte arrives). Split by Max_Payload_Size
-    /// and 4 KiB boundaries. A target outside host memory is refused here
+    /// and 4 KiB boundaries into TLPs for timing, counting and the trace;
+    /// the bytes are applied when the last TLP arrives. A target outside host memory is refused here
     /// (on real hardware the root complex would drop it and log an error;
     /// the model tells the device so it can fail the command).
     pub fn dma_write(
@@ -171,15 +172,20 @@ impl DevicePort {
                 },
                 chunk,
             );
-            m.schedule(
-                tx.arrival,
-                Action::HostWrite {
-                    addr: a,
-                    data: Payload::new(chunk),
-                },
-            );
             last = tx.arrival;
         }
+        // The bytes land in host memory when the last TLP arrives: one event
+        // for the whole transfer. Posted writes arrive in order and nothing
+        // on the host reads a DMA buffer before the completion or interrupt
+        // that follows it on the same link, so no host-visible behaviour
+        // differs from applying each TLP at its own arrival.
+        m.schedule(
+            last,
+            Action::HostWrite {
+                addr: addr.0,
+                data: Payload::new(data),
+            },
+        );
         Ok(last)
     }
 

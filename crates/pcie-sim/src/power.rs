@@ -70,6 +70,9 @@ pub struct CrashCursor<'t> {
     in_flight: Vec<VecDeque<usize>>,
     /// Per core: buffered lines.
     wc: Vec<Vec<PendingLine>>,
+    /// Bumped whenever the persistent images or the pending items change:
+    /// two points with the same value have the same crash states.
+    changes: u64,
 }
 
 impl<'t> CrashCursor<'t> {
@@ -95,6 +98,7 @@ impl<'t> CrashCursor<'t> {
             pmr: initial_pmr,
             in_flight: vec![VecDeque::new(); ports],
             wc: Vec::new(),
+            changes: 0,
         })
     }
 
@@ -130,6 +134,12 @@ impl<'t> CrashCursor<'t> {
         Ok(())
     }
 
+    /// A counter of changes to the persistent images and pending items.
+    /// Equal at two points means equal crash states at both.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     fn apply_entry(&mut self, i: usize) {
         let e = &self.trace.entries()[i];
         match e.kind {
@@ -139,6 +149,7 @@ impl<'t> CrashCursor<'t> {
                     return;
                 };
                 let core = e.source as usize;
+                self.changes += 1;
                 if self.wc.len() <= core {
                     self.wc.resize(core + 1, Vec::new());
                 }
@@ -177,6 +188,7 @@ impl<'t> CrashCursor<'t> {
                 }
             }
             EventKind::MmioWrite if e.flags & FLAG_PMR != 0 => {
+                self.changes += 1;
                 if e.flags & FLAG_WC != 0 && e.flags & FLAG_LINE_START != 0 {
                     let core = e.source as usize;
                     if let Some(lines) = self.wc.get_mut(core) {
@@ -205,6 +217,7 @@ impl<'t> CrashCursor<'t> {
                     break;
                 }
                 self.in_flight[port].pop_front();
+                self.changes += 1;
                 Self::apply_write(&self.layout, &mut self.pmr, self.trace, i);
             }
         }
@@ -286,8 +299,9 @@ impl<'t> CrashCursor<'t> {
     /// each strict prefix of the in-flight writes with no line landed, and
     /// the full prefix with every subset of that port's lines. Ports are
     /// independent, so the states are the product over ports. `max_lines`
-    /// bounds the subsets enumerated per port (2^max_lines); the second
-    /// value is how many states the bound left out.
+    /// bounds the subsets enumerated per port (2^max_lines, sampled past
+    /// the bound as [`crate::subsets`] says); the second value is how many
+    /// states the bound left out.
     pub fn choices(&self, pending: &Pending, max_lines: u32) -> (Vec<CrashChoice>, u64) {
         let ports = pending.in_flight.len();
         let mut per_port: Vec<Vec<(usize, Vec<usize>)>> = Vec::with_capacity(ports);
@@ -302,18 +316,11 @@ impl<'t> CrashCursor<'t> {
                 .map(|(i, _)| i)
                 .collect();
             let mut opts: Vec<(usize, Vec<usize>)> = (0..inflight).map(|n| (n, Vec::new())).collect();
-            let k = lines.len() as u32;
-            let enumerated = k.min(max_lines).min(20);
-            for mask in 0u64..(1u64 << enumerated) {
-                let chosen = (0..enumerated as usize)
-                    .filter(|b| mask & (1 << b) != 0)
-                    .map(|b| lines[b])
-                    .collect();
-                opts.push((inflight, chosen));
+            let (sets, left) = crate::subsets::subsets(lines.len(), max_lines, self.applied as u64);
+            for set in sets {
+                opts.push((inflight, set.into_iter().map(|b| lines[b]).collect()));
             }
-            if k > enumerated {
-                left_out += (1u64 << k.min(63)) - (1u64 << enumerated);
-            }
+            left_out = left_out.saturating_add(left);
             per_port.push(opts);
         }
         let mut out = vec![CrashChoice {

@@ -47,6 +47,12 @@ pub struct AreaSuper {
     pub head: u64,
     /// Sequence number of the transaction at `head`.
     pub seq: u64,
+    /// MQFS: every transaction with a lower id is at its home location
+    /// (written by a checkpoint or a recovery that then flushed), so
+    /// recovery replays none of them, whichever area still holds it.
+    /// Without it, an older copy left in one area's log would be replayed
+    /// over a newer one another area checkpointed. 0 in classic journaling.
+    pub home_below: u64,
 }
 
 impl AreaSuper {
@@ -57,6 +63,7 @@ impl AreaSuper {
         b[8..12].copy_from_slice(&self.area.to_le_bytes());
         b[16..24].copy_from_slice(&self.head.to_le_bytes());
         b[24..32].copy_from_slice(&self.seq.to_le_bytes());
+        b[32..40].copy_from_slice(&self.home_below.to_le_bytes());
         seal(&mut b);
         b
     }
@@ -70,6 +77,7 @@ impl AreaSuper {
             area: u32_at(b, 8),
             head: u64_at(b, 16),
             seq: u64_at(b, 24),
+            home_below: u64_at(b, 32),
         };
         if s.area != area || s.head == 0 || s.head >= area_blocks {
             return Err(FsError::Corrupt(format!("journal area {area}: bad pointers")));
@@ -261,6 +269,7 @@ mod tests {
             area: 2,
             head: 1,
             seq: 8,
+            home_below: 5,
         };
         assert_eq!(AreaSuper::decode(&s.encode()[..], 2, 64).unwrap(), s);
         assert!(AreaSuper::decode(&s.encode()[..], 3, 64).is_err());

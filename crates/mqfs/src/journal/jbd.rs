@@ -43,6 +43,8 @@ type Found = (u64, Vec<(u64, u64)>, Vec<u64>);
 /// A committed transaction still in the log.
 struct LiveTx {
     blocks: Vec<(u64, Box<[u8; BLOCK]>)>,
+    /// Blocks this transaction revoked (freed metadata).
+    revokes: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -326,7 +328,10 @@ impl Jbd {
             for (b, _) in &snapshots {
                 st.journaled.insert(*b);
             }
-            st.live.push_back(LiveTx { blocks: snapshots });
+            st.live.push_back(LiveTx {
+                blocks: snapshots,
+                revokes: revokes.clone(),
+            });
         }
         self.finish(seq, Vec::new());
         Ok(())
@@ -387,11 +392,19 @@ impl Jbd {
     pub(crate) async fn checkpoint(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
         let (blocks, tail, seq) = {
             let st = self.st.borrow();
+            // A copy followed by a revoke (the block was freed, and may now
+            // hold file data written in place) is not written home.
             let mut newest: HashMap<u64, &Box<[u8; BLOCK]>> = HashMap::new();
             for t in &st.live {
                 for (b, d) in &t.blocks {
                     newest.insert(*b, d);
                 }
+                for b in &t.revokes {
+                    newest.remove(b);
+                }
+            }
+            for b in &st.running.revokes {
+                newest.remove(b);
             }
             let mut v: Vec<(u64, Box<[u8; BLOCK]>)> =
                 newest.into_iter().map(|(b, d)| (b, d.clone())).collect();
@@ -406,6 +419,7 @@ impl Jbd {
             area: 0,
             head: tail,
             seq,
+            home_below: 0,
         };
         fs.write_all(ctx, &[(self.area_start, jsb.encode())], BioFlags::FUA)
             .await?;
@@ -489,7 +503,8 @@ impl Jbd {
                 *e = (*e).max(*s);
             }
         }
-        let mut replay: HashMap<u64, u64> = HashMap::new();
+        // Ordered by home block: recovery reads the log in a fixed order.
+        let mut replay: std::collections::BTreeMap<u64, u64> = Default::default();
         for (s, tags, _) in &txs {
             for (home, j) in tags {
                 if revoked.get(home).is_some_and(|r| r >= s) {
@@ -515,6 +530,7 @@ impl Jbd {
             area: 0,
             head: pos,
             seq,
+            home_below: 0,
         };
         fs.write_all(ctx, &[(area_start, jsb.encode())], BioFlags::FUA)
             .await?;

@@ -51,3 +51,18 @@ impl Journal {
         }
     }
 }
+
+impl crate::fs::Fs {
+    /// True for a block of a journal area's log (not its superblock): once
+    /// recovery has run, nothing reads what such a block holds until a new
+    /// transaction overwrites it, so a checker may ignore its content
+    /// when comparing recovered images.
+    pub fn is_journal_log_block(&self, b: u64) -> bool {
+        let sb = self.sb.borrow();
+        if b < sb.journal_start || sb.area_blocks == 0 {
+            return false;
+        }
+        let off = b - sb.journal_start;
+        off / sb.area_blocks < sb.journal_areas as u64 && off % sb.area_blocks != 0
+    }
+}

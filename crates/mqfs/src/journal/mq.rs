@@ -68,6 +68,10 @@ pub struct MqOptions {
     pub shadow_paging: bool,
     /// Cross-queue recovery rule.
     pub rule: RecoveryRule,
+    /// Selective revocation of reused metadata blocks (ccNVMe 5.4). Off
+    /// only for fault injection: a stale journaled copy can then be
+    /// replayed over the block's new content.
+    pub selective_revocation: bool,
 }
 
 impl Default for MqOptions {
@@ -76,6 +80,7 @@ impl Default for MqOptions {
             multi_queue: true,
             shadow_paging: true,
             rule: RecoveryRule::GlobalPrefix,
+            selective_revocation: true,
         }
     }
 }
@@ -111,7 +116,6 @@ enum VState {
 #[derive(Clone, Copy, Debug)]
 struct Version {
     txid: u64,
-    area: u32,
     state: VState,
 }
 
@@ -140,8 +144,6 @@ struct Area {
     st: RefCell<AreaState>,
     /// Serializes the transactions of one area (threads of one core).
     lock: Mutex<()>,
-    /// Woken when one of its transactions becomes durable.
-    progress: Notify,
 }
 
 impl Area {
@@ -169,6 +171,8 @@ pub(crate) struct MqJournal {
     pending_notify: Notify,
     /// Blocks reused as data while being checkpointed: journal them.
     journal_data: RefCell<HashSet<u64>>,
+    /// One checkpoint at a time (it spans every area).
+    checkpointing: Mutex<()>,
     blocks_per_group: u64,
     groups_start: u64,
 }
@@ -200,7 +204,6 @@ impl MqJournal {
                         live: VecDeque::new(),
                     }),
                     lock: Mutex::new(()),
-                    progress: Notify::new(),
                 }
             })
             .collect();
@@ -215,6 +218,7 @@ impl MqJournal {
             pending: RefCell::new(BTreeSet::new()),
             pending_notify: Notify::new(),
             journal_data: RefCell::new(HashSet::new()),
+            checkpointing: Mutex::new(()),
             blocks_per_group: sb.blocks_per_group as u64,
             groups_start: sb.groups_start,
         })
@@ -233,6 +237,9 @@ impl MqJournal {
 
     /// Selective revocation (ccNVMe 5.4, checklist M14), at reuse time.
     pub(crate) fn note_reused(&self, b: u64, owner: &InodeState) {
+        if !self.opts.selective_revocation {
+            return;
+        }
         let mut tree = self.tree(b).borrow_mut();
         let Some(versions) = tree.get(&b) else {
             return;
@@ -274,7 +281,17 @@ impl MqJournal {
         fs.gate.release(GATE);
         let (txid, items, revokes, held) = match snap {
             Some(s) => s,
-            None => return Ok(()),
+            None => {
+                // Nothing left to journal, but an earlier transaction (an
+                // fatomic of this inode, or another inode's that took its
+                // blocks, see `entangled`) may still be in flight: a
+                // durable sync waits for every transaction drawn so far.
+                if !kind.atomic_only() {
+                    let upto = fs.next_txid.get();
+                    self.wait_durable_below(upto).await;
+                }
+                return Ok(());
+            }
         };
         let r = self.run_tx(fs, ctx, area, txid, items, revokes, kind).await;
         drop(held);
@@ -318,6 +335,8 @@ impl MqJournal {
             if let Ok((iblk, _)) = fs.sb.borrow().inode_location(st.ino) {
                 meta.insert(iblk);
             }
+            let (meta, more_revokes) = Self::entangled(fs, st, meta);
+            st.revokes.borrow_mut().extend(more_revokes);
             for b in meta {
                 let Some(c) = fs.bufs.get(b) else { continue };
                 if !c.needs_journal() {
@@ -343,6 +362,56 @@ impl MqJournal {
         fs.next_txid.set(txid + 1);
         self.pending.borrow_mut().insert(txid);
         Some((txid, items, revokes, held))
+    }
+
+    /// Closes `meta` over entanglement: a metadata block is shared by the
+    /// operations of many inodes (an inode table block, a bitmap), so its
+    /// snapshot carries every change made to it since it was last
+    /// journaled, and each of those changes may depend on other blocks its
+    /// operation dirtied (an unlink frees an inode here and removes its
+    /// entry in a directory block there). Every inode whose unsynced
+    /// metadata includes a block of the transaction hands its whole
+    /// unsynced set (and its revokes) to the transaction, until nothing
+    /// changes, so a transaction never commits half of an operation. This
+    /// is the multi-queue counterpart of JBD2's one running transaction.
+    fn entangled(fs: &Fs, st: &InodeState, mut meta: BTreeSet<u64>) -> (BTreeSet<u64>, Vec<u64>) {
+        let mut revokes = Vec::new();
+        let needs = |b: &u64| fs.bufs.get(*b).is_some_and(|c| c.needs_journal());
+        meta.retain(needs);
+        let mut others: Vec<Rc<InodeState>> = fs
+            .inodes
+            .borrow()
+            .values()
+            .filter(|o| o.ino != st.ino)
+            .cloned()
+            .collect();
+        others.sort_by_key(|o| o.ino);
+        loop {
+            let mut grew = false;
+            for o in &others {
+                let shares = o.dirty_meta.borrow().iter().any(|b| meta.contains(b));
+                if shares {
+                    let theirs = std::mem::take(&mut *o.dirty_meta.borrow_mut());
+                    meta.extend(theirs.into_iter().filter(needs));
+                    revokes.extend(std::mem::take(&mut *o.revokes.borrow_mut()));
+                    grew = true;
+                }
+            }
+            if !grew {
+                return (meta, revokes);
+            }
+        }
+    }
+
+    /// Waits until no transaction with an id below `upto` is pending.
+    async fn wait_durable_below(&self, upto: u64) {
+        loop {
+            let lowest = self.pending.borrow().iter().next().copied();
+            match lowest {
+                Some(l) if l < upto => self.pending_notify.notified().await,
+                _ => return,
+            }
+        }
     }
 
     /// A transaction that failed: let later ones ring and stop waiting.
@@ -386,11 +455,12 @@ impl MqJournal {
         };
         let mut pos = area.advance(jh_pos, 1);
         let mut writes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
+        let mut homes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
         let mut tags = Vec::new();
         let mut journaled = Vec::new();
         for it in items {
             match it {
-                Item::Home(home, data) => writes.push((home, data)),
+                Item::Home(home, data) => homes.push((home, data)),
                 Item::Copy(home, data) => {
                     tags.push(Tag {
                         home,
@@ -440,20 +510,41 @@ impl MqJournal {
                 .or_default()
                 .push(Version {
                     txid,
-                    area: area.index,
                     state: VState::Log,
                 });
         }
         // Submit: blocks REQ_TX, then the JH REQ_TX_COMMIT.
         let core = ctx.core % fs.machine.core_count().max(1);
         let cpu = fs.machine.core(core)?;
+        // One command per block (the convention Table 1 counts), unless
+        // that would not fit a transaction.
+        let fits = homes.len() + writes.len() < fs.dev.max_tx_commands();
+        let per_cmd = if fits {
+            1
+        } else {
+            (fs.dev.info().max_transfer / BLOCK as u64).max(1) as usize
+        };
+        let mut runs = runs_of(homes, per_cmd);
+        let copies = runs_of(writes, per_cmd);
+        // A transaction holds a bounded number of commands; home writes past
+        // that go out first, FUA, and the transaction waits for them (they
+        // are new blocks or fsync data, invisible until it commits).
+        let room = fs.dev.max_tx_commands().saturating_sub(copies.len() + 1);
+        if runs.len() > room {
+            let early: Vec<(u64, Box<[u8; BLOCK]>)> = runs.split_off(room).into_iter().flatten().collect();
+            fs.write_all(ctx, &early, BioFlags::FUA).await?;
+        }
         let mut pages: Vec<HostAddr> = Vec::new();
         let mut tx = fs.dev.begin_tx(core, TxId(txid)).await?;
-        for (lba, data) in &writes {
-            let page = fs.take_page_pub()?;
-            cpu.write_mem(page, &data[..]).await?;
-            pages.push(page);
-            fs.dev.tx_add(&mut tx, &Bio::write(*lba, vec![page])).await?;
+        for run in runs.iter().chain(copies.iter()) {
+            let mut bio_pages = Vec::with_capacity(run.len());
+            for (_, data) in run {
+                let page = fs.take_page_pub()?;
+                cpu.write_mem(page, &data[..]).await?;
+                pages.push(page);
+                bio_pages.push(page);
+            }
+            fs.dev.tx_add(&mut tx, &Bio::write(run[0].0, bio_pages)).await?;
         }
         let jh_page = fs.take_page_pub()?;
         cpu.write_mem(jh_page, &jh[..]).await?;
@@ -477,7 +568,6 @@ impl MqJournal {
         let me = self.clone();
         let dev = fs.dev.clone();
         let durable = h.durable.clone();
-        let area_idx = area.index;
         let recycled = pages;
         let pool: Rc<RefCell<Vec<HostAddr>>> = fs.pages.clone();
         fs.machine.sim().spawn(async move {
@@ -488,7 +578,6 @@ impl MqJournal {
             }
             me.pending.borrow_mut().remove(&txid);
             me.pending_notify.notify_waiters();
-            me.areas[area_idx as usize].progress.notify_waiters();
         });
         if kind.atomic_only() {
             return Ok(());
@@ -511,7 +600,8 @@ impl MqJournal {
         Ok(())
     }
 
-    /// Checkpoints `area` until `need` log blocks fit under the watermark.
+    /// Checkpoints until `need` log blocks fit in `area` under the
+    /// watermark.
     async fn make_room(&self, fs: &Fs, ctx: Ctx, area: &Area, need: u64) -> Result<(), FsError> {
         if need + 1 > area.ring() {
             return Err(FsError::NoSpace);
@@ -528,35 +618,52 @@ impl MqJournal {
             if live == 0 {
                 return Err(FsError::NoSpace);
             }
-            if !self.checkpoint(fs, ctx, area).await? {
-                // Nothing durable to checkpoint yet: wait for progress.
-                area.progress.notified().await;
+            if !self.checkpoint(fs, ctx).await? {
+                // Nothing checkpointable yet (no I/O was issued, so no
+                // wake-up can have been missed): wait for a transaction to
+                // become durable.
+                self.pending_notify.notified().await;
             }
         }
     }
 
-    /// Checkpoints the durable transactions at the head of `area` (ccNVMe
-    /// 5.2, checklist M6). Returns false if none was durable.
-    async fn checkpoint(&self, fs: &Fs, ctx: Ctx, area: &Area) -> Result<bool, FsError> {
-        let taken: Vec<LiveTx> = {
-            let mut a = area.st.borrow_mut();
-            let mut v = Vec::new();
-            while a.live.front().is_some_and(|t| t.durable.get()) {
-                if let Some(t) = a.live.pop_front() {
-                    v.push(t);
+    /// Checkpoints every area up to the durable prefix of transaction ids
+    /// (ccNVMe 5.2, checklist M6): the transactions below the lowest
+    /// pending id, from all areas at once, newest version per block, then
+    /// each area's superblock with its new head and `home_below`. Taking
+    /// the areas together and only a prefix keeps an older copy of a block
+    /// in one area from outliving a newer copy another area checkpointed.
+    /// Returns false if nothing was checkpointable.
+    async fn checkpoint(&self, fs: &Fs, ctx: Ctx) -> Result<bool, FsError> {
+        let _one = self.checkpointing.lock().await;
+        let prefix = self.pending.borrow().iter().next().copied().unwrap_or(u64::MAX);
+        let taken: Vec<(usize, Vec<LiveTx>)> = self
+            .areas
+            .iter()
+            .enumerate()
+            .map(|(i, area)| {
+                let mut a = area.st.borrow_mut();
+                let mut v = Vec::new();
+                while a.live.front().is_some_and(|t| t.txid < prefix && t.durable.get()) {
+                    if let Some(t) = a.live.pop_front() {
+                        v.push(t);
+                    }
                 }
-            }
-            v
-        };
-        if taken.is_empty() {
+                (i, v)
+            })
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        let Some(top) = taken.iter().flat_map(|(_, v)| v.iter().map(|t| t.txid)).max() else {
             return Ok(false);
-        }
-        // Newest version per home among the taken, unless another area
-        // holds a newer one.
-        let mut newest: HashMap<u64, (u64, &Box<[u8; BLOCK]>)> = HashMap::new();
-        for t in &taken {
+        };
+        // Newest version per home among the taken, unless a live
+        // transaction holds a newer one (or the block was revoked).
+        let mut newest: BTreeMap<u64, (u64, &[u8; BLOCK])> = BTreeMap::new();
+        for t in taken.iter().flat_map(|(_, v)| v.iter()) {
             for (home, data) in &t.blocks {
-                newest.insert(*home, (t.txid, data));
+                if newest.get(home).is_none_or(|(id, _)| *id < t.txid) {
+                    newest.insert(*home, (t.txid, &**data));
+                }
             }
         }
         let mut writes = Vec::new();
@@ -566,32 +673,35 @@ impl MqJournal {
                 continue; // revoked
             };
             if versions.iter().any(|v| v.txid > *txid) {
-                continue; // a newer copy elsewhere wins
+                continue; // a newer copy is still in a log
             }
             for v in versions.iter_mut().filter(|v| v.txid == *txid) {
                 v.state = VState::Chp;
             }
-            writes.push((*home, (*data).clone()));
+            writes.push((*home, Box::new(**data)));
         }
-        writes.sort_by_key(|(b, _)| *b);
         if !writes.is_empty() {
             fs.write_all(ctx, &writes, BioFlags::NONE).await?;
             fs.flush(ctx).await?;
         }
-        let (end, seq) = taken.last().map(|t| (t.end, t.seq + 1)).unwrap_or((1, 1));
-        let jsb = AreaSuper {
-            area: area.index,
-            head: end,
-            seq,
-        };
-        fs.write_all(ctx, &[(area.start, jsb.encode())], BioFlags::FUA)
-            .await?;
-        area.st.borrow_mut().head = end;
-        for t in &taken {
+        for (i, v) in &taken {
+            let area = &self.areas[*i];
+            let (end, seq) = v.last().map(|t| (t.end, t.seq + 1)).unwrap_or((1, 1));
+            let jsb = AreaSuper {
+                area: area.index,
+                head: end,
+                seq,
+                home_below: top + 1,
+            };
+            fs.write_all(ctx, &[(area.start, jsb.encode())], BioFlags::FUA)
+                .await?;
+            area.st.borrow_mut().head = end;
+        }
+        for t in taken.iter().flat_map(|(_, v)| v.iter()) {
             for (home, _) in &t.blocks {
                 let mut tree = self.tree(*home).borrow_mut();
                 if let Some(vs) = tree.get_mut(home) {
-                    vs.retain(|v| !(v.area == area.index && v.txid <= t.txid));
+                    vs.retain(|v| v.txid > t.txid);
                     if vs.is_empty() {
                         tree.remove(home);
                     }
@@ -606,15 +716,17 @@ impl MqJournal {
         while !self.pending.borrow().is_empty() {
             self.pending_notify.notified().await;
         }
+        self.checkpoint(fs, ctx).await?;
+        let home_below = fs.next_txid.get();
         for area in &self.areas {
             let _l = area.lock.lock().await;
-            self.checkpoint(fs, ctx, area).await?;
             let jsb = {
                 let a = area.st.borrow();
                 AreaSuper {
                     area: area.index,
                     head: a.tail,
                     seq: a.next_seq,
+                    home_below,
                 }
             };
             fs.write_all(ctx, &[(area.start, jsb.encode())], BioFlags::FUA)
@@ -622,6 +734,21 @@ impl MqJournal {
         }
         Ok(())
     }
+}
+
+/// Sorts `blocks` and groups runs of consecutive block numbers, at most
+/// `max` blocks a run.
+#[allow(clippy::type_complexity)]
+fn runs_of(mut blocks: Vec<(u64, Box<[u8; BLOCK]>)>, max: usize) -> Vec<Vec<(u64, Box<[u8; BLOCK]>)>> {
+    blocks.sort_by_key(|(b, _)| *b);
+    let mut out: Vec<Vec<(u64, Box<[u8; BLOCK]>)>> = Vec::new();
+    for (b, d) in blocks {
+        match out.last_mut() {
+            Some(run) if run.len() < max && run.last().is_some_and(|(p, _)| p + 1 == b) => run.push((b, d)),
+            _ => out.push(vec![(b, d)]),
+        }
+    }
+    out
 }
 
 /// A page lock held across I/O (shadow paging off).
@@ -668,12 +795,14 @@ pub(crate) async fn recover(
     let mut found: Vec<FoundTx> = Vec::new();
     let mut starts = Vec::new();
     let mut max_txid = 0u64;
+    let mut home_below = 0u64;
     for a in 0..sb.journal_areas {
         let start = sb.area_start(a);
         let ring = sb.area_blocks - 1;
         let adv = |p: u64, by: u64| (p - 1 + by) % ring + 1;
         let raw = fs.read_raw(ctx, start).await?;
         let jsb = AreaSuper::decode(&raw[..], a, sb.area_blocks)?;
+        home_below = home_below.max(jsb.home_below);
         let (mut pos, mut seq) = (jsb.head, jsb.seq);
         let mut scanned = 0u64;
         'scan: while scanned < ring {
@@ -724,7 +853,7 @@ pub(crate) async fn recover(
     };
     let mut kept: Vec<&FoundTx> = found
         .iter()
-        .filter(|t| !unfinished.contains(&t.txid) && t.txid < cutoff)
+        .filter(|t| t.txid >= home_below && !unfinished.contains(&t.txid) && t.txid < cutoff)
         .collect();
     kept.sort_by_key(|t| t.txid);
     // A revoke in transaction t hides versions from ids below t.
@@ -756,16 +885,19 @@ pub(crate) async fn recover(
         fs.flush(ctx).await?;
     }
     // Every area restarts empty past what it held: discarded transactions'
-    // blocks are behind the new head and never replayed again.
+    // blocks are behind the new head and never replayed again, and every
+    // id seen is home (or discarded) should a crash cut this loop short.
+    let max_unfinished = unfinished.iter().max().copied().unwrap_or(0);
+    let next_id = max_txid.max(max_unfinished).max(home_below) + 1;
     for (a, (pos, seq)) in starts.iter().enumerate() {
         let jsb = AreaSuper {
             area: a as u32,
             head: *pos,
             seq: *seq,
+            home_below: next_id,
         };
         fs.write_all(ctx, &[(sb.area_start(a as u32), jsb.encode())], BioFlags::FUA)
             .await?;
     }
-    let max_unfinished = unfinished.iter().max().copied().unwrap_or(0);
-    Ok((starts, max_txid.max(max_unfinished)))
+    Ok((starts, next_id - 1))
 }

@@ -1,0 +1,411 @@
+//! Built-in workloads: the four of ccNVMe Table 4, written from their
+//! sources (see `docs/crash-workloads.md`), ACE-style bounded spaces of one
+//! and two core operations, seeded random multi-threaded workloads, and the
+//! cross-queue workload that exposes the paper-literal recovery rule.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::error::Error;
+use crate::workload::{parse, Op, Workload};
+
+fn s(p: &str) -> String {
+    p.to_string()
+}
+
+/// CrashMonkey `create_delete` (version A: 10 files of 1 KiB): create and
+/// fsync each file, write and fsync it; then remove each and sync.
+pub fn create_delete() -> Workload {
+    let mut ops = Vec::new();
+    for i in 0..10 {
+        let f = format!("/test_dir/test_file{i}");
+        ops.push(Op::Create(f.clone()));
+        ops.push(Op::Fsync(f.clone()));
+        ops.push(Op::Write(f.clone(), 0, 1024, i as u8));
+        ops.push(Op::Fsync(f));
+    }
+    for i in 0..10 {
+        ops.push(Op::Unlink(format!("/test_dir/test_file{i}")));
+        ops.push(Op::Sync);
+    }
+    Workload::single(
+        "create_delete",
+        vec![Op::Mkdir(s("/test_dir")), Op::Fsync(s("/test_dir")), Op::Sync],
+        ops,
+    )
+}
+
+/// xfstests generic/035 as CrashMonkey ports it (`generic_035_1` then
+/// `_2`): rename over an existing file, fsync it; rename over an empty
+/// directory, fsync it.
+pub fn generic_035() -> Workload {
+    Workload::single(
+        "generic_035",
+        vec![
+            Op::Mkdir(s("/test_dir_a")),
+            Op::Create(s("/test_dir_a/file1")),
+            Op::Write(s("/test_dir_a/file1"), 0, 4096, 1),
+            Op::Create(s("/test_dir_a/file2")),
+            Op::Mkdir(s("/test_dir_b")),
+            Op::Mkdir(s("/test_dir_b/test_dir_b")),
+            Op::Mkdir(s("/test_dir_b/test_dir_c")),
+            Op::Sync,
+        ],
+        vec![
+            Op::Rename(s("/test_dir_a/file1"), s("/test_dir_a/file2")),
+            Op::Fsync(s("/test_dir_a/file2")),
+            Op::Rename(s("/test_dir_b/test_dir_b"), s("/test_dir_b/test_dir_c")),
+            Op::Fsync(s("/test_dir_b/test_dir_c")),
+        ],
+    )
+}
+
+/// xfstests generic/106 (CrashMonkey's newer port): link, sync, unlink the
+/// link, fsync the file.
+pub fn generic_106() -> Workload {
+    Workload::single(
+        "generic_106",
+        vec![
+            Op::Mkdir(s("/test_dir_a")),
+            Op::Create(s("/test_dir_a/foo")),
+            Op::Sync,
+        ],
+        vec![
+            Op::Link(s("/test_dir_a/foo"), s("/test_dir_a/foo_link_")),
+            Op::Sync,
+            Op::Unlink(s("/test_dir_a/foo_link_")),
+            Op::Fsync(s("/test_dir_a/foo")),
+        ],
+    )
+}
+
+/// xfstests generic/321, sub-tests 1 and 2: fsync a new directory; rename a
+/// file into a new directory, fsync the directory then the file.
+pub fn generic_321() -> Workload {
+    Workload::single(
+        "generic_321",
+        vec![],
+        vec![
+            Op::Mkdir(s("/bar")),
+            Op::Fsync(s("/bar")),
+            Op::Create(s("/foo")),
+            Op::Mkdir(s("/baz")),
+            Op::Fsync(s("/foo")),
+            Op::Rename(s("/foo"), s("/baz/foo")),
+            Op::Fsync(s("/baz")),
+            Op::Fsync(s("/baz/foo")),
+        ],
+    )
+}
+
+/// The four Table 4 workloads.
+pub fn table4() -> Vec<Workload> {
+    vec![create_delete(), generic_035(), generic_106(), generic_321()]
+}
+
+/// The core operations of the ACE space, with their arguments over the
+/// file set {foo, A/foo, bar, A/bar} and directories {A, B}.
+fn ace_ops() -> Vec<Op> {
+    let files = ["/foo", "/A/foo"];
+    let seconds = ["/bar", "/A/bar"];
+    let mut v = Vec::new();
+    for f in files {
+        v.push(Op::Create(s(f)));
+    }
+    v.push(Op::Mkdir(s("/B")));
+    for f in files {
+        // append, overlap at an unaligned start, overlap extending the end
+        v.push(Op::Write(s(f), 32768, 32768, 2));
+        v.push(Op::Write(s(f), 0, 5000, 3));
+        v.push(Op::Write(s(f), 30768, 5000, 4));
+    }
+    for f in files {
+        for t in seconds {
+            v.push(Op::Link(s(f), s(t)));
+        }
+    }
+    for f in files {
+        v.push(Op::Unlink(s(f)));
+    }
+    for f in files {
+        for t in seconds {
+            v.push(Op::Rename(s(f), s(t)));
+        }
+    }
+    v.push(Op::Rename(s("/A"), s("/B")));
+    for f in files {
+        v.push(Op::Truncate(s(f), 0));
+        v.push(Op::Truncate(s(f), 2500));
+    }
+    v
+}
+
+/// Persistence after an ACE operation on `target`.
+fn persist(target: &str, which: usize) -> Option<Op> {
+    let parent = match target.rfind('/') {
+        Some(0) | None => "/".to_string(),
+        Some(i) => target[..i].to_string(),
+    };
+    match which {
+        0 => Some(Op::Fsync(target.to_string())),
+        1 => Some(Op::Fdatasync(target.to_string())),
+        2 => {
+            if parent == "/" {
+                Some(Op::Sync)
+            } else {
+                Some(Op::Fsync(parent))
+            }
+        }
+        3 => Some(Op::Sync),
+        _ => None,
+    }
+}
+
+fn target(op: &Op) -> &str {
+    match op {
+        Op::Create(p)
+        | Op::Mkdir(p)
+        | Op::Write(p, ..)
+        | Op::Truncate(p, _)
+        | Op::Unlink(p)
+        | Op::Rmdir(p)
+        | Op::Symlink(p, _) => p,
+        Op::Link(_, b) | Op::Rename(_, b) => b,
+        _ => "/",
+    }
+}
+
+/// Setup that every ACE workload starts from: the file set exists, so
+/// every operation has something to act on (ACE inserts these
+/// dependencies per workload; a common setup gives the same coverage).
+fn ace_setup() -> Vec<Op> {
+    vec![
+        Op::Mkdir(s("/A")),
+        Op::Create(s("/foo")),
+        Op::Write(s("/foo"), 0, 32768, 1),
+        Op::Create(s("/A/foo")),
+        Op::Write(s("/A/foo"), 0, 32768, 1),
+        Op::Sync,
+    ]
+}
+
+/// ACE's seq-1 space: every core operation, followed by each persistence
+/// choice (fsync of the target, fdatasync, fsync of the parent, sync).
+pub fn ace_seq1() -> Vec<Workload> {
+    let mut out = Vec::new();
+    for (i, op) in ace_ops().into_iter().enumerate() {
+        for p in 0..4 {
+            let Some(sync) = persist(target(&op), p) else {
+                continue;
+            };
+            if matches!(op, Op::Unlink(_)) && matches!(sync, Op::Fsync(_) | Op::Fdatasync(_)) && p < 2 {
+                continue; // the target is gone: nothing to fsync
+            }
+            out.push(Workload::single(
+                &format!("ace1-{i:02}-{p}"),
+                ace_setup(),
+                vec![op.clone(), sync],
+            ));
+        }
+    }
+    out
+}
+
+/// ACE's seq-2 space: every pair of core operations; the first followed by
+/// nothing or an fsync of its target, the second by an fsync of its target
+/// or a sync (ACE: the last operation always persists).
+pub fn ace_seq2() -> Vec<Workload> {
+    let ops = ace_ops();
+    let mut out = Vec::new();
+    for (i, a) in ops.iter().enumerate() {
+        for (j, b) in ops.iter().enumerate() {
+            for pa in [0usize, 4] {
+                for pb in [0usize, 3] {
+                    let mut v = vec![a.clone()];
+                    if let Some(x) = persist(target(a), pa) {
+                        if !matches!(a, Op::Unlink(_)) {
+                            v.push(x);
+                        }
+                    }
+                    v.push(b.clone());
+                    let last = if matches!(b, Op::Unlink(_)) {
+                        Some(Op::Sync)
+                    } else {
+                        persist(target(b), pb)
+                    };
+                    if let Some(x) = last {
+                        v.push(x);
+                    }
+                    out.push(Workload::single(
+                        &format!("ace2-{i:02}-{j:02}-{pa}{pb}"),
+                        ace_setup(),
+                        v,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A random multi-threaded workload: `threads` threads, each creating,
+/// writing, renaming and syncing files in its own directory and in a
+/// shared one.
+pub fn random(seed: u64, threads: usize, ops_per_thread: usize) -> Workload {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut setup = vec![Op::Mkdir(s("/shared"))];
+    let mut per = Vec::new();
+    for t in 0..threads {
+        setup.push(Op::Mkdir(format!("/t{t}")));
+        let mut ops = Vec::new();
+        let mut files: Vec<String> = Vec::new();
+        for n in 0..ops_per_thread {
+            let dir = if rng.gen_bool(0.3) {
+                "/shared".to_string()
+            } else {
+                format!("/t{t}")
+            };
+            match rng.gen_range(0..6) {
+                0 | 1 if files.len() < 6 => {
+                    let f = format!("{dir}/f{t}_{n}");
+                    ops.push(Op::Create(f.clone()));
+                    files.push(f);
+                }
+                2 if !files.is_empty() => {
+                    let f = files[rng.gen_range(0..files.len())].clone();
+                    let off = rng.gen_range(0..4u64) * 4096;
+                    ops.push(Op::Write(f, off, rng.gen_range(1..3u64) * 4096, rng.gen()));
+                }
+                3 if !files.is_empty() => {
+                    let i = rng.gen_range(0..files.len());
+                    let to = format!("{dir}/r{t}_{n}");
+                    ops.push(Op::Rename(files[i].clone(), to.clone()));
+                    files[i] = to;
+                }
+                4 if files.len() > 1 => {
+                    let f = files.remove(rng.gen_range(0..files.len()));
+                    ops.push(Op::Unlink(f));
+                }
+                _ if !files.is_empty() => {
+                    let f = files[rng.gen_range(0..files.len())].clone();
+                    ops.push(if rng.gen_bool(0.5) {
+                        Op::Fsync(f)
+                    } else {
+                        Op::Fatomic(f)
+                    });
+                }
+                _ => ops.push(Op::Sync),
+            }
+        }
+        if let Some(f) = files.last() {
+            ops.push(Op::Fsync(f.clone()));
+        }
+        per.push(ops);
+    }
+    setup.push(Op::Sync);
+    Workload {
+        name: format!("random-{seed}-{threads}x{ops_per_thread}"),
+        setup,
+        threads: per,
+    }
+}
+
+/// The cross-queue anomaly of checklist M9: thread 0 makes directory A
+/// and a file in it with 256 KiB of data, and calls fatomic on the file
+/// (one long transaction that also holds A's entry in /root); thread 1
+/// waits for A/B, then until that transaction is under way, creates A/C and fsyncs it
+/// (a short transaction on its own queue that completes first). Under the
+/// paper's literal rule a crash in between discards the first and replays
+/// the second: C's directory is then not in its parent and the fsync's
+/// promise is broken. The global-prefix rule keeps it.
+pub fn m9_cross_queue() -> Workload {
+    Workload {
+        name: "m9_cross_queue".into(),
+        setup: vec![Op::Mkdir(s("/root")), Op::Sync],
+        threads: vec![
+            vec![
+                Op::Mkdir(s("/root/A")),
+                Op::Create(s("/root/A/B")),
+                Op::Write(s("/root/A/B"), 0, 256 << 10, 9),
+                Op::Fatomic(s("/root/A/B")),
+            ],
+            vec![
+                Op::WaitFor(s("/root/A/B")),
+                Op::Sleep(M9_DELAY_US),
+                Op::Create(s("/root/A/C")),
+                Op::Fsync(s("/root/A/C")),
+            ],
+        ],
+    }
+}
+
+/// How long thread 1 of [`m9_cross_queue`] waits once A/B exists: past
+/// thread 0's 256 KiB page-cache write and its fatomic snapshot, well
+/// before that 64-block transaction completes.
+const M9_DELAY_US: u64 = 25;
+
+/// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
+/// `random`, `m9_cross_queue` (and `ace1-*` / `ace2-*` for one member).
+pub fn by_name(name: &str) -> Option<Vec<Workload>> {
+    match name {
+        "table4" => Some(table4()),
+        "ace1" => Some(ace_seq1()),
+        "ace2" => Some(ace_seq2()),
+        "random" => Some(vec![random(1, 3, 8)]),
+        "m9_cross_queue" => Some(vec![m9_cross_queue()]),
+        n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
+        n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
+        n if n.starts_with("random-") => {
+            let mut it = n["random-".len()..].split(['-', 'x']);
+            let seed = it.next()?.parse().ok()?;
+            let threads = it.next()?.parse().ok()?;
+            let ops = it.next()?.parse().ok()?;
+            Some(vec![random(seed, threads, ops)])
+        }
+        n => table4().into_iter().find(|w| w.name == n).map(|w| vec![w]),
+    }
+}
+
+/// The workloads `name` stands for: a built-in name (see [`by_name`]) or
+/// the path of a workload file (whose name is then its path, so that a
+/// replay id finds it again).
+pub fn resolve(name: &str) -> Result<Vec<Workload>, Error> {
+    if let Some(w) = by_name(name) {
+        return Ok(w);
+    }
+    let path = std::path::Path::new(name);
+    if !path.is_file() {
+        return Err(Error::UnknownWorkload(name.into()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: name.into(),
+        source,
+    })?;
+    let w = parse(name, &text).map_err(|source| Error::Parse {
+        path: name.into(),
+        source,
+    })?;
+    Ok(vec![w])
+}
+
+/// Names `crashfuzz list` shows.
+pub fn names() -> Vec<String> {
+    let mut v: Vec<String> = table4().into_iter().map(|w| w.name).collect();
+    v.extend(["ace1", "ace2", "random", "m9_cross_queue", "table4"].map(String::from));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spaces_have_the_expected_sizes() {
+        assert_eq!(ace_ops().len(), 24);
+        assert!(ace_seq1().len() > 80);
+        assert_eq!(ace_seq2().len(), 24 * 24 * 4);
+        assert_eq!(by_name("generic_106").unwrap()[0].name, "generic_106");
+        assert_eq!(by_name("random-7-2x5").unwrap()[0].threads.len(), 2);
+        assert!(by_name("nope").is_none());
+    }
+}

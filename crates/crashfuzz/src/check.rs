@@ -1,0 +1,224 @@
+//! Checking one crash state: a fresh simulated machine boots over the
+//! state's PMR and media (copy-on-write over the shared base image), the
+//! driver probes (ccNVMe or Horae recovery), the file system mounts (its
+//! recovery), fsck runs on what the drive now holds, then the promises in
+//! force and CrashMonkey's sanity check.
+//!
+//! Many crash states recover to the same image (every partial write of an
+//! uncommitted transaction is discarded alike). After recovery, a state's
+//! drive is hashed (leaving out journal log blocks, which nothing reads
+//! until they are rewritten) together with the promises in force; a state
+//! whose hash was already checked takes that verdict instead of running
+//! fsck, the oracle and the sanity check again. Recovery itself always
+//! runs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ccnvme::BlockDevice;
+use mqfs::{mount, Ctx};
+use nvme_ctrl::crash::{boot, drive_hash, CrashState};
+use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
+use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
+
+use crate::oracle::{check, sanity, Failure, Promise};
+use crate::record::{fs_profile_for, probe_for, Fault, ModeName};
+
+/// What a checker needs besides the state (shared by all workers).
+#[derive(Debug, Clone)]
+pub struct CheckContext {
+    /// Consistency configuration.
+    pub mode: ModeName,
+    /// An ordering mechanism switched off, if any.
+    pub fault: Option<Fault>,
+    /// Drive profile.
+    pub profile: SsdProfile,
+    /// Machine profile.
+    pub machine: MachineProfile,
+    /// The base image.
+    pub base: Arc<Image>,
+    /// Every promise of the run.
+    pub promises: Arc<Vec<Promise>>,
+    /// Run CrashMonkey's sanity check (create and remove everywhere).
+    pub sanity: bool,
+    /// Verdicts by recovered image and promises (shared by the workers).
+    pub verdicts: Arc<Mutex<HashMap<u64, Vec<Failure>>>>,
+}
+
+impl CheckContext {
+    /// A context with an empty verdict table.
+    pub fn new(
+        mode: ModeName,
+        profile: SsdProfile,
+        machine: MachineProfile,
+        base: Arc<Image>,
+        promises: Arc<Vec<Promise>>,
+        sanity: bool,
+    ) -> CheckContext {
+        CheckContext {
+            mode,
+            fault: None,
+            profile,
+            machine,
+            base,
+            promises,
+            sanity,
+            verdicts: Arc::default(),
+        }
+    }
+}
+
+/// What checking one state found.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOutcome {
+    /// Failed checks (empty: the state passed).
+    pub failures: Vec<Failure>,
+    /// Recovery log lines (for replay).
+    pub log: Vec<String>,
+    /// The verdict came from an earlier state that recovered alike.
+    pub recovered_alike: bool,
+}
+
+/// Simulated time a recovery may take before it counts as a hang.
+pub const RECOVERY_LIMIT: SimDuration = SimDuration::from_ms(500);
+
+/// Checks one state.
+pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
+    let mut log = Vec::new();
+    let ex = Executor::new(1);
+    let m = Machine::new(&ex, cx.machine.clone(), TraceMode::Off);
+    let ctrl = match boot(&m, ControllerConfig::new(cx.profile.clone()), &cx.base, state) {
+        Ok(c) => c,
+        Err(e) => {
+            return CheckOutcome {
+                failures: vec![Failure {
+                    check: "boot".into(),
+                    detail: e.to_string(),
+                }],
+                log,
+                recovered_alike: false,
+            }
+        }
+    };
+    let applied = state.point + 1;
+    let in_force: Vec<usize> = (0..cx.promises.len())
+        .filter(|&i| cx.promises[i].covers(applied))
+        .collect();
+    let promised = in_force.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &i| {
+        (h ^ i as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    let promises: Vec<Promise> = in_force.iter().map(|&i| cx.promises[i].clone()).collect();
+    let verdicts = cx.verdicts.clone();
+    let st = state.clone();
+    let (probe, fs_profile) = (probe_for(cx.mode, cx.fault), fs_profile_for(cx.mode, cx.fault));
+    let sanity_on = cx.sanity;
+    let m2 = m.clone();
+    let ctrl2 = ctrl.clone();
+    let run = async move {
+        let c = Ctx::on(0);
+        let mut failures = Vec::new();
+        let mut log = Vec::new();
+        let mut alike = false;
+        let dev = match BlockDevice::probe(&m2, 0, probe).await {
+            Ok(d) => d,
+            Err(e) => {
+                failures.push(Failure {
+                    check: "probe".into(),
+                    detail: e.to_string(),
+                });
+                return (failures, log, alike);
+            }
+        };
+        if let Some(r) = dev.recovery() {
+            log.push(format!(
+                "driver: {} unfinished transaction(s) {:?}",
+                r.unfinished.len(),
+                r.unfinished_ids().iter().map(|t| t.0).collect::<Vec<_>>()
+            ));
+        }
+        let fs = match mount(&dev, c, fs_profile).await {
+            Ok(fs) => fs,
+            Err(e) => {
+                failures.push(Failure {
+                    check: "mount".into(),
+                    detail: e.to_string(),
+                });
+                return (failures, log, alike);
+            }
+        };
+        log.push("mount: recovered".into());
+        let key =
+            drive_hash(&st, ctrl2.backend(), |b| !fs.is_journal_log_block(b)) ^ promised.rotate_left(31);
+        let known = verdicts.lock().ok().and_then(|v| v.get(&key).cloned());
+        if let Some(f) = known {
+            log.push("verdict: as an earlier state that recovered to the same image".into());
+            alike = true;
+            return (f, log, alike);
+        }
+        match mqfs::fsck::fsck(&**ctrl2.backend()) {
+            Ok(report) => {
+                for f in report.errors() {
+                    failures.push(Failure {
+                        check: "fsck".into(),
+                        detail: format!("{:?}: {}", f.kind, f.detail),
+                    });
+                }
+                if !report.is_clean() && report.errors().next().is_none() {
+                    failures.push(Failure {
+                        check: "fsck".into(),
+                        detail: format!("{} error(s) past the report's cap", report.suppressed_errors),
+                    });
+                }
+                log.push(format!("fsck: {} finding(s)", report.findings.len()));
+            }
+            Err(e) => failures.push(Failure {
+                check: "fsck".into(),
+                detail: e.to_string(),
+            }),
+        }
+        for p in &promises {
+            match check(&fs, c, p).await {
+                Ok(Some(f)) => failures.push(f),
+                Ok(None) => {}
+                Err(e) => failures.push(Failure {
+                    check: "read".into(),
+                    detail: format!("checking `{}`: {e}", p.op),
+                }),
+            }
+        }
+        log.push(format!("oracle: {} promise(s) checked", promises.len()));
+        if sanity_on && failures.is_empty() {
+            match sanity(&fs, c).await {
+                Ok(Some(f)) => failures.push(f),
+                Ok(None) => {}
+                Err(e) => failures.push(Failure {
+                    check: "sanity".into(),
+                    detail: e.to_string(),
+                }),
+            }
+        }
+        if let Ok(mut v) = verdicts.lock() {
+            v.insert(key, failures.clone());
+        }
+        (failures, log, alike)
+    };
+    let limit = SimTime::ZERO + RECOVERY_LIMIT;
+    match ex.block_on_until(run, Some(limit)) {
+        Ok((failures, l, recovered_alike)) => {
+            log.extend(l);
+            CheckOutcome {
+                failures,
+                log,
+                recovered_alike,
+            }
+        }
+        Err(e) => CheckOutcome {
+            failures: vec![Failure {
+                check: "hang".into(),
+                detail: e.to_string(),
+            }],
+            log,
+            recovered_alike: false,
+        },
+    }
+}

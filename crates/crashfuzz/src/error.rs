@@ -1,0 +1,52 @@
+//! The crate's error type. Every variant is a one-line message the CLI
+//! prints as is.
+
+use crate::workload::ParseError;
+
+/// Why crashfuzz cannot do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The setup or the recorded run failed in a way that is not the
+    /// workload's (the simulated machine or drive refused).
+    #[error("{0}")]
+    Failed(String),
+    /// No built-in workload and no file has this name.
+    #[error("unknown workload `{0}` (see `crashfuzz list`, or give a workload file)")]
+    UnknownWorkload(String),
+    /// No mode has this name.
+    #[error("unknown mode `{0}` (one of: none, classic, horae, mq, mq-atomic, mq-literal)")]
+    UnknownMode(String),
+    /// No fault has this name.
+    #[error("unknown fault `{0}` (one of: no-flush-read, no-fence, no-commit-fua, out-of-order, no-revoke)")]
+    UnknownFault(String),
+    /// No drive profile has this name.
+    #[error("unknown drive profile `{0}` (one of: {1})")]
+    UnknownProfile(String, String),
+    /// A replay id that does not name a state.
+    #[error("bad replay id `{id}`: {why}")]
+    BadReplayId {
+        /// The id as given.
+        id: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A shard that is not `I/N` with `I < N`.
+    #[error("bad shard `{0}`: expected I/N with 0 <= I < N")]
+    BadShard(String),
+    /// A workload file that cannot be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A workload file that does not parse.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// Where and why.
+        source: ParseError,
+    },
+}

@@ -1,0 +1,324 @@
+//! Exploration: every crash point of a recorded run, every crash state the
+//! persistence model allows there (up to a bound on the pending items),
+//! deduplicated by content hash, checked in parallel on all cores.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nvme_ctrl::crash::{Explorer, StateChoice};
+use serde::{Deserialize, Serialize};
+
+use crate::check::{check_state, CheckContext};
+use crate::error::Error;
+use crate::oracle::Failure;
+use crate::record::{mode_label, record, RunConfig};
+use crate::workload::Workload;
+
+/// Bounds and parallelism.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExploreOptions {
+    /// Write-combining lines enumerated per crash point (2^bound subsets).
+    pub bound_lines: u32,
+    /// Volatile-cache blocks enumerated per crash point (2^bound subsets).
+    pub bound_blocks: u32,
+    /// Worker threads.
+    pub jobs: usize,
+    /// `(i, n)`: check only the states whose hash is `i` modulo `n`.
+    pub shard: Option<(u64, u64)>,
+    /// Run the sanity check on every state.
+    pub sanity: bool,
+    /// Stop after this many violations (0: never).
+    pub max_violations: usize,
+}
+
+impl Default for ExploreOptions {
+    fn default() -> Self {
+        ExploreOptions {
+            bound_lines: 8,
+            bound_blocks: 8,
+            jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            shard: None,
+            sanity: true,
+            max_violations: 0,
+        }
+    }
+}
+
+/// One violation, with what replays it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// Replay id (`crashfuzz replay ID`).
+    pub id: String,
+    /// The crash happened after this trace entry.
+    pub crash_point: usize,
+    /// Which pending items landed.
+    pub choice: String,
+    /// The failed check.
+    pub check: String,
+    /// What failed.
+    pub detail: String,
+    /// A command line that replays exactly this state.
+    pub replay: String,
+}
+
+/// What exploring one workload in one configuration found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExploreReport {
+    /// Workload.
+    pub workload: String,
+    /// Mode.
+    pub mode: String,
+    /// Drive profile.
+    pub profile: String,
+    /// Crash points (trace entries).
+    pub crash_points: usize,
+    /// States the model allows, within the bounds.
+    pub states_total: u64,
+    /// Distinct states checked (this shard).
+    pub states_checked: u64,
+    /// States skipped as equal to one already checked.
+    pub states_deduplicated: u64,
+    /// States the bounds left out (never enumerated).
+    pub states_not_visited: u64,
+    /// Violations found.
+    pub violations: Vec<Violation>,
+    /// Wall-clock seconds.
+    pub wall_seconds: f64,
+    /// Distinct states checked per wall-clock second.
+    pub states_per_second: f64,
+    /// Operations the file system refused while recording.
+    pub refused_ops: usize,
+    /// Wall-clock seconds spent recording the run.
+    pub record_seconds: f64,
+    /// Wall-clock seconds spent building and hashing states.
+    pub enumerate_seconds: f64,
+    /// Wall-clock seconds spent checking states, summed over workers.
+    pub check_seconds: f64,
+    /// Checked states that recovered to an image already judged (with the
+    /// same promises in force): recovery ran, the verdict was reused.
+    pub states_recovered_alike: u64,
+}
+
+/// Parses a shard `I/N` (check the states whose hash is `I` modulo `N`).
+pub fn parse_shard(s: &str) -> Result<(u64, u64), Error> {
+    let bad = || Error::BadShard(s.into());
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let i: u64 = i.trim().parse().map_err(|_| bad())?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+/// Encodes a choice compactly for ids: `f<prefixes>.l<lines>.m<blocks>`.
+pub fn encode_choice(c: &StateChoice) -> String {
+    let f: Vec<String> = c.pmr.in_flight_landed.iter().map(|n| n.to_string()).collect();
+    let l: Vec<String> = c.pmr.lines_landed.iter().map(|n| n.to_string()).collect();
+    let m: Vec<String> = c.media.iter().map(|n| n.to_string()).collect();
+    format!("f{}.l{}.m{}", f.join("-"), l.join("-"), m.join("-"))
+}
+
+/// Decodes [`encode_choice`].
+pub fn decode_choice(s: &str) -> Option<StateChoice> {
+    let mut parts = s.split('.');
+    let list = |p: Option<&str>, tag: char| -> Option<Vec<usize>> {
+        let p = p?.strip_prefix(tag)?;
+        if p.is_empty() {
+            return Some(Vec::new());
+        }
+        p.split('-').map(|x| x.parse().ok()).collect()
+    };
+    let f = list(parts.next(), 'f')?;
+    let l = list(parts.next(), 'l')?;
+    let m = list(parts.next(), 'm')?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(StateChoice {
+        pmr: pcie_sim::CrashChoice {
+            in_flight_landed: f,
+            lines_landed: l,
+        },
+        media: m,
+    })
+}
+
+/// A hash of which promises are in force after `applied` trace entries.
+fn promise_signature(promises: &[crate::oracle::Promise], applied: usize) -> u64 {
+    promises
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.covers(applied))
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, (i, _)| {
+            (h ^ i as u64).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+/// Records `w` under `cfg` and explores every crash state.
+pub fn explore(
+    w: &Workload,
+    cfg: &RunConfig,
+    opts: &ExploreOptions,
+    replay_of: &str,
+) -> Result<ExploreReport, Error> {
+    let t0 = Instant::now();
+    let rec = record(w, cfg)?;
+    let record_seconds = t0.elapsed().as_secs_f64();
+    let mut report = ExploreReport {
+        workload: w.name.clone(),
+        mode: mode_label(cfg.mode, cfg.fault),
+        profile: cfg.profile.name.into(),
+        refused_ops: rec.refused.len(),
+        record_seconds,
+        ..Default::default()
+    };
+    let mut cx = CheckContext::new(
+        cfg.mode,
+        cfg.profile.clone(),
+        cfg.machine(w),
+        rec.base_media.clone(),
+        Arc::new(rec.promises.clone()),
+        opts.sanity,
+    );
+    cx.fault = cfg.fault;
+    let mut explorer = Explorer::new(
+        &rec.trace,
+        rec.layout.clone(),
+        vec![rec.base_pmr.clone()],
+        0,
+        cfg.profile.volatile_cache(),
+    )
+    .map_err(|e| Error::Failed(e.to_string()))?;
+    report.crash_points = explorer.points();
+    let (tx, rx) = crossbeam::channel::bounded::<nvme_ctrl::crash::CrashState>(256);
+    let (rtx, rrx) = crossbeam::channel::unbounded::<(usize, StateChoice, Vec<Failure>, f64, bool)>();
+    let jobs = opts.jobs.max(1);
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut enum_err = None;
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            let rx = rx.clone();
+            let rtx = rtx.clone();
+            let cx = cx.clone();
+            s.spawn(move || {
+                for st in rx.iter() {
+                    let t = Instant::now();
+                    let out = check_state(&cx, &st);
+                    let secs = t.elapsed().as_secs_f64();
+                    let sent = (
+                        st.point,
+                        st.choice.clone(),
+                        out.failures,
+                        secs,
+                        out.recovered_alike,
+                    );
+                    if rtx.send(sent).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(rx);
+        drop(rtx);
+        // (what the states are made of, promises in force, states, left out)
+        // at the last point enumerated.
+        let mut last: Option<((u64, u64), u64, u64, u64)> = None;
+        let t_enum = Instant::now();
+        let mut waiting = 0f64;
+        for k in 0..explorer.points() {
+            let version = match explorer.advance(k) {
+                Ok(v) => v,
+                Err(e) => {
+                    enum_err = Some(e.to_string());
+                    break;
+                }
+            };
+            let promised = promise_signature(&cx.promises, k + 1);
+            if let Some((v, p, n, left_out)) = last {
+                if v == version && p == promised {
+                    // Same states, same promises: all already seen.
+                    report.states_total += n;
+                    report.states_deduplicated += n;
+                    report.states_not_visited += left_out;
+                    continue;
+                }
+            }
+            let (states, left_out) = match explorer.states_at(k, opts.bound_lines, opts.bound_blocks) {
+                Ok(x) => x,
+                Err(e) => {
+                    enum_err = Some(e.to_string());
+                    break;
+                }
+            };
+            last = Some((version, promised, states.len() as u64, left_out));
+            report.states_not_visited += left_out;
+            for mut st in states {
+                report.states_total += 1;
+                // A state is checked again when the promises in force differ:
+                // the same content can pass before an fsync returns and fail
+                // after.
+                let h = st.content_hash() ^ promised.rotate_left(29);
+                if !seen.insert(h) {
+                    report.states_deduplicated += 1;
+                    continue;
+                }
+                if let Some((i, n)) = opts.shard {
+                    if h % n != i {
+                        continue;
+                    }
+                }
+                report.states_checked += 1;
+                let t = Instant::now();
+                if tx.send(st).is_err() {
+                    break;
+                }
+                waiting += t.elapsed().as_secs_f64();
+            }
+        }
+        report.enumerate_seconds = t_enum.elapsed().as_secs_f64() - waiting;
+        drop(tx);
+    });
+    if let Some(e) = enum_err {
+        return Err(Error::Failed(e));
+    }
+    let mut found = Vec::new();
+    for r in rrx.iter() {
+        report.check_seconds += r.3;
+        report.states_recovered_alike += u64::from(r.4);
+        if !r.2.is_empty() {
+            found.push((r.0, r.1, r.2));
+        }
+    }
+    found.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| encode_choice(&a.1).cmp(&encode_choice(&b.1)))
+    });
+    for (point, choice, failures) in found {
+        let failures: Vec<Failure> = failures;
+        let c = encode_choice(&choice);
+        let id = format!(
+            "{replay_of}:{}:{}:{}:{point}:{c}",
+            mode_label(cfg.mode, cfg.fault),
+            cfg.profile.name,
+            cfg.seed
+        );
+        for f in failures {
+            report.violations.push(Violation {
+                id: id.clone(),
+                crash_point: point,
+                choice: c.clone(),
+                check: f.check,
+                detail: f.detail,
+                replay: format!("crashfuzz replay {id}"),
+            });
+        }
+        if opts.max_violations > 0 && report.violations.len() >= opts.max_violations {
+            break;
+        }
+    }
+    report.wall_seconds = t0.elapsed().as_secs_f64();
+    report.states_per_second = report.states_checked as f64 / report.wall_seconds.max(1e-9);
+    Ok(report)
+}

@@ -1,0 +1,34 @@
+//! crashfuzz: explores every crash state a workload can produce on the
+//! simulated machine, at bus-transaction granularity, recovers each one
+//! (driver recovery, file-system recovery, fsck) and checks it against a
+//! semantic oracle (ARCHITECTURE.md 6).
+//!
+//! The pipeline:
+//!
+//! 1. [`record`]: run the workload once with a full bus trace, noting what
+//!    every completed persistence point promised ([`oracle::Promise`]).
+//! 2. [`explore`]: walk the trace point by point; at each, enumerate the
+//!    states the persistence model allows (pending write-combining lines,
+//!    in-flight posted writes, volatile-cache blocks), skip states whose
+//!    content was already checked, and check the rest on all cores.
+//! 3. [`check`]: boot a fresh machine over one state, recover, fsck, and
+//!    check the promises in force there.
+//! 4. [`replay`]: rebuild one state from its id and show the recovery and
+//!    the bus transactions around its crash point.
+
+pub mod builtin;
+pub mod campaign;
+pub mod check;
+pub mod error;
+pub mod explore;
+pub mod model;
+pub mod oracle;
+pub mod record;
+pub mod replay;
+pub mod workload;
+
+pub use campaign::Campaign;
+pub use error::Error;
+pub use explore::{explore, ExploreOptions, ExploreReport, Violation};
+pub use record::{record, ModeName, RunConfig};
+pub use workload::{parse, Op, Workload};

@@ -1,0 +1,369 @@
+//! `crashfuzz`: the command line. With no arguments it runs the default
+//! campaign (the Table 4 workloads, the cross-queue workload and a random
+//! multi-threaded one, under every safe mode and Ext4-NJ) and prints a
+//! summary. Exit status: 0 when every safe mode passed (and Ext4-NJ was
+//! caught at least once), 1 when a check failed, 2 on bad input.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use crashfuzz::builtin::{names, resolve};
+use crashfuzz::replay::replay;
+use crashfuzz::explore::parse_shard;
+use crashfuzz::{Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, Workload};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "crashfuzz",
+    version,
+    about = "Explore every crash state of a workload on the simulated machine"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Explore workloads (the default with no subcommand).
+    Explore(RunArgs),
+    /// Rebuild one crash state from its id and show its recovery.
+    Replay {
+        /// The id a violation was reported with.
+        id: String,
+        /// Bus transactions to show on each side of the crash point.
+        #[arg(long, default_value_t = 12)]
+        context: usize,
+    },
+    /// Record one workload once and show when each operation ran and
+    /// what each persistence point promised (for shaping races).
+    Show {
+        /// Workload (built-in name or file).
+        #[arg(long, short)]
+        workload: String,
+        /// Mode.
+        #[arg(long, short, default_value = "mq")]
+        mode: String,
+        /// Drive profile.
+        #[arg(long, short, default_value = "flash-vwc")]
+        profile: String,
+        /// Simulation seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// List the built-in workloads and modes.
+    List,
+}
+
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    /// Workloads: built-in names or workload files, comma-separated
+    /// (`all` for the default campaign).
+    #[arg(long, short, default_value = "default", value_delimiter = ',')]
+    workload: Vec<String>,
+    /// Modes, comma-separated (none, classic, horae, mq, mq-atomic,
+    /// mq-literal, or `default`).
+    #[arg(long, short, default_value = "default", value_delimiter = ',')]
+    mode: Vec<String>,
+    /// Drive profiles, comma-separated.
+    #[arg(long, short, default_value = "optane-905p,flash-vwc", value_delimiter = ',')]
+    profile: Vec<String>,
+    /// Simulation seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write-combining lines enumerated per crash point (2^N subsets).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=16))]
+    bound_lines: u32,
+    /// Volatile-cache blocks enumerated per crash point (2^N subsets).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=16))]
+    bound_blocks: u32,
+    /// Worker threads (default: all cores).
+    #[arg(long, short)]
+    jobs: Option<usize>,
+    /// Check only shard I of N (`I/N`), for spreading a run over machines.
+    #[arg(long)]
+    shard: Option<String>,
+    /// Switch off one ordering mechanism (no-flush-read, no-fence,
+    /// no-commit-fua, out-of-order, no-revoke) to see crashfuzz catch it.
+    #[arg(long)]
+    fault: Option<String>,
+    /// Enumeration bound for both write-combining lines and cache blocks
+    /// (sets --bound-lines and --bound-blocks).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
+    bound: Option<u32>,
+    /// Skip CrashMonkey's sanity check (faster).
+    #[arg(long)]
+    no_sanity: bool,
+    /// Write the reports as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Violations to list per run (all are counted).
+    #[arg(long, default_value_t = 5)]
+    show: usize,
+}
+
+/// The default campaign's workloads.
+const DEFAULT_WORKLOADS: [&str; 3] = ["table4", "m9_cross_queue", "random-1-3x6"];
+
+fn campaign(a: &RunArgs) -> Result<(Campaign, ExploreOptions), Error> {
+    let mut workloads: Vec<Workload> = Vec::new();
+    for name in &a.workload {
+        if name == "default" || name == "all" {
+            for d in DEFAULT_WORKLOADS {
+                workloads.extend(resolve(d)?);
+            }
+        } else {
+            workloads.extend(resolve(name)?);
+        }
+    }
+    let mut modes = Vec::new();
+    for m in &a.mode {
+        if m == "default" {
+            modes.extend(ModeName::DEFAULT);
+        } else if m == "all" {
+            modes.extend(ModeName::ALL);
+        } else {
+            modes.push(ModeName::parse(m)?);
+        }
+    }
+    let profiles = a
+        .profile
+        .iter()
+        .map(|p| RunConfig::profile_by_name(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut opts = ExploreOptions {
+        bound_lines: a.bound.unwrap_or(a.bound_lines),
+        bound_blocks: a.bound.unwrap_or(a.bound_blocks),
+        sanity: !a.no_sanity,
+        shard: a.shard.as_deref().map(parse_shard).transpose()?,
+        ..ExploreOptions::default()
+    };
+    if let Some(j) = a.jobs {
+        opts.jobs = j.max(1);
+    }
+    Ok((
+        Campaign {
+            workloads,
+            modes,
+            profiles,
+            seed: a.seed,
+            fault: a
+                .fault
+                .as_deref()
+                .map(crashfuzz::record::Fault::parse)
+                .transpose()?,
+        },
+        opts,
+    ))
+}
+
+/// True for the modes that are expected to lose promises.
+fn unsafe_mode(mode: &str) -> bool {
+    mode == ModeName::None.name() || mode == ModeName::MqLiteral.name() || mode.contains('+')
+}
+
+/// `strict`: any violation fails the run (`explore`); otherwise the
+/// violations of the modes expected to be unsafe do not (the default run).
+fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
+    let (c, opts) = campaign(a)?;
+    let bar = ProgressBar::new(c.runs() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let reports = c.run(&opts, &|r: &ExploreReport| {
+        bar.set_message(format!("{} {} {}", r.workload, r.mode, r.profile));
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&reports).map_err(|e| Error::Failed(e.to_string()))?;
+        std::fs::write(path, text).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    Ok(summarize(&reports, a.show, strict))
+}
+
+fn summarize(reports: &[ExploreReport], show: usize, strict: bool) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{:<18} {:<10} {:<14} {:>7} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9}  verdict",
+        "workload",
+        "mode",
+        "profile",
+        "points",
+        "states",
+        "checked",
+        "dedup",
+        "unvisited",
+        "viol",
+        "states/s"
+    );
+    let mut bad = 0usize;
+    let mut caught = 0usize;
+    let mut none_runs = 0usize;
+    let (mut states, mut secs) = (0u64, 0f64);
+    for r in reports {
+        let unsafe_m = unsafe_mode(&r.mode);
+        let distinct = r
+            .violations
+            .iter()
+            .map(|v| &v.id)
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        let verdict = match (distinct, unsafe_m) {
+            (0, false) => "ok",
+            (0, true) => "ok (unsafe mode not caught here)",
+            (_, true) => "caught (expected)",
+            (_, false) => "VIOLATION",
+        };
+        if r.mode == ModeName::None.name() {
+            none_runs += 1;
+            caught += usize::from(distinct > 0);
+        }
+        if distinct > 0 && (strict || !unsafe_m) {
+            bad += 1;
+        }
+        states += r.states_checked;
+        secs += r.wall_seconds;
+        let _ = writeln!(
+            out,
+            "{:<18} {:<10} {:<14} {:>7} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9.0}  {verdict}",
+            r.workload,
+            r.mode,
+            r.profile,
+            r.crash_points,
+            r.states_total,
+            r.states_checked,
+            r.states_deduplicated,
+            r.states_not_visited,
+            distinct,
+            r.states_per_second
+        );
+        if !unsafe_m || reports.len() == 1 {
+            for v in r.violations.iter().take(show) {
+                let _ = writeln!(out, "    {}: {}\n      {}", v.check, v.detail, v.replay);
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{} runs, {} distinct states checked in {:.1} s of run time ({:.0} states/s per run-thread)",
+        reports.len(),
+        states,
+        secs,
+        states as f64 / secs.max(1e-9)
+    );
+    if bad > 0 {
+        let what = if strict {
+            "found a violation"
+        } else {
+            "of a crash-consistent mode lost a promise"
+        };
+        let _ = writeln!(out, "FAIL: {bad} run(s) {what}");
+        return ExitCode::from(1);
+    }
+    if !strict && none_runs > 0 && caught == 0 && reports.len() > 1 {
+        let _ = writeln!(
+            out,
+            "FAIL: Ext4-NJ (mode none) was never caught: the oracle is suspect"
+        );
+        return ExitCode::from(1);
+    }
+    let _ = writeln!(out, "PASS");
+    ExitCode::SUCCESS
+}
+
+fn replay_cmd(id: &str, context: usize) -> Result<ExitCode, Error> {
+    let r = replay(id, context)?;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "promises in force at the crash point:");
+    for p in &r.promises {
+        let _ = writeln!(out, "  {p}");
+    }
+    let _ = writeln!(out, "bus transactions around the crash point (>> marks it):");
+    for l in &r.context {
+        let _ = writeln!(out, "  {l}");
+    }
+    let _ = writeln!(out, "recovery:");
+    for l in &r.log {
+        let _ = writeln!(out, "  {l}");
+    }
+    if r.failures.is_empty() {
+        let _ = writeln!(out, "result: the state passes every check");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for f in &r.failures {
+        let _ = writeln!(out, "result: {} failed: {}", f.check, f.detail);
+    }
+    Ok(ExitCode::from(1))
+}
+
+fn show_cmd(workload: &str, mode: &str, profile: &str, seed: u64) -> Result<ExitCode, Error> {
+    let cfg = RunConfig::new(ModeName::parse(mode)?, RunConfig::profile_by_name(profile)?, seed);
+    let mut out = std::io::stdout().lock();
+    for w in resolve(workload)? {
+        let rec = crashfuzz::record(&w, &cfg)?;
+        let _ = writeln!(out, "{} ({} trace entries)", w.name, rec.trace.entries().len());
+        for o in &rec.ops {
+            let _ = writeln!(
+                out,
+                "  t{} [{:>7}..{:>7}] {:>12} .. {:>12}  {}{}",
+                o.thread,
+                o.start,
+                o.end,
+                o.start_time,
+                o.end_time,
+                o.op,
+                o.error.as_ref().map(|e| format!("  -> {e}")).unwrap_or_default()
+            );
+        }
+        for p in &rec.promises {
+            let until = if p.until == usize::MAX {
+                "end".to_string()
+            } else {
+                p.until.to_string()
+            };
+            let _ = writeln!(out, "  promise [{}..{until}) {}", p.from, p.op);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.cmd {
+        None => run(&cli.run, false),
+        Some(Cmd::Explore(a)) => run(a, true),
+        Some(Cmd::Replay { id, context }) => replay_cmd(id, *context),
+        Some(Cmd::Show {
+            workload,
+            mode,
+            profile,
+            seed,
+        }) => show_cmd(workload, mode, profile, *seed),
+        Some(Cmd::List) => {
+            println!("workloads: {}", names().join(", "));
+            println!("  (also: ace1-NN-P, ace2-NN-MM-PQ, random-SEED-THREADSxOPS, or a workload file)");
+            let modes: Vec<&str> = ModeName::ALL.iter().map(|m| m.name()).collect();
+            println!("modes: {}", modes.join(", "));
+            let profiles: Vec<&str> = nvme_ctrl::SsdProfile::all().iter().map(|p| p.name).collect();
+            println!("profiles: {}", profiles.join(", "));
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("crashfuzz: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

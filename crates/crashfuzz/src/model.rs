@@ -1,0 +1,231 @@
+//! The reference model of the file tree a workload builds: what each path
+//! holds after every successful operation. The recorder applies an
+//! operation to the model only when the file system accepted it, so the
+//! model needs no error rules of its own.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::workload::{pattern, Op};
+
+/// What a node is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+}
+
+#[derive(Clone, Debug)]
+enum Node {
+    File(Vec<u8>),
+    Dir(BTreeMap<String, u64>),
+    Symlink(String),
+}
+
+/// The model tree: nodes by id, names in directories (hard links share a
+/// node).
+#[derive(Clone, Debug)]
+pub struct Model {
+    nodes: HashMap<u64, Node>,
+    next: u64,
+}
+
+/// Root node id.
+const ROOT: u64 = 1;
+
+impl Default for Model {
+    fn default() -> Self {
+        let mut nodes = HashMap::new();
+        nodes.insert(ROOT, Node::Dir(BTreeMap::new()));
+        Model { nodes, next: 2 }
+    }
+}
+
+fn split(path: &str) -> Option<(&str, &str)> {
+    let i = path.rfind('/')?;
+    Some((&path[..i], &path[i + 1..]))
+}
+
+impl Model {
+    /// The node id at `path`.
+    pub fn lookup(&self, path: &str) -> Option<u64> {
+        let mut cur = ROOT;
+        for name in path.split('/').filter(|s| !s.is_empty()) {
+            match self.nodes.get(&cur)? {
+                Node::Dir(e) => cur = *e.get(name)?,
+                _ => return None,
+            }
+        }
+        Some(cur)
+    }
+
+    fn dir_mut(&mut self, path: &str) -> Option<&mut BTreeMap<String, u64>> {
+        let id = self.lookup(path)?;
+        match self.nodes.get_mut(&id)? {
+            Node::Dir(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The content of the file at `path`.
+    pub fn content(&self, path: &str) -> Option<Vec<u8>> {
+        match self.nodes.get(&self.lookup(path)?)? {
+            Node::File(c) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    /// The kind of node at `path`.
+    pub fn kind(&self, path: &str) -> Option<Kind> {
+        Some(match self.nodes.get(&self.lookup(path)?)? {
+            Node::File(_) => Kind::File,
+            Node::Dir(_) => Kind::Dir,
+            Node::Symlink(_) => Kind::Symlink,
+        })
+    }
+
+    /// The entries of the directory at `path`: name -> kind.
+    pub fn entries(&self, path: &str) -> Option<BTreeMap<String, Kind>> {
+        match self.nodes.get(&self.lookup(path)?)? {
+            Node::Dir(e) => Some(
+                e.iter()
+                    .filter_map(|(n, id)| {
+                        let k = match self.nodes.get(id)? {
+                            Node::File(_) => Kind::File,
+                            Node::Dir(_) => Kind::Dir,
+                            Node::Symlink(_) => Kind::Symlink,
+                        };
+                        Some((n.clone(), k))
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Every path under the root with its kind and content (a file's
+    /// bytes, a symbolic link's target).
+    pub fn tree(&self) -> Vec<(String, Kind, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), ROOT)];
+        while let Some((prefix, id)) = stack.pop() {
+            if let Some(Node::Dir(e)) = self.nodes.get(&id) {
+                for (name, child) in e {
+                    let p = format!("{prefix}/{name}");
+                    match self.nodes.get(child) {
+                        Some(Node::File(c)) => out.push((p, Kind::File, Some(c.clone()))),
+                        Some(Node::Symlink(t)) => out.push((p, Kind::Symlink, Some(t.as_bytes().to_vec()))),
+                        Some(Node::Dir(_)) => {
+                            out.push((p.clone(), Kind::Dir, None));
+                            stack.push((p, *child));
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn insert(&mut self, path: &str, node: Node) {
+        let Some((dir, name)) = split(path) else { return };
+        let id = self.next;
+        self.next += 1;
+        self.nodes.insert(id, node);
+        if let Some(d) = self.dir_mut(dir) {
+            d.insert(name.to_string(), id);
+        }
+    }
+
+    fn remove_name(&mut self, path: &str) -> Option<u64> {
+        let (dir, name) = split(path)?;
+        self.dir_mut(dir)?.remove(name)
+    }
+
+    /// Applies an operation the file system accepted.
+    pub fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Create(p) => self.insert(p, Node::File(Vec::new())),
+            Op::Mkdir(p) => self.insert(p, Node::Dir(BTreeMap::new())),
+            Op::Symlink(p, t) => self.insert(p, Node::Symlink(t.clone())),
+            Op::Write(p, off, len, seed) => {
+                if let Some(id) = self.lookup(p) {
+                    if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
+                        let end = (off + len) as usize;
+                        if c.len() < end {
+                            c.resize(end, 0);
+                        }
+                        for i in 0..*len {
+                            c[(off + i) as usize] = pattern(*seed, off + i);
+                        }
+                    }
+                }
+            }
+            Op::Truncate(p, size) => {
+                if let Some(id) = self.lookup(p) {
+                    if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
+                        c.resize(*size as usize, 0);
+                    }
+                }
+            }
+            Op::Link(from, to) => {
+                if let (Some(id), Some((dir, name))) = (self.lookup(from), split(to)) {
+                    if let Some(d) = self.dir_mut(dir) {
+                        d.insert(name.to_string(), id);
+                    }
+                }
+            }
+            Op::Unlink(p) | Op::Rmdir(p) => {
+                self.remove_name(p);
+            }
+            Op::Rename(from, to) => {
+                if from == to {
+                    return;
+                }
+                if let Some(id) = self.remove_name(from) {
+                    if let Some((dir, name)) = split(to) {
+                        if let Some(d) = self.dir_mut(dir) {
+                            d.insert(name.to_string(), id);
+                        }
+                    }
+                }
+            }
+            Op::Fsync(_)
+            | Op::Fdatasync(_)
+            | Op::Fatomic(_)
+            | Op::Fdataatomic(_)
+            | Op::Sync
+            | Op::Sleep(_)
+            | Op::WaitFor(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_share_content_and_renames_move() {
+        let mut m = Model::default();
+        m.apply(&Op::Mkdir("/a".into()));
+        m.apply(&Op::Create("/a/f".into()));
+        m.apply(&Op::Link("/a/f".into(), "/g".into()));
+        m.apply(&Op::Write("/g".into(), 2, 3, 0));
+        assert_eq!(m.content("/a/f").unwrap(), vec![0, 0, b'c', b'd', b'e']);
+        m.apply(&Op::Rename("/a".into(), "/b".into()));
+        assert_eq!(m.kind("/b/f"), Some(Kind::File));
+        assert_eq!(m.lookup("/a"), None);
+        m.apply(&Op::Truncate("/b/f".into(), 1));
+        assert_eq!(m.content("/g").unwrap(), vec![0]);
+        let t = m.tree();
+        assert_eq!(
+            t.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+            vec!["/b", "/b/f", "/g"]
+        );
+    }
+}

@@ -1,0 +1,677 @@
+//! Recording: run a workload once on a fresh machine, keeping the bus trace
+//! with payloads and what every completed persistence point promised.
+//!
+//! The setup runs first on its own machine and ends with a clean unmount;
+//! its media and PMR become the base image every crash state starts from.
+//! The recorded run then boots over that base (so driver probe and mount
+//! are part of the trace, and crashable too) and runs the workload's
+//! threads, each on its own core.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use ccnvme::BlockDevice;
+use mqfs::{mkfs, mount, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode, RecoveryRule};
+use nvme_ctrl::{Controller, ControllerConfig, Image, Media, SsdProfile};
+use pcie_sim::{
+    BusLayout, BusTrace, CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, TraceMode,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::model::{Kind, Model};
+use crate::oracle::{touches, Expect, Promise};
+use crate::workload::{Op, Workload};
+
+/// The consistency configurations crashfuzz explores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+pub enum ModeName {
+    /// Ext4-NJ: expected to fail some checks.
+    None,
+    /// Ext4 with JBD2.
+    Classic,
+    /// HoraeFS.
+    Horae,
+    /// MQFS with fsync.
+    Mq,
+    /// MQFS with fatomic / fdataatomic in place of fsync / fdatasync.
+    MqAtomic,
+    /// MQFS with the paper-literal cross-queue recovery rule (unsafe).
+    MqLiteral,
+}
+
+impl ModeName {
+    /// Every mode.
+    pub const ALL: [ModeName; 6] = [
+        ModeName::None,
+        ModeName::Classic,
+        ModeName::Horae,
+        ModeName::Mq,
+        ModeName::MqAtomic,
+        ModeName::MqLiteral,
+    ];
+
+    /// The modes of the default run (the safe ones and Ext4-NJ).
+    pub const DEFAULT: [ModeName; 5] = [
+        ModeName::None,
+        ModeName::Classic,
+        ModeName::Horae,
+        ModeName::Mq,
+        ModeName::MqAtomic,
+    ];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModeName::None => "none",
+            ModeName::Classic => "classic",
+            ModeName::Horae => "horae",
+            ModeName::Mq => "mq",
+            ModeName::MqAtomic => "mq-atomic",
+            ModeName::MqLiteral => "mq-literal",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn from_name(s: &str) -> Option<ModeName> {
+        ModeName::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// The file system mode.
+    pub fn fs_mode(self) -> Mode {
+        match self {
+            ModeName::None => Mode::None,
+            ModeName::Classic => Mode::Classic,
+            ModeName::Horae => Mode::Horae,
+            ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral => Mode::Mq,
+        }
+    }
+
+    /// True for the MQFS modes (where fatomic is weaker than fsync).
+    pub fn is_mq(self) -> bool {
+        self.fs_mode() == Mode::Mq
+    }
+
+    /// Parses a command-line name, or says which names there are.
+    pub fn parse(s: &str) -> Result<ModeName, Error> {
+        ModeName::from_name(s).ok_or_else(|| Error::UnknownMode(s.into()))
+    }
+
+    /// The file-system profile.
+    pub fn fs_profile(self) -> FsProfile {
+        let mut p = FsProfile::default();
+        if self == ModeName::MqLiteral {
+            p.mq.rule = RecoveryRule::PaperLiteral;
+        }
+        p
+    }
+}
+
+/// An ordering mechanism switched off (fault injection), to show that
+/// crashfuzz reports its absence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Fault {
+    /// ccNVMe without the zero-length read after flushing the P-SQ.
+    NoFlushRead,
+    /// ccNVMe without clflush + mfence before that read.
+    NoFence,
+    /// ccNVMe without FUA on a transaction's commit command.
+    NoCommitFua,
+    /// ccNVMe finishing transactions out of queue order.
+    OutOfOrder,
+    /// MQFS without selective revocation.
+    NoRevoke,
+}
+
+impl Fault {
+    /// Every fault.
+    pub const ALL: [Fault; 5] = [
+        Fault::NoFlushRead,
+        Fault::NoFence,
+        Fault::NoCommitFua,
+        Fault::OutOfOrder,
+        Fault::NoRevoke,
+    ];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::NoFlushRead => "no-flush-read",
+            Fault::NoFence => "no-fence",
+            Fault::NoCommitFua => "no-commit-fua",
+            Fault::OutOfOrder => "out-of-order",
+            Fault::NoRevoke => "no-revoke",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn parse(s: &str) -> Result<Fault, Error> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| Error::UnknownFault(s.into()))
+    }
+}
+
+/// The driver options of `mode` with `fault` applied.
+pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
+    let mut p = probe_options(mode.fs_mode());
+    let f = &mut p.profile.faults;
+    match fault {
+        Some(Fault::NoFlushRead) => f.no_flush_read = true,
+        Some(Fault::NoFence) => f.no_fence = true,
+        Some(Fault::NoCommitFua) => f.no_commit_fua = true,
+        Some(Fault::OutOfOrder) => f.out_of_order_completion = true,
+        Some(Fault::NoRevoke) | None => {}
+    }
+    p
+}
+
+/// The file-system profile of `mode` with `fault` applied.
+pub fn fs_profile_for(mode: ModeName, fault: Option<Fault>) -> FsProfile {
+    let mut p = mode.fs_profile();
+    if fault == Some(Fault::NoRevoke) {
+        p.mq.selective_revocation = false;
+    }
+    p
+}
+
+/// The mode field of a replay id: `mode` or `mode+fault`.
+pub fn mode_label(mode: ModeName, fault: Option<Fault>) -> String {
+    match fault {
+        Some(f) => format!("{}+{}", mode.name(), f.name()),
+        None => mode.name().to_string(),
+    }
+}
+
+/// Parses [`mode_label`].
+pub fn parse_mode_label(s: &str) -> Result<(ModeName, Option<Fault>), Error> {
+    match s.split_once('+') {
+        Some((m, f)) => Ok((ModeName::parse(m)?, Some(Fault::parse(f)?))),
+        None => Ok((ModeName::parse(s)?, None)),
+    }
+}
+
+/// How a run is set up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    /// Consistency configuration.
+    pub mode: ModeName,
+    /// Drive profile.
+    pub profile: SsdProfile,
+    /// Simulation seed.
+    pub seed: u64,
+    /// Device size in 4 KiB blocks.
+    pub blocks: u64,
+    /// An ordering mechanism switched off, if any.
+    pub fault: Option<Fault>,
+}
+
+impl RunConfig {
+    /// Device size of every run, in 4 KiB blocks (64 MiB: room for the
+    /// journals and every built-in workload; media is sparse, so size
+    /// costs nothing).
+    pub const DEFAULT_BLOCKS: u64 = 16384;
+
+    /// A configuration with the default device size.
+    pub fn new(mode: ModeName, profile: SsdProfile, seed: u64) -> RunConfig {
+        RunConfig {
+            mode,
+            profile,
+            seed,
+            blocks: Self::DEFAULT_BLOCKS,
+            fault: None,
+        }
+    }
+
+    /// The drive profile called `name`, or which names there are.
+    pub fn profile_by_name(name: &str) -> Result<SsdProfile, Error> {
+        SsdProfile::by_name(name).ok_or_else(|| {
+            let names: Vec<&str> = SsdProfile::all().iter().map(|p| p.name).collect();
+            Error::UnknownProfile(name.into(), names.join(", "))
+        })
+    }
+
+    /// Cores of the machine for `w` (one per thread, at least two).
+    pub fn cores(&self, w: &Workload) -> usize {
+        w.threads.len().max(2)
+    }
+
+    /// The machine profile.
+    pub fn machine(&self, w: &Workload) -> MachineProfile {
+        MachineProfile {
+            cpu: CpuProfile {
+                cores: self.cores(w),
+                ..CpuProfile::default()
+            },
+            host: HostProfile {
+                dram_bytes: 256 << 20,
+                ..HostProfile::default()
+            },
+            ..MachineProfile::default()
+        }
+    }
+}
+
+/// A recorded run.
+#[derive(Debug)]
+pub struct Recording {
+    /// The bus trace, with payloads.
+    pub trace: BusTrace,
+    /// Where the BARs are.
+    pub layout: BusLayout,
+    /// PMR content at the start of the recorded run.
+    pub base_pmr: PageStore,
+    /// Media content at the start of the recorded run.
+    pub base_media: Arc<Image>,
+    /// What the persistence points promised.
+    pub promises: Vec<Promise>,
+    /// Operations the file system refused (name, error), for reports.
+    pub refused: Vec<(String, String)>,
+    /// Every operation of the run, in start order.
+    pub ops: Vec<OpRecord>,
+}
+
+/// When one operation of a recorded run ran, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpRecord {
+    /// Thread (and core).
+    pub thread: usize,
+    /// The operation, in the workload language.
+    pub op: String,
+    /// Trace entries before it started.
+    pub start: usize,
+    /// Trace entries when it returned.
+    pub end: usize,
+    /// Simulated start time.
+    pub start_time: String,
+    /// Simulated return time.
+    pub end_time: String,
+    /// The error it returned, if any.
+    pub error: Option<String>,
+}
+
+fn failed<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Error {
+    move |e| Error::Failed(format!("{what}: {e}"))
+}
+
+/// Runs the setup, then records the workload.
+pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
+    let (base_media, base_pmr) = prepare(w, cfg)?;
+    let ex = Executor::new(cfg.seed);
+    let m = Machine::new(&ex, cfg.machine(w), TraceMode::Full);
+    Controller::attach(
+        &m,
+        ControllerConfig::new(cfg.profile.clone()),
+        Media::cow(base_media.clone(), imbl::HashMap::new()),
+        Some(base_pmr.clone()),
+    )
+    .map_err(failed("controller"))?;
+    let mode = cfg.mode;
+    let (probe, profile) = (probe_for(mode, cfg.fault), fs_profile_for(mode, cfg.fault));
+    let m2 = m.clone();
+    let fs = ex
+        .block_on(async move {
+            let dev = BlockDevice::probe(&m2, 0, probe).await?;
+            mount(&dev, Ctx::on(0), profile).await
+        })
+        .map_err(failed("mount"))?
+        .map_err(failed("mount"))?;
+    let shared = Rc::new(RefCell::new(Shared {
+        model: Model::default(),
+        promises: Vec::new(),
+        versions: HashMap::new(),
+        refused: Vec::new(),
+        spans: Vec::new(),
+    }));
+    // The base tree: what the setup left.
+    for op in &w.setup {
+        shared.borrow_mut().model.apply(op);
+    }
+    let threads: Vec<Vec<Op>> = if mode == ModeName::MqAtomic {
+        w.atomic().threads
+    } else {
+        w.threads.clone()
+    };
+    let mut handles = Vec::new();
+    let oplog: Rc<RefCell<Vec<OpRecord>>> = Rc::default();
+    for (t, ops) in threads.into_iter().enumerate() {
+        let fs = fs.clone();
+        let m3 = m.clone();
+        let sh = shared.clone();
+        let log = oplog.clone();
+        handles.push(m.sim().spawn(async move {
+            let c = Ctx::on(t);
+            for op in ops {
+                let start = m3.trace().len() as usize;
+                let start_time = m3.sim().now();
+                let span = sh.borrow_mut().begin(&op, start, mode);
+                let r = run_op(&fs, c, &op).await;
+                let end = m3.trace().len() as usize;
+                log.borrow_mut().push(OpRecord {
+                    thread: t,
+                    op: op.to_string(),
+                    start,
+                    end,
+                    start_time: start_time.to_string(),
+                    end_time: m3.sim().now().to_string(),
+                    error: r.as_ref().err().map(|e| e.to_string()),
+                });
+                sh.borrow_mut().end(&op, r, span, end, mode);
+            }
+        }));
+    }
+    let join = async move {
+        for h in handles {
+            h.await;
+        }
+    };
+    ex.block_on(join).map_err(failed("run"))?;
+    let sh = shared.borrow();
+    Ok(Recording {
+        trace: m.take_trace(),
+        layout: m.layout(),
+        base_pmr,
+        base_media,
+        promises: sh.promises.clone(),
+        refused: sh.refused.clone(),
+        ops: {
+            let mut v = oplog.borrow().clone();
+            v.sort_by_key(|o| (o.start, o.thread));
+            v
+        },
+    })
+}
+
+/// Runs the setup on its own machine and returns the base images.
+fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore), Error> {
+    let ex = Executor::new(cfg.seed ^ 0x5e7);
+    let m = Machine::new(&ex, cfg.machine(w), TraceMode::Off);
+    let ctrl = Controller::attach(
+        &m,
+        ControllerConfig::new(cfg.profile.clone()),
+        Media::memory(cfg.blocks),
+        None,
+    )
+    .map_err(failed("controller"))?;
+    let mode = cfg.mode;
+    let setup = w.setup.clone();
+    let cores = cfg.cores(w) as u32;
+    let m2 = m.clone();
+    ex.block_on(async move {
+        let c = Ctx::on(0);
+        let dev = BlockDevice::probe(&m2, 0, probe_options(mode.fs_mode())).await?;
+        let mut opts = MkfsOptions::new(mode.fs_mode());
+        opts.journal_areas = cores;
+        opts.journal_blocks = Some(1024 * cores as u64);
+        mkfs(&dev, c, &opts).await?;
+        let fs = mount(&dev, c, mode.fs_profile()).await?;
+        for op in &setup {
+            run_op(&fs, c, op).await?;
+        }
+        fs.unmount(c).await
+    })
+    .map_err(failed("setup"))?
+    .map_err(failed("setup"))?;
+    let media = Arc::new(ctrl.backend().media().freeze());
+    let pmr = m.pmr_image(0).ok_or_else(|| Error::Failed("no PMR".into()))?;
+    Ok((media, pmr))
+}
+
+/// Runs one operation.
+pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
+    match op {
+        Op::Create(p) => fs.create_path(c, p).await.map(|_| ()),
+        Op::Mkdir(p) => fs.mkdir_path(c, p).await.map(|_| ()),
+        Op::Write(p, off, len, seed) => {
+            let data: Vec<u8> = (0..*len)
+                .map(|i| crate::workload::pattern(*seed, off + i))
+                .collect();
+            fs.write_path(c, p, *off, &data).await.map(|_| ())
+        }
+        Op::Truncate(p, size) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.truncate(c, ino, *size).await
+        }
+        Op::Link(a, b) => fs.link_path(c, a, b).await.map(|_| ()),
+        Op::Unlink(p) => fs.unlink_path(c, p).await,
+        Op::Rmdir(p) => fs.rmdir_path(c, p).await,
+        Op::Rename(a, b) => fs.rename_path(c, a, b).await,
+        Op::Symlink(p, t) => {
+            let (parent, name) = fs.resolve_parent(c, p).await?;
+            fs.symlink(c, parent, name, t).await.map(|_| ())
+        }
+        Op::Fsync(p) => fs.fsync(c, fs.resolve(c, p).await?).await,
+        Op::Fdatasync(p) => fs.fdatasync(c, fs.resolve(c, p).await?).await,
+        Op::Fatomic(p) => fs.fatomic(c, fs.resolve(c, p).await?).await,
+        Op::Fdataatomic(p) => fs.fdataatomic(c, fs.resolve(c, p).await?).await,
+        Op::Sync => fs.sync(c).await,
+        Op::Sleep(us) => {
+            fs.machine()
+                .sim()
+                .sleep(pcie_sim::SimDuration::from_us(*us))
+                .await;
+            Ok(())
+        }
+        Op::WaitFor(p) => {
+            for _ in 0..1_000_000 {
+                match fs.resolve(c, p).await {
+                    Ok(_) => return Ok(()),
+                    Err(FsError::NotFound) => {
+                        fs.machine().sim().sleep(pcie_sim::SimDuration::from_us(1)).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(FsError::Invalid(format!(
+                "wait {p}: it did not appear within a simulated second"
+            )))
+        }
+    }
+}
+
+/// State shared by the threads of a recorded run.
+struct Shared {
+    model: Model,
+    promises: Vec<Promise>,
+    /// Contents each file path had at its persistence points.
+    versions: HashMap<String, Vec<Vec<u8>>>,
+    refused: Vec<(String, String)>,
+    /// Every operation started so far: trace positions and paths.
+    spans: Vec<Span>,
+}
+
+/// When an operation ran (`end` is `None` while it runs) and what it
+/// changes.
+struct Span {
+    start: usize,
+    end: Option<usize>,
+    paths: Vec<String>,
+}
+
+fn op_paths(op: &Op) -> Vec<&str> {
+    match op {
+        Op::Create(p)
+        | Op::Mkdir(p)
+        | Op::Write(p, ..)
+        | Op::Truncate(p, _)
+        | Op::Unlink(p)
+        | Op::Rmdir(p)
+        | Op::Symlink(p, _) => {
+            vec![p]
+        }
+        Op::Link(a, b) | Op::Rename(a, b) => vec![a, b],
+        Op::Fsync(_)
+        | Op::Fdatasync(_)
+        | Op::Fatomic(_)
+        | Op::Fdataatomic(_)
+        | Op::Sync
+        | Op::Sleep(_)
+        | Op::WaitFor(_) => {
+            vec![]
+        }
+    }
+}
+
+impl Shared {
+    /// An operation starts after `start` trace entries: promises about what
+    /// it may change stop holding.
+    fn begin(&mut self, op: &Op, start: usize, mode: ModeName) -> usize {
+        self.spans.push(Span {
+            start,
+            end: None,
+            paths: op_paths(op).into_iter().map(String::from).collect(),
+        });
+        let paths = op_paths(op);
+        if !paths.is_empty() {
+            for p in self.promises.iter_mut().filter(|p| p.until == usize::MAX) {
+                if p.expect
+                    .paths()
+                    .iter()
+                    .any(|pp| paths.iter().any(|op_p| touches(op_p, pp)))
+                {
+                    p.until = start;
+                }
+            }
+        }
+        // Renaming a file whose content is durable: it must be under
+        // exactly one of its names from now on.
+        if let Op::Rename(from, to) = op {
+            let durable = self
+                .promises
+                .iter()
+                .any(|p| p.until == start && matches!(&p.expect, Expect::File { path, .. } if path == from));
+            if durable && self.model.kind(from) == Some(Kind::File) && mode != ModeName::None {
+                if let Some(content) = self.model.content(from) {
+                    self.promises.push(Promise {
+                        expect: Expect::Rename {
+                            from: from.clone(),
+                            to: to.clone(),
+                            content,
+                        },
+                        from: start,
+                        until: usize::MAX,
+                        op: op.to_string(),
+                    });
+                }
+            }
+        }
+        if let Op::Fatomic(p) | Op::Fdataatomic(p) = op {
+            // On a directory, fatomic makes its changes atomic with the
+            // file operations in the same transaction; the tree checks
+            // cover that, so only files get a version promise.
+            if mode.is_mq() && self.model.kind(p) == Some(Kind::File) {
+                // Atomic from the moment it starts: the file is one of its
+                // synced versions, old or new.
+                let mut versions = self.versions.get(p).cloned().unwrap_or_default();
+                versions.push(Vec::new());
+                if let Some(c) = self.model.content(p) {
+                    versions.push(c);
+                }
+                self.promises.push(Promise {
+                    expect: Expect::Atomic {
+                        path: p.clone(),
+                        versions,
+                    },
+                    from: start,
+                    until: usize::MAX,
+                    op: op.to_string(),
+                });
+            }
+        }
+        self.spans.len() - 1
+    }
+
+    /// True if an operation other than span `me` that changes something
+    /// `touched` accepts ran at any time during span `me`: then what a
+    /// sync ending now persisted is not determined by the model.
+    fn overlapped(&self, me: usize, touched: impl Fn(&str) -> bool) -> bool {
+        let start = self.spans[me].start;
+        self.spans
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != me && s.end.is_none_or(|e| e > start) && s.paths.iter().any(|p| touched(p)))
+    }
+
+    /// An operation (span `span`) ended after `end` trace entries.
+    fn end(&mut self, op: &Op, r: Result<(), FsError>, span: usize, end: usize, mode: ModeName) {
+        self.spans[span].end = Some(end);
+        if let Err(e) = r {
+            self.refused.push((op.to_string(), e.to_string()));
+            // A refused atomic sync promises nothing.
+            if matches!(op, Op::Fatomic(_) | Op::Fdataatomic(_)) {
+                if let Some(p) = self.promises.last_mut() {
+                    if p.until == usize::MAX && matches!(p.expect, Expect::Atomic { .. }) {
+                        p.until = p.from;
+                    }
+                }
+            }
+            return;
+        }
+        self.model.apply(op);
+        let durable = match op {
+            Op::Fsync(p) | Op::Fdatasync(p) => Some(p.clone()),
+            // fatomic promises durability nowhere but in the mq modes it
+            // promises atomicity (above); elsewhere it is fsync.
+            Op::Fatomic(p) | Op::Fdataatomic(p) if !mode.is_mq() => Some(p.clone()),
+            _ => None,
+        };
+        let durable = durable.filter(|p| !self.overlapped(span, |q| touches(q, p)));
+        if let Some(p) = &durable {
+            match self.model.kind(p) {
+                Some(Kind::File) => {
+                    if let Some(content) = self.model.content(p) {
+                        self.promises.push(Promise {
+                            expect: Expect::File {
+                                path: p.clone(),
+                                content,
+                            },
+                            from: end,
+                            until: usize::MAX,
+                            op: op.to_string(),
+                        });
+                    }
+                }
+                Some(Kind::Dir) => {
+                    if let Some(entries) = self.model.entries(p) {
+                        self.promises.push(Promise {
+                            expect: Expect::Dir {
+                                path: p.clone(),
+                                entries,
+                            },
+                            from: end,
+                            until: usize::MAX,
+                            op: op.to_string(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Op::Fsync(p) | Op::Fdatasync(p) | Op::Fatomic(p) | Op::Fdataatomic(p) = op {
+            if let Some(c) = self.model.content(p) {
+                self.versions.entry(p.clone()).or_default().push(c);
+            }
+        }
+        if matches!(op, Op::Sync) {
+            for (p, k, c) in self.model.tree() {
+                if k == Kind::File {
+                    if let Some(c) = c {
+                        self.versions.entry(p).or_default().push(c);
+                    }
+                }
+            }
+            if self.overlapped(span, |_| true) {
+                return;
+            }
+            self.promises.push(Promise {
+                expect: Expect::Tree(self.model.tree()),
+                from: end,
+                until: usize::MAX,
+                op: op.to_string(),
+            });
+        }
+    }
+}

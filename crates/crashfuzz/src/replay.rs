@@ -1,0 +1,210 @@
+//! Replaying one crash state from its id: the workload is recorded again
+//! (the simulation is deterministic, so the trace is the same), the state
+//! is rebuilt from its crash point and choice, and checked with the
+//! recovery log kept. The bus transactions around the crash point show
+//! what was in flight.
+//!
+//! An id is `WORKLOAD:MODE:PROFILE:SEED:POINT:CHOICE`, where CHOICE is
+//! [`encode_choice`]'s `f<prefixes>.l<lines>.m<blocks>`. The workload
+//! name may itself contain `:` (a file path); the other fields may not.
+
+use std::sync::Arc;
+
+use nvme_ctrl::crash::Explorer;
+use nvme_ctrl::crash::StateChoice;
+use pcie_sim::{BusTrace, TraceEntry};
+
+use crate::builtin::resolve;
+use crate::check::{check_state, CheckContext};
+use crate::error::Error;
+use crate::explore::decode_choice;
+use crate::oracle::Failure;
+use crate::record::{parse_mode_label, record, Fault, ModeName, RunConfig};
+use crate::workload::Workload;
+
+/// A parsed replay id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayId {
+    /// Workload name (built-in or file).
+    pub workload: String,
+    /// Mode.
+    pub mode: ModeName,
+    /// Fault injected, if any.
+    pub fault: Option<Fault>,
+    /// Drive profile name.
+    pub profile: String,
+    /// Simulation seed.
+    pub seed: u64,
+    /// Crash point (trace entry).
+    pub point: usize,
+    /// Which pending items landed.
+    pub choice: StateChoice,
+}
+
+impl ReplayId {
+    /// Parses an id.
+    pub fn parse(id: &str) -> Result<ReplayId, Error> {
+        let bad = |why: &str| Error::BadReplayId {
+            id: id.into(),
+            why: why.into(),
+        };
+        let mut f: Vec<&str> = id.rsplitn(6, ':').collect();
+        if f.len() != 6 {
+            return Err(bad("expected WORKLOAD:MODE:PROFILE:SEED:POINT:CHOICE"));
+        }
+        f.reverse();
+        let (mode, fault) = parse_mode_label(f[1]).map_err(|e| bad(&e.to_string()))?;
+        let seed = f[3].parse().map_err(|_| bad("seed is not a number"))?;
+        let point = f[4].parse().map_err(|_| bad("crash point is not a number"))?;
+        let choice = decode_choice(f[5]).ok_or_else(|| bad("choice is not f<..>.l<..>.m<..>"))?;
+        Ok(ReplayId {
+            workload: f[0].into(),
+            mode,
+            fault,
+            profile: f[2].into(),
+            seed,
+            point,
+            choice,
+        })
+    }
+}
+
+/// What a replay shows.
+#[derive(Debug, Clone)]
+pub struct ReplayOutcome {
+    /// Failed checks (empty: the state passes).
+    pub failures: Vec<Failure>,
+    /// Driver, file-system and oracle log of the recovery.
+    pub log: Vec<String>,
+    /// The trace entries around the crash point, formatted; the crash
+    /// point's entry is marked.
+    pub context: Vec<String>,
+    /// Promises in force at the crash point.
+    pub promises: Vec<String>,
+}
+
+/// Formats one trace entry for people.
+pub fn describe(trace: &BusTrace, i: usize, e: &TraceEntry) -> String {
+    let payload = trace.payload(e);
+    let head: Vec<String> = payload.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "#{i:<7} t={:>12} {:<12} {:<14} src={} addr={:#012x} len={:<5} {}",
+        e.time.to_string(),
+        e.kind.name(),
+        e.purpose.name(),
+        e.source,
+        e.addr,
+        e.len,
+        head.join(" "),
+    )
+}
+
+/// Replays the state `id` names, showing `context` trace entries on each
+/// side of its crash point.
+pub fn replay(id: &str, context: usize) -> Result<ReplayOutcome, Error> {
+    let rid = ReplayId::parse(id)?;
+    let workloads = resolve(&rid.workload)?;
+    let w: Workload = match workloads.as_slice() {
+        [w] => w.clone(),
+        _ => {
+            return Err(Error::BadReplayId {
+                id: id.into(),
+                why: format!("`{}` names {} workloads, not one", rid.workload, workloads.len()),
+            })
+        }
+    };
+    let cfg = RunConfig {
+        fault: rid.fault,
+        ..RunConfig::new(rid.mode, RunConfig::profile_by_name(&rid.profile)?, rid.seed)
+    };
+    let rec = record(&w, &cfg)?;
+    let points = rec.trace.entries().len();
+    if rid.point >= points {
+        return Err(Error::BadReplayId {
+            id: id.into(),
+            why: format!("the run has {points} crash points"),
+        });
+    }
+    let mut explorer = Explorer::new(
+        &rec.trace,
+        rec.layout.clone(),
+        vec![rec.base_pmr.clone()],
+        0,
+        cfg.profile.volatile_cache(),
+    )
+    .map_err(|e| Error::Failed(e.to_string()))?;
+    let state = explorer
+        .state(rid.point, &rid.choice)
+        .map_err(|e| Error::BadReplayId {
+            id: id.into(),
+            why: e.to_string(),
+        })?;
+    let cx = CheckContext::new(
+        cfg.mode,
+        cfg.profile.clone(),
+        cfg.machine(&w),
+        rec.base_media.clone(),
+        Arc::new(rec.promises.clone()),
+        true,
+    );
+    let cx = CheckContext {
+        fault: rid.fault,
+        ..cx
+    };
+    let out = check_state(&cx, &state);
+    let (failures, log) = (out.failures, out.log);
+    let entries = rec.trace.entries();
+    let lo = rid.point.saturating_sub(context);
+    let hi = (rid.point + context + 1).min(points);
+    let context = (lo..hi)
+        .map(|i| {
+            let mark = if i == rid.point { ">> " } else { "   " };
+            format!("{mark}{}", describe(&rec.trace, i, &entries[i]))
+        })
+        .collect();
+    let promises = rec
+        .promises
+        .iter()
+        .filter(|p| p.covers(rid.point + 1))
+        .map(|p| p.op.clone())
+        .collect();
+    Ok(ReplayOutcome {
+        failures,
+        log,
+        context,
+        promises,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_parse_and_reject() {
+        let id = ReplayId::parse("/tmp/a:b.txt:mq:optane-905p:7:1234:f3.l0-2.m").unwrap();
+        assert_eq!(id.fault, None);
+        let f = ReplayId::parse("w:mq+no-fence:optane-905p:7:1:f.l.m").unwrap();
+        assert_eq!(f.fault, Some(Fault::NoFence));
+        assert_eq!(id.workload, "/tmp/a:b.txt");
+        assert_eq!(id.mode, ModeName::Mq);
+        assert_eq!(id.point, 1234);
+        assert_eq!(id.choice.pmr.in_flight_landed, vec![3]);
+        assert_eq!(id.choice.pmr.lines_landed, vec![0, 2]);
+        assert!(id.choice.media.is_empty());
+        for bad in [
+            "",
+            "w:mq:p:1:2",
+            "w:zz:p:1:2:f.l.m",
+            "w:mq:p:x:2:f.l.m",
+            "w:mq:p:1:-2:f.l.m",
+            "w:mq:p:1:2:garbage",
+            "w:mq+nope:p:1:2:f.l.m",
+        ] {
+            assert!(
+                matches!(ReplayId::parse(bad), Err(Error::BadReplayId { .. })),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The reduced smoke exploration `cargo test` runs: safe modes pass, the
+//! unsafe ones are caught and their violations replay, sharding partitions
+//! the states, runs are deterministic, and bad input is a typed error.
+
+use crashfuzz::builtin::{by_name, resolve};
+use crashfuzz::explore::parse_shard;
+use crashfuzz::record::Fault;
+use crashfuzz::replay::{replay, ReplayId};
+use crashfuzz::{explore, record, Error, ExploreOptions, ModeName, RunConfig, Workload};
+
+fn workload(name: &str) -> Workload {
+    by_name(name).expect("built-in").remove(0)
+}
+
+fn config(mode: ModeName, profile: &str) -> RunConfig {
+    RunConfig::new(mode, RunConfig::profile_by_name(profile).expect("profile"), 1)
+}
+
+fn opts() -> ExploreOptions {
+    ExploreOptions {
+        bound_lines: 4,
+        bound_blocks: 4,
+        jobs: 2,
+        ..ExploreOptions::default()
+    }
+}
+
+#[test]
+fn safe_modes_keep_every_promise_on_generic_035() {
+    let w = workload("generic_035");
+    for mode in [ModeName::Classic, ModeName::Horae, ModeName::Mq, ModeName::MqAtomic] {
+        for profile in ["optane-905p", "flash-vwc"] {
+            let r = explore(&w, &config(mode, profile), &opts(), &w.name).expect("explore");
+            assert!(r.crash_points > 100, "{mode:?} {profile}: {r:?}");
+            assert!(r.states_checked > 5, "{mode:?} {profile}: {r:?}");
+            assert_eq!(r.states_total, r.states_checked + r.states_deduplicated, "{mode:?} {profile}");
+            assert!(r.violations.is_empty(), "{mode:?} {profile}: {:?}", r.violations);
+        }
+    }
+}
+
+#[test]
+fn ext4_nj_is_caught_and_each_violation_replays() {
+    let w = workload("generic_035");
+    let r = explore(&w, &config(ModeName::None, "optane-905p"), &opts(), &w.name).expect("explore");
+    assert!(!r.violations.is_empty(), "{r:?}");
+    for v in r.violations.iter().take(3) {
+        assert_eq!(v.replay, format!("crashfuzz replay {}", v.id));
+        let out = replay(&v.id, 2).expect("replay");
+        assert!(
+            out.failures.iter().any(|f| f.check == v.check),
+            "{}: replay found {:?}, exploration {}",
+            v.id,
+            out.failures,
+            v.check
+        );
+        assert_eq!(out.context.len(), 5);
+        assert!(out.context[2].starts_with(">> "));
+    }
+}
+
+#[test]
+fn the_paper_literal_rule_is_caught_on_the_cross_queue_workload() {
+    let w = workload("m9_cross_queue");
+    let lit = explore(&w, &config(ModeName::MqLiteral, "optane-905p"), &opts(), &w.name).expect("explore");
+    assert!(!lit.violations.is_empty(), "{lit:?}");
+    let out = replay(&lit.violations[0].id, 0).expect("replay");
+    assert!(!out.failures.is_empty());
+    let safe = explore(&w, &config(ModeName::Mq, "optane-905p"), &opts(), &w.name).expect("explore");
+    assert!(safe.violations.is_empty(), "{:?}", safe.violations);
+}
+
+#[test]
+fn shards_partition_the_distinct_states() {
+    let w = workload("generic_106");
+    let cfg = config(ModeName::Classic, "flash-vwc");
+    let all = explore(&w, &cfg, &opts(), &w.name).expect("explore");
+    let mut sum = 0;
+    for i in 0..3 {
+        let o = ExploreOptions {
+            shard: Some((i, 3)),
+            ..opts()
+        };
+        let r = explore(&w, &cfg, &o, &w.name).expect("explore");
+        assert_eq!(r.states_total, all.states_total);
+        sum += r.states_checked;
+    }
+    assert_eq!(sum, all.states_checked);
+}
+
+#[test]
+fn the_same_seed_records_the_same_bus_trace() {
+    let w = workload("random-3-2x6");
+    for mode in [ModeName::Classic, ModeName::Mq] {
+        let cfg = config(mode, "flash-vwc");
+        let a = record(&w, &cfg).expect("record");
+        let b = record(&w, &cfg).expect("record");
+        assert_eq!(a.trace.hash(), b.trace.hash(), "{mode:?}");
+        assert_eq!(a.promises, b.promises);
+    }
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    assert!(matches!(resolve("no-such-workload"), Err(Error::UnknownWorkload(_))));
+    assert!(matches!(ModeName::parse("ext5"), Err(Error::UnknownMode(_))));
+    assert!(matches!(Fault::parse("no-seatbelt"), Err(Error::UnknownFault(_))));
+    assert!(matches!(RunConfig::profile_by_name("floppy"), Err(Error::UnknownProfile(..))));
+    for s in ["3/2", "1/0", "x/2", "2", "-1/3"] {
+        assert!(matches!(parse_shard(s), Err(Error::BadShard(_))), "{s}");
+    }
+    assert_eq!(parse_shard("1/4").expect("shard"), (1, 4));
+    assert!(matches!(ReplayId::parse("nope"), Err(Error::BadReplayId { .. })));
+    // A replay id past the end of the run.
+    assert!(matches!(
+        replay("generic_106:classic:optane-905p:1:999999:f0.l.m", 0),
+        Err(Error::BadReplayId { .. })
+    ));
+    let dir = std::env::temp_dir().join(format!("crashfuzz-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let f = dir.join("w.txt");
+    std::fs::write(&f, "create /a\nwrite /a zero 1\n").expect("write");
+    match resolve(f.to_str().expect("utf-8")) {
+        Err(Error::Parse { source, .. }) => assert_eq!(source.line, 2),
+        other => panic!("{other:?}"),
+    }
+}
