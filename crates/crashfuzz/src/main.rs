@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use crashfuzz::builtin::{names, resolve};
-use crashfuzz::replay::replay;
 use crashfuzz::explore::parse_shard;
+use crashfuzz::replay::replay;
 use crashfuzz::{Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -28,12 +28,21 @@ fn opts() -> ExploreOptions {
 #[test]
 fn safe_modes_keep_every_promise_on_generic_035() {
     let w = workload("generic_035");
-    for mode in [ModeName::Classic, ModeName::Horae, ModeName::Mq, ModeName::MqAtomic] {
+    for mode in [
+        ModeName::Classic,
+        ModeName::Horae,
+        ModeName::Mq,
+        ModeName::MqAtomic,
+    ] {
         for profile in ["optane-905p", "flash-vwc"] {
             let r = explore(&w, &config(mode, profile), &opts(), &w.name).expect("explore");
             assert!(r.crash_points > 100, "{mode:?} {profile}: {r:?}");
             assert!(r.states_checked > 5, "{mode:?} {profile}: {r:?}");
-            assert_eq!(r.states_total, r.states_checked + r.states_deduplicated, "{mode:?} {profile}");
+            assert_eq!(
+                r.states_total,
+                r.states_checked + r.states_deduplicated,
+                "{mode:?} {profile}"
+            );
             assert!(r.violations.is_empty(), "{mode:?} {profile}: {:?}", r.violations);
         }
     }
@@ -102,10 +111,16 @@ fn the_same_seed_records_the_same_bus_trace() {
 
 #[test]
 fn bad_input_is_a_typed_error() {
-    assert!(matches!(resolve("no-such-workload"), Err(Error::UnknownWorkload(_))));
+    assert!(matches!(
+        resolve("no-such-workload"),
+        Err(Error::UnknownWorkload(_))
+    ));
     assert!(matches!(ModeName::parse("ext5"), Err(Error::UnknownMode(_))));
     assert!(matches!(Fault::parse("no-seatbelt"), Err(Error::UnknownFault(_))));
-    assert!(matches!(RunConfig::profile_by_name("floppy"), Err(Error::UnknownProfile(..))));
+    assert!(matches!(
+        RunConfig::profile_by_name("floppy"),
+        Err(Error::UnknownProfile(..))
+    ));
     for s in ["3/2", "1/0", "x/2", "2", "-1/3"] {
         assert!(matches!(parse_shard(s), Err(Error::BadShard(_))), "{s}");
     }
