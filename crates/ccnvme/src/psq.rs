@@ -217,11 +217,13 @@ impl PersistentSq {
         self.flush_read(a).await
     }
 
-    /// The zero-length read that cannot pass the posted writes before it.
+    /// The zero-length read that cannot pass the posted writes before it
+    /// (through the PMR's write-combining mapping: it does not itself
+    /// drain the WC buffers, the fence before it does).
     async fn flush_read(&self, a: u32) -> Result<(), DriverError> {
         if !self.faults.no_flush_read {
             self.core
-                .mmio_read(self.pmr, &mut [], Purpose::FlushRead, a)
+                .wc_read(self.pmr, &mut [], Purpose::FlushRead, a)
                 .await?;
         }
         Ok(())

@@ -201,6 +201,8 @@ impl Model {
             | Op::Sync
             | Op::Sleep(_)
             | Op::WaitFor(_) => {}
+            // Setup only; the recorder applies it as the write it became.
+            Op::Fill(_) => {}
         }
     }
 }

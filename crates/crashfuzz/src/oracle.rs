@@ -168,6 +168,20 @@ async fn entries(fs: &Fs, c: Ctx, path: &str) -> Result<Option<BTreeMap<String, 
 
 /// The whole tree of a mounted file system, as the model lists it.
 pub async fn tree(fs: &Fs, c: Ctx) -> Result<Vec<(String, Kind, Option<Vec<u8>>)>, FsError> {
+    walk(fs, c, true).await
+}
+
+/// Every path and its kind, without reading contents.
+async fn shape(fs: &Fs, c: Ctx) -> Result<Vec<(String, Kind)>, FsError> {
+    Ok(walk(fs, c, false)
+        .await?
+        .into_iter()
+        .map(|x| (x.0, x.1))
+        .collect())
+}
+
+/// The tree; file contents and link targets only if `contents`.
+async fn walk(fs: &Fs, c: Ctx, contents: bool) -> Result<Vec<(String, Kind, Option<Vec<u8>>)>, FsError> {
     let mut out = Vec::new();
     let mut stack = vec![(String::new(), mqfs::layout::ROOT_INO)];
     let mut budget = 100_000usize;
@@ -181,6 +195,8 @@ pub async fn tree(fs: &Fs, c: Ctx) -> Result<Vec<(String, Kind, Option<Vec<u8>>)
                 .ok_or_else(|| FsError::Corrupt("tree too large".into()))?;
             let p = format!("{prefix}/{name}");
             match t {
+                FileType::File if !contents => out.push((p, Kind::File, None)),
+                FileType::Symlink if !contents => out.push((p, Kind::Symlink, None)),
                 FileType::File => {
                     let size = fs.getattr(c, child).await?.size;
                     out.push((p, Kind::File, Some(fs.read(c, child, 0, size as usize).await?)));
@@ -295,7 +311,7 @@ fn diff_hint(got: &[u8], want: &[u8]) -> String {
 /// CrashMonkey's sanity check: a new file can be created in every
 /// directory, and then the whole tree removed.
 pub async fn sanity(fs: &Fs, c: Ctx) -> Result<Option<Failure>, FsError> {
-    let t = tree(fs, c).await?;
+    let t = shape(fs, c).await?;
     let mut dirs: Vec<String> = vec![String::new()];
     dirs.extend(t.iter().filter(|x| x.1 == Kind::Dir).map(|x| x.0.clone()));
     for d in &dirs {
@@ -305,7 +321,7 @@ pub async fn sanity(fs: &Fs, c: Ctx) -> Result<Option<Failure>, FsError> {
         }
     }
     // Remove deepest first.
-    let mut all: Vec<(String, Kind)> = tree(fs, c).await?.into_iter().map(|x| (x.0, x.1)).collect();
+    let mut all = shape(fs, c).await?;
     all.sort_by_key(|(p, _)| std::cmp::Reverse(p.matches('/').count()));
     for (p, k) in all {
         let r = if k == Kind::Dir {

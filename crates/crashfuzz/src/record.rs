@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::model::{Kind, Model};
 use crate::oracle::{touches, Expect, Promise};
-use crate::workload::{Op, Workload};
+use crate::workload::{pattern, Op, Workload, FILL_SEED};
 
 /// The consistency configurations crashfuzz explores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -117,7 +117,8 @@ pub enum Fault {
     NoFlushRead,
     /// ccNVMe without clflush + mfence before that read.
     NoFence,
-    /// ccNVMe without FUA on a transaction's commit command.
+    /// No FUA on the commit record: JBD2's commit block (classic mode)
+    /// and ccNVMe's commit command.
     NoCommitFua,
     /// ccNVMe finishing transactions out of queue order.
     OutOfOrder,
@@ -172,8 +173,10 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
 /// The file-system profile of `mode` with `fault` applied.
 pub fn fs_profile_for(mode: ModeName, fault: Option<Fault>) -> FsProfile {
     let mut p = mode.fs_profile();
-    if fault == Some(Fault::NoRevoke) {
-        p.mq.selective_revocation = false;
+    match fault {
+        Some(Fault::NoRevoke) => p.mq.selective_revocation = false,
+        Some(Fault::NoCommitFua) => p.commit_fua = false,
+        _ => {}
     }
     p
 }
@@ -299,7 +302,7 @@ fn failed<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Error {
 
 /// Runs the setup, then records the workload.
 pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
-    let (base_media, base_pmr) = prepare(w, cfg)?;
+    let (base_media, base_pmr, filled) = prepare(w, cfg)?;
     let ex = Executor::new(cfg.seed);
     let m = Machine::new(&ex, cfg.machine(w), TraceMode::Full);
     Controller::attach(
@@ -328,7 +331,14 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     }));
     // The base tree: what the setup left.
     for op in &w.setup {
-        shared.borrow_mut().model.apply(op);
+        let op = match op {
+            Op::Fill(p) => {
+                let size = filled.iter().find(|(f, _)| f == p).map_or(0, |(_, s)| *s);
+                Op::Write(p.clone(), 0, size, FILL_SEED)
+            }
+            o => o.clone(),
+        };
+        shared.borrow_mut().model.apply(&op);
     }
     let threads: Vec<Vec<Op>> = if mode == ModeName::MqAtomic {
         w.atomic().threads
@@ -386,7 +396,10 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
 }
 
 /// Runs the setup on its own machine and returns the base images.
-fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore), Error> {
+/// Runs the setup on its own machine; returns the base images and the size
+/// each `fill` reached.
+#[allow(clippy::type_complexity)]
+fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore, Vec<(String, u64)>), Error> {
     let ex = Executor::new(cfg.seed ^ 0x5e7);
     let m = Machine::new(&ex, cfg.machine(w), TraceMode::Off);
     let ctrl = Controller::attach(
@@ -408,16 +421,24 @@ fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore), Err
         opts.journal_blocks = Some(1024 * cores as u64);
         mkfs(&dev, c, &opts).await?;
         let fs = mount(&dev, c, mode.fs_profile()).await?;
+        let mut filled = Vec::new();
         for op in &setup {
             run_op(&fs, c, op).await?;
+            if let Op::Fill(p) = op {
+                let ino = fs.resolve(c, p).await?;
+                filled.push((p.clone(), fs.getattr(c, ino).await?.size));
+            }
         }
-        fs.unmount(c).await
+        fs.unmount(c).await?;
+        Ok::<_, FsError>(filled)
     })
     .map_err(failed("setup"))?
-    .map_err(failed("setup"))?;
-    let media = Arc::new(ctrl.backend().media().freeze());
-    let pmr = m.pmr_image(0).ok_or_else(|| Error::Failed("no PMR".into()))?;
-    Ok((media, pmr))
+    .map_err(failed("setup"))
+    .and_then(|filled| {
+        let media = Arc::new(ctrl.backend().media().freeze());
+        let pmr = m.pmr_image(0).ok_or_else(|| Error::Failed("no PMR".into()))?;
+        Ok((media, pmr, filled))
+    })
 }
 
 /// Runs one operation.
@@ -454,6 +475,18 @@ pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
                 .sleep(pcie_sim::SimDuration::from_us(*us))
                 .await;
             Ok(())
+        }
+        Op::Fill(p) => {
+            let ino = fs.resolve(c, p).await?;
+            let mut off = fs.getattr(c, ino).await?.size;
+            loop {
+                let data: Vec<u8> = (0..1u64 << 20).map(|i| pattern(FILL_SEED, off + i)).collect();
+                match fs.write(c, ino, off, &data).await {
+                    Ok(n) if n == data.len() => off += n as u64,
+                    Ok(_) | Err(FsError::NoSpace) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
         }
         Op::WaitFor(p) => {
             for _ in 0..1_000_000 {
@@ -512,6 +545,7 @@ fn op_paths(op: &Op) -> Vec<&str> {
         | Op::WaitFor(_) => {
             vec![]
         }
+        Op::Fill(p) => vec![p],
     }
 }
 

@@ -18,6 +18,7 @@
 //! sync
 //! t1 sleep 30               # simulated microseconds (to shape races)
 //! t1 wait /a/e              # until the path exists (another thread's)
+//! setup fill /big           # setup only: write until the disk is full
 //! ```
 
 use std::fmt;
@@ -61,7 +62,14 @@ pub enum Op {
     /// Wait until the path exists (made by another thread), polling every
     /// simulated microsecond, for at most one simulated second.
     WaitFor(String),
+    /// Setup only: append to the file until the disk is full (so that
+    /// the recorded run reuses freed blocks at once). Bytes follow
+    /// [`pattern`] with seed [`FILL_SEED`].
+    Fill(String),
 }
+
+/// The pattern seed of [`Op::Fill`].
+pub const FILL_SEED: u8 = 0xf1;
 
 /// The byte written at file offset `pos` by a write with `seed`.
 pub fn pattern(seed: u8, pos: u64) -> u8 {
@@ -107,6 +115,7 @@ impl fmt::Display for Op {
             Op::Sync => write!(f, "sync"),
             Op::Sleep(us) => write!(f, "sleep {us}"),
             Op::WaitFor(p) => write!(f, "wait {p}"),
+            Op::Fill(p) => write!(f, "fill {p}"),
         }
     }
 }
@@ -288,6 +297,13 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
                 Op::Sleep(us)
             }
             "wait" => Op::WaitFor(path(words.next(), line)?),
+            "fill" if thread.is_some() => {
+                return Err(ParseError {
+                    line,
+                    what: "fill is a setup operation (write `setup fill PATH`)".into(),
+                })
+            }
+            "fill" => Op::Fill(path(words.next(), line)?),
             "" => {
                 return Err(ParseError {
                     line,
@@ -368,5 +384,10 @@ mod tests {
         assert!(parse("x", "sync extra").unwrap_err().what.contains("unexpected"));
         assert!(parse("x", "# nothing\n").is_err());
         assert!(parse("x", "t99 sync").is_err());
+        assert!(parse("x", "fill /a").unwrap_err().what.contains("setup"));
+        assert_eq!(
+            parse("x", "setup fill /a\nsync").unwrap().setup,
+            vec![Op::Fill("/a".into())]
+        );
     }
 }

@@ -27,6 +27,10 @@ pub struct FsProfile {
     pub commit_core: usize,
     /// Checkpoint when a journal area is this full (percent; checklist M5).
     pub checkpoint_watermark: u32,
+    /// Write the classic journal's commit record with FUA (on a drive
+    /// with a volatile cache the record may otherwise stay in the cache
+    /// when fsync returns). Off only for fault injection.
+    pub commit_fua: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
 }
@@ -43,6 +47,7 @@ impl Default for FsProfile {
             context_switch: SimDuration::from_us(2),
             commit_core: 0,
             checkpoint_watermark: 75,
+            commit_fua: true,
             mq: crate::journal::mq::MqOptions::default(),
         }
     }

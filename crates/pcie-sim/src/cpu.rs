@@ -112,9 +112,9 @@ impl Core {
         let _g = self.occupy().await;
         self.drain_wc().await?;
         let st = self.machine.now();
-        let end = self
-            .machine
-            .emit_host_write(self.index, addr.0, data, purpose, attr, 0)?;
+        let end =
+            self.machine
+                .emit_host_write(self.index, addr.0, data, purpose, attr, 0, SimDuration::ZERO)?;
         self.machine
             .trace
             .borrow_mut()
@@ -166,6 +166,14 @@ impl Core {
         out.clear();
         self.state().scratch.replace(out);
         r?;
+        let st = self.state();
+        st.wc_stores.set(st.wc_stores.get() + 1);
+        if !st.wc.borrow().is_empty() && !st.evictor.replace(true) {
+            let core = self.clone();
+            self.machine
+                .sim
+                .spawn(async move { core.evict_when_idle().await });
+        }
         let stores = (data.len() as u64).div_ceil(8);
         let c = self.machine.profile.cpu.wc_store_cycles * stores;
         self.machine.sim.sleep(self.time_of(c)).await;
@@ -201,7 +209,10 @@ impl Core {
         let mut until = self.machine.now() + self.time_of(cpu.fence_cycles);
         let st = self.state();
         if st.burst_open.replace(false) {
-            until = until.max(st.last_accepted.get()) + cpu.wc_drain_latency;
+            // Globally visible: the last line reached the root port (its
+            // acceptance time includes the uncore crossing); it is then on
+            // the link, not yet at the device.
+            until = until.max(st.last_accepted.get());
         }
         self.machine.sim.sleep_until(until).await;
         Ok(())
@@ -219,6 +230,34 @@ impl Core {
         purpose: Purpose,
         attr: u32,
     ) -> Result<(), PcieError> {
+        self.read(addr, buf, purpose, attr, true).await
+    }
+
+    /// A read through a write-combining mapping (as ccNVMe maps the PMR).
+    /// Like [`Core::mmio_read`], but it does not drain the WC buffers: per
+    /// the Intel SDM (Vol. 3, 11.3.1) only a fence, a serializing
+    /// instruction or an access to *uncached* memory evicts them, so lines
+    /// still buffered are not ordered before this read. A zero-length
+    /// WC read therefore proves the arrival of what earlier fences sent,
+    /// not of what is still in the buffers.
+    pub async fn wc_read(
+        &self,
+        addr: BusAddr,
+        buf: &mut [u8],
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), PcieError> {
+        self.read(addr, buf, purpose, attr, false).await
+    }
+
+    async fn read(
+        &self,
+        addr: BusAddr,
+        buf: &mut [u8],
+        purpose: Purpose,
+        attr: u32,
+        drain: bool,
+    ) -> Result<(), PcieError> {
         if buf.len() > MAX_MMIO_READ {
             return Err(PcieError::TooLarge {
                 len: buf.len() as u64,
@@ -226,7 +265,9 @@ impl Core {
             });
         }
         let _g = self.occupy().await;
-        self.drain_wc().await?;
+        if drain {
+            self.drain_wc().await?;
+        }
         self.machine
             .trace
             .borrow_mut()
@@ -257,6 +298,31 @@ impl Core {
                 return Ok(());
             }
         }
+    }
+
+    /// Waits until the core has stored nothing to WC memory for
+    /// `wc_idle_evict`, then sends what is still buffered (hardware
+    /// eviction: it does not occupy the core).
+    async fn evict_when_idle(&self) {
+        let idle = self.machine.profile.cpu.wc_idle_evict;
+        let mut seen = self.state().wc_stores.get();
+        loop {
+            self.machine.sim.sleep(idle).await;
+            if self.state().wc.borrow().is_empty() {
+                break;
+            }
+            let now = self.state().wc_stores.get();
+            if now != seen {
+                seen = now;
+                continue;
+            }
+            // The lines were stored to a PMR mapping that decoded at store
+            // time; a failure here (the BAR moved) drops them, as hardware
+            // would.
+            let _ = self.drain_wc().await;
+            break;
+        }
+        self.state().evictor.set(false);
     }
 
     /// Sends every buffered WC line (before an uncached access or a fence).
@@ -306,6 +372,7 @@ impl Core {
                     line.purpose,
                     line.attr,
                     flags,
+                    self.machine.profile.cpu.wc_drain_latency,
                 )?;
                 st.last_accepted.set(st.last_accepted.get().max(accepted));
             }

@@ -252,6 +252,10 @@ pub(crate) struct CoreState {
     pub(crate) next_line: Cell<SimTime>,
     /// Reused buffer for lines leaving the WC buffers.
     pub(crate) scratch: Cell<Vec<crate::wc::WcLine>>,
+    /// WC stores so far (the idle evictor watches it).
+    pub(crate) wc_stores: Cell<u64>,
+    /// An idle evictor is waiting.
+    pub(crate) evictor: Cell<bool>,
 }
 
 /// Actions waiting for their time, by slot; the executor holds the timing.
@@ -303,6 +307,8 @@ impl Machine {
                 last_accepted: Cell::new(SimTime::ZERO),
                 next_line: Cell::new(SimTime::ZERO),
                 scratch: Cell::new(Vec::with_capacity(profile.cpu.wc_buffers + 2)),
+                wc_stores: Cell::new(0),
+                evictor: Cell::new(false),
             })
             .collect();
         let inner = Rc::new(Inner {
@@ -727,12 +733,15 @@ impl Inner {
         purpose: Purpose,
         attr: u32,
         extra_flags: u8,
+        uncore: crate::time::SimDuration,
     ) -> Result<SimTime, PcieError> {
         let len = data.len() as u64;
         let Some((port, bar, offset)) = self.layout.borrow().decode(addr, len) else {
             return Err(PcieError::Unmapped { addr, len });
         };
         let now = self.now();
+        // The write reaches the root port after crossing the uncore.
+        let at = now + uncore;
         let link = &self.profile.link;
         let ep = self.endpoint(port);
         let mut flags = extra_flags;
@@ -757,7 +766,7 @@ impl Inner {
                 Some(pmr) => pmr.timing.posted_credits.max(1) as usize,
                 None => 8,
             };
-            while p.credits.front().is_some_and(|t| *t <= now) {
+            while p.credits.front().is_some_and(|t| *t <= at) {
                 p.credits.pop_front();
             }
             // The root port accepts the write once a slot of its posted
@@ -765,9 +774,9 @@ impl Inner {
             // has started on the link.
             let depth = self.profile.host.rc_posted_buffer.max(1);
             let accepted = if p.rc_queue.len() >= depth {
-                now.max(p.rc_queue[p.rc_queue.len() - depth])
+                at.max(p.rc_queue[p.rc_queue.len() - depth])
             } else {
-                now
+                at
             };
             let mut ready = accepted;
             while p.credits.len() >= limit {

@@ -24,10 +24,13 @@ pub struct CpuProfile {
     pub fence_cycles: Cycles,
     /// Cycles of a `clflush` instruction (Agner Fog, Haswell: ~40 cycles).
     pub clflush_cycles: Cycles,
-    /// Extra time a fence waits when it drains WC lines, until the uncore
-    /// reports them globally visible at the root complex. Calibrated so that
-    /// a non-persistent 64-byte PMR write (stores + fence) costs 0.6 us,
-    /// which with the 0.9 us flush read gives ccNVMe Figure 5's 2.5x ratio
+    /// Time a write-combining line takes from the core through the uncore
+    /// to the root port; a fence that drained lines waits for the last one
+    /// to get there (globally visible at the root complex), and the line
+    /// then still crosses the link. Calibrated so that
+    /// a non-persistent 64-byte PMR write (stores + fence) costs 0.62 us,
+    /// which with the 0.94 us flush read (queued behind the write on the
+    /// link) gives ccNVMe Figure 5's 2.5x ratio
     /// (checklist T2).
     pub wc_drain_latency: SimDuration,
     /// Interval between two write-combining lines leaving one core for the
@@ -45,6 +48,14 @@ pub struct CpuProfile {
     /// Bytes a core copies per cycle in DRAM (memcpy of cached data; ~16
     /// B/cycle on Haswell with AVX, Intel Optimization Manual 14.3).
     pub memcpy_bytes_per_cycle: u32,
+    /// A write-combining line nobody fences leaves on its own after the
+    /// core stored nothing for this long. The Intel SDM (Vol. 3, 11.3.1)
+    /// leaves eviction timing unspecified ("may be delayed until the next
+    /// serializing event"); real parts evict idle buffers within
+    /// microseconds. 10 us: longer than any store-to-fence gap of a
+    /// correct driver here, so it only matters when a fence is missing
+    /// (without it such a driver would hang, which hardware does not).
+    pub wc_idle_evict: SimDuration,
 }
 
 impl Default for CpuProfile {
@@ -57,11 +68,12 @@ impl Default for CpuProfile {
             uc_store_cycles: Cycles(250),
             fence_cycles: Cycles(33),
             clflush_cycles: Cycles(40),
-            wc_drain_latency: SimDuration::from_ns(555),
+            wc_drain_latency: SimDuration::from_ns(620),
             wc_line_interval: SimDuration::from_ns(450),
             mmio_read_chunk: 32,
             uc_load_cycles: Cycles(20),
             memcpy_bytes_per_cycle: 16,
+            wc_idle_evict: SimDuration::from_us(10),
         }
     }
 }

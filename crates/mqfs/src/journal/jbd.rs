@@ -310,8 +310,12 @@ impl Jbd {
                     fs.write_all(ctx, &data, BioFlags::NONE).await?;
                 }
                 fs.write_all(ctx, &log, BioFlags::NONE).await?;
-                fs.write_all(ctx, &[commit], BioFlags::PREFLUSH | BioFlags::FUA)
-                    .await?;
+                let flags = if fs.profile.commit_fua {
+                    BioFlags::PREFLUSH | BioFlags::FUA
+                } else {
+                    BioFlags::PREFLUSH
+                };
+                fs.write_all(ctx, &[commit], flags).await?;
             }
             Some(oq) => {
                 let mut epoch1 = data;
