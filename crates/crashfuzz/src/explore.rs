@@ -228,6 +228,9 @@ pub fn explore(
         let t_enum = Instant::now();
         let mut waiting = 0f64;
         for k in 0..explorer.points() {
+            if enum_err.is_some() {
+                break;
+            }
             let version = match explorer.advance(k) {
                 Ok(v) => v,
                 Err(e) => {
@@ -245,16 +248,24 @@ pub fn explore(
                     continue;
                 }
             }
-            let (states, left_out) = match explorer.states_at(k, opts.bound_lines, opts.bound_blocks) {
+            let (choices, left_out) = match explorer.choices_at(k, opts.bound_lines, opts.bound_blocks) {
                 Ok(x) => x,
                 Err(e) => {
                     enum_err = Some(e.to_string());
                     break;
                 }
             };
-            last = Some((version, promised, states.len() as u64, left_out));
+            last = Some((version, promised, choices.len() as u64, left_out));
             report.states_not_visited += left_out;
-            for mut st in states {
+            for choice in &choices {
+                // One state at a time: a point can allow tens of thousands.
+                let mut st = match explorer.build(k, choice) {
+                    Ok(st) => st,
+                    Err(e) => {
+                        enum_err = Some(e.to_string());
+                        break;
+                    }
+                };
                 report.states_total += 1;
                 // A state is checked again when the promises in force differ:
                 // the same content can pass before an fsync returns and fail

@@ -62,7 +62,8 @@ enum Cmd {
 #[derive(Args, Debug, Clone)]
 struct RunArgs {
     /// Workloads: built-in names or workload files, comma-separated
-    /// (`all` for the default campaign).
+    /// (`default`: Table 4, ACE seq-1, the cross-queue, random and canary
+    /// workloads; `all`: those and ACE seq-2).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
     workload: Vec<String>,
     /// Modes, comma-separated (none, classic, horae, mq, mq-atomic,
@@ -106,8 +107,19 @@ struct RunArgs {
     show: usize,
 }
 
-/// The default campaign's workloads.
-const DEFAULT_WORKLOADS: [&str; 3] = ["table4", "m9_cross_queue", "random-1-3x6"];
+/// The default campaign's workloads (a few minutes on two cores).
+const DEFAULT_WORKLOADS: [&str; 6] = [
+    "table4",
+    "ace1",
+    "m9_cross_queue",
+    "random-1-3x6",
+    "canary_out_of_order",
+    "canary_block_reuse",
+];
+
+/// `all` adds ACE's seq-2 space (2304 workloads; about ten minutes per
+/// mode and drive on two cores).
+const MORE_WORKLOADS: [&str; 1] = ["ace2"];
 
 fn campaign(a: &RunArgs) -> Result<(Campaign, ExploreOptions), Error> {
     let mut workloads: Vec<Workload> = Vec::new();
@@ -115,6 +127,11 @@ fn campaign(a: &RunArgs) -> Result<(Campaign, ExploreOptions), Error> {
         if name == "default" || name == "all" {
             for d in DEFAULT_WORKLOADS {
                 workloads.extend(resolve(d)?);
+            }
+            if name == "all" {
+                for d in MORE_WORKLOADS {
+                    workloads.extend(resolve(d)?);
+                }
             }
         } else {
             workloads.extend(resolve(name)?);

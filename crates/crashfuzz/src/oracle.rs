@@ -31,6 +31,10 @@ pub enum Expect {
         path: String,
         /// Bytes.
         content: Vec<u8>,
+        /// The name itself was not promised (an fdatasync of a name made
+        /// since its directory was last made durable): if the path is
+        /// missing, that is allowed.
+        if_present: bool,
     },
     /// A directory at the path with exactly these entries.
     Dir {
@@ -38,6 +42,8 @@ pub enum Expect {
         path: String,
         /// Name -> kind.
         entries: BTreeMap<String, Kind>,
+        /// As for [`Expect::File`].
+        if_present: bool,
     },
     /// The whole tree.
     Tree(Vec<(String, Kind, Option<Vec<u8>>)>),
@@ -219,7 +225,11 @@ async fn walk(fs: &Fs, c: Ctx, contents: bool) -> Result<Vec<(String, Kind, Opti
 /// Checks one promise on a mounted, recovered file system.
 pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsError> {
     Ok(match &p.expect {
-        Expect::File { path, content } => match read_file(fs, c, path).await? {
+        Expect::File {
+            path,
+            content,
+            if_present,
+        } => match read_file(fs, c, path).await? {
             Some((FileType::File, got)) if &got == content => None,
             Some((FileType::File, got)) => Some(fail(
                 "durable-data",
@@ -235,9 +245,14 @@ pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsEr
                 "durable-data",
                 format!("{path} after `{}` is a {t:?}", p.op),
             )),
+            None if *if_present => None,
             None => Some(fail("durable-data", format!("{path} lost after `{}`", p.op))),
         },
-        Expect::Dir { path, entries: want } => match entries(fs, c, path).await? {
+        Expect::Dir {
+            path,
+            entries: want,
+            if_present,
+        } => match entries(fs, c, path).await? {
             Some(got) if &got == want => None,
             Some(got) => Some(fail(
                 "durable-dir",
@@ -248,6 +263,7 @@ pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsEr
                     want.keys().collect::<Vec<_>>()
                 ),
             )),
+            None if *if_present => None,
             None => Some(fail(
                 "durable-dir",
                 format!("directory {path} lost after `{}`", p.op),

@@ -328,6 +328,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         versions: HashMap::new(),
         refused: Vec::new(),
         spans: Vec::new(),
+        fresh: Default::default(),
     }));
     // The base tree: what the setup left.
     for op in &w.setup {
@@ -339,6 +340,15 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
             o => o.clone(),
         };
         shared.borrow_mut().model.apply(&op);
+    }
+    // The setup ended with a clean unmount: its files are durable versions.
+    {
+        let mut sh = shared.borrow_mut();
+        for (p, k, c) in sh.model.tree() {
+            if let (Kind::File, Some(c)) = (k, c) {
+                sh.versions.entry(p).or_default().push(c);
+            }
+        }
     }
     let threads: Vec<Vec<Op>> = if mode == ModeName::MqAtomic {
         w.atomic().threads
@@ -514,6 +524,9 @@ struct Shared {
     refused: Vec<(String, String)>,
     /// Every operation started so far: trace positions and paths.
     spans: Vec<Span>,
+    /// Names made since their directory was last made durable: fdatasync
+    /// does not promise them (it persists data, not the name).
+    fresh: std::collections::BTreeSet<String>,
 }
 
 /// When an operation ran (`end` is `None` while it runs) and what it
@@ -618,6 +631,40 @@ impl Shared {
         self.spans.len() - 1
     }
 
+    /// Keeps [`Shared::fresh`]: names made since their directory became
+    /// durable. fsync of a directory makes its entries durable, fsync of
+    /// a file its own name, sync everything.
+    fn track_names(&mut self, op: &Op) {
+        match op {
+            Op::Create(p) | Op::Mkdir(p) | Op::Symlink(p, _) | Op::Link(_, p) => {
+                self.fresh.insert(p.clone());
+            }
+            Op::Rename(from, to) => {
+                let moved: Vec<String> = self
+                    .fresh
+                    .iter()
+                    .filter(|f| *f == from || f.starts_with(&format!("{from}/")))
+                    .cloned()
+                    .collect();
+                for f in moved {
+                    self.fresh.remove(&f);
+                }
+                self.fresh.insert(to.clone());
+            }
+            Op::Fsync(d) | Op::Fatomic(d) if self.model.kind(d) == Some(Kind::Dir) => {
+                let prefix = if d == "/" {
+                    "/".to_string()
+                } else {
+                    format!("{d}/")
+                };
+                self.fresh
+                    .retain(|f| !f.starts_with(&prefix) || f[prefix.len()..].contains('/'));
+            }
+            Op::Sync => self.fresh.clear(),
+            _ => {}
+        }
+    }
+
     /// True if an operation other than span `me` that changes something
     /// `touched` accepts ran at any time during span `me`: then what a
     /// sync ending now persisted is not determined by the model.
@@ -645,6 +692,7 @@ impl Shared {
             return;
         }
         self.model.apply(op);
+        self.track_names(op);
         let durable = match op {
             Op::Fsync(p) | Op::Fdatasync(p) => Some(p.clone()),
             // fatomic promises durability nowhere but in the mq modes it
@@ -653,7 +701,12 @@ impl Shared {
             _ => None,
         };
         let durable = durable.filter(|p| !self.overlapped(span, |q| touches(q, p)));
+        let data_only = matches!(op, Op::Fdatasync(_) | Op::Fdataatomic(_));
+        let name_optional = data_only && durable.as_ref().is_some_and(|p| self.fresh.contains(p));
         if let Some(p) = &durable {
+            if !data_only {
+                self.fresh.remove(p);
+            }
             match self.model.kind(p) {
                 Some(Kind::File) => {
                     if let Some(content) = self.model.content(p) {
@@ -661,6 +714,7 @@ impl Shared {
                             expect: Expect::File {
                                 path: p.clone(),
                                 content,
+                                if_present: name_optional,
                             },
                             from: end,
                             until: usize::MAX,
@@ -674,6 +728,7 @@ impl Shared {
                             expect: Expect::Dir {
                                 path: p.clone(),
                                 entries,
+                                if_present: name_optional,
                             },
                             from: end,
                             until: usize::MAX,

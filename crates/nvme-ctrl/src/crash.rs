@@ -12,12 +12,12 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
-use pcie_sim::{BusLayout, BusTrace, CrashChoice, CrashCursor, Machine, PageStore};
+use pcie_sim::{BusLayout, BusTrace, CrashChoice, CrashCursor, Machine, PageStore, Pending};
 
 use crate::controller::{Controller, ControllerConfig};
 use crate::error::CtrlError;
 use crate::media::{Block, Image, Media};
-use crate::power::MediaCursor;
+use crate::power::{MediaCursor, PendingBlock};
 
 /// Which pending items landed in one state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -61,6 +61,16 @@ pub struct Explorer<'t> {
     port: u8,
     pmr: CrashCursor<'t>,
     media: MediaCursor<'t>,
+    /// What is pending at the point last enumerated.
+    current: Option<Current>,
+}
+
+/// The pending items at one point.
+#[derive(Debug)]
+struct Current {
+    k: usize,
+    pending: Pending,
+    blocks: Vec<PendingBlock>,
 }
 
 /// How many states the bounds left out at one point.
@@ -82,6 +92,7 @@ impl<'t> Explorer<'t> {
             port,
             pmr: CrashCursor::new(trace, layout, initial_pmr)?,
             media: MediaCursor::new(trace, port, volatile)?,
+            current: None,
         })
     }
 
@@ -104,13 +115,31 @@ impl<'t> Explorer<'t> {
     /// `max_lines` bounds the write-combining subsets, `max_blocks` the
     /// media subsets (2^bound each at most; past a bound the subsets are
     /// sampled as `pcie_sim::subsets` says, and the second value counts
-    /// the states left out).
+    /// the states left out). Builds them all at once: for many states use
+    /// [`Explorer::choices_at`] and [`Explorer::build`].
     pub fn states_at(
         &mut self,
         k: usize,
         max_lines: u32,
         max_blocks: u32,
     ) -> Result<(Vec<CrashState>, LeftOut), CtrlError> {
+        let (choices, left_out) = self.choices_at(k, max_lines, max_blocks)?;
+        let states = choices
+            .iter()
+            .map(|c| self.build(k, c))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((states, left_out))
+    }
+
+    /// The choices of the states after entry `k` (see
+    /// [`Explorer::states_at`]), without building them; [`Explorer::build`]
+    /// builds one.
+    pub fn choices_at(
+        &mut self,
+        k: usize,
+        max_lines: u32,
+        max_blocks: u32,
+    ) -> Result<(Vec<StateChoice>, LeftOut), CtrlError> {
         self.pmr.advance_past(k)?;
         self.media.advance_past(k)?;
         let pending = self.pmr.pending();
@@ -123,61 +152,60 @@ impl<'t> Explorer<'t> {
         left_out = left_out
             .saturating_mul(media_total)
             .saturating_add(media_left.saturating_mul(pmr_choices.len() as u64));
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(pmr_choices.len() * media_sets.len());
         for pc in &pmr_choices {
-            let images = self.pmr.materialize(&pending, pc)?;
-            let pmr = images
-                .get(self.port as usize)
-                .cloned()
-                .ok_or_else(|| CtrlError::Crash("no PMR image for the port".into()))?;
             for landed in &media_sets {
-                let landed = landed.clone();
-                let media = self.media.materialize(&blocks, &landed)?;
-                let media_hash = self.media.state_hash(&blocks, &landed);
-                out.push(CrashState {
-                    point: k,
-                    pmr: pmr.clone(),
-                    media,
-                    media_hash,
-                    block_hashes: self.media.block_hashes(&blocks, &landed),
-                    choice: StateChoice {
-                        pmr: pc.clone(),
-                        media: landed,
-                    },
+                out.push(StateChoice {
+                    pmr: pc.clone(),
+                    media: landed.clone(),
                 });
             }
         }
+        self.current = Some(Current { k, pending, blocks });
         Ok((out, left_out))
     }
 
-    /// The one state after entry `k` given by `choice` (for replaying a
-    /// state found earlier; points must still be visited in order). A
-    /// choice that names items not pending at `k` is an error.
-    pub fn state(&mut self, k: usize, choice: &StateChoice) -> Result<CrashState, CtrlError> {
-        self.pmr.advance_past(k)?;
-        self.media.advance_past(k)?;
-        let pending = self.pmr.pending();
-        self.pmr.validate(&pending, &choice.pmr)?;
-        let images = self.pmr.materialize(&pending, &choice.pmr)?;
+    /// Builds the state after entry `k` given by `choice`; `k` must be the
+    /// point of the last [`Explorer::choices_at`]. A choice that names
+    /// items not pending there is an error.
+    pub fn build(&self, k: usize, choice: &StateChoice) -> Result<CrashState, CtrlError> {
+        let cur = self
+            .current
+            .as_ref()
+            .filter(|c| c.k == k)
+            .ok_or_else(|| CtrlError::Crash(format!("point {k} is not the current one")))?;
+        let images = self.pmr.materialize(&cur.pending, &choice.pmr)?;
         let pmr = images
             .get(self.port as usize)
             .cloned()
             .ok_or_else(|| CtrlError::Crash("no PMR image for the port".into()))?;
-        let blocks = self.media.pending();
-        if let Some(&bad) = choice.media.iter().find(|&&i| i >= blocks.len()) {
+        if let Some(&bad) = choice.media.iter().find(|&&i| i >= cur.blocks.len()) {
             return Err(CtrlError::Crash(format!(
                 "media block {bad} is not pending at entry {k} ({} are)",
-                blocks.len()
+                cur.blocks.len()
             )));
         }
         Ok(CrashState {
             point: k,
-            media: self.media.materialize(&blocks, &choice.media)?,
-            media_hash: self.media.state_hash(&blocks, &choice.media),
-            block_hashes: self.media.block_hashes(&blocks, &choice.media),
+            media: self.media.materialize(&cur.blocks, &choice.media)?,
+            media_hash: self.media.state_hash(&cur.blocks, &choice.media),
+            block_hashes: self.media.block_hashes(&cur.blocks, &choice.media),
             pmr,
             choice: choice.clone(),
         })
+    }
+
+    /// The one state after entry `k` given by `choice` (for replaying a
+    /// state found earlier; points must still be visited in order).
+    pub fn state(&mut self, k: usize, choice: &StateChoice) -> Result<CrashState, CtrlError> {
+        self.pmr.advance_past(k)?;
+        self.media.advance_past(k)?;
+        self.current = Some(Current {
+            k,
+            pending: self.pmr.pending(),
+            blocks: self.media.pending(),
+        });
+        self.build(k, choice)
     }
 }
 
