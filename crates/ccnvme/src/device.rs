@@ -431,7 +431,7 @@ impl BlockDevice {
                 self.info.lba_size.trailing_zeros(),
                 self.profile.faults,
             )?;
-            *qp.psq.borrow_mut() = Some(psq.clone());
+            *qp.psq.borrow_mut() = Some(Rc::downgrade(&psq));
             psqs.push(psq);
         }
         *self.psqs.borrow_mut() = psqs;

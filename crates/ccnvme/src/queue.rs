@@ -52,7 +52,9 @@ pub struct QueuePair {
     sq_lock: Mutex<()>,
     space: Notify,
     /// The persistent submission queue completing into this CQ, if any.
-    pub(crate) psq: RefCell<Option<Rc<PersistentSq>>>,
+    /// Weak: the P-SQ holds this queue pair (for its flushes), and the
+    /// device holds the P-SQ; a strong link back would leak both.
+    pub(crate) psq: RefCell<Option<std::rc::Weak<PersistentSq>>>,
     /// Completion entries consumed since the CQ head doorbell was rung.
     unrung: Cell<u32>,
     /// Set when the driver is gone: the handler stops.
@@ -267,7 +269,7 @@ impl QueuePair {
                 self.space.notify_waiters();
                 ring = true;
             } else {
-                let psq = self.psq.borrow().clone();
+                let psq = self.psq.borrow().as_ref().and_then(std::rc::Weak::upgrade);
                 match psq {
                     Some(p) if p.qid == e.sq_id => p.on_completion(e.cid, e.status),
                     _ => ring = true,
@@ -278,7 +280,7 @@ impl QueuePair {
         // A transaction whose commands have all completed advances the
         // persistent head first (ccNVMe 4.4: P-SQ-head, then the CQ
         // doorbell); its waiters are woken after the doorbell.
-        let psq = self.psq.borrow().clone();
+        let psq = self.psq.borrow().as_ref().and_then(std::rc::Weak::upgrade);
         let finished = match &psq {
             Some(p) => p.advance().await?,
             None => Vec::new(),

@@ -386,6 +386,9 @@ pub fn canary_block_reuse() -> Workload {
             Op::Unlink(s("/d/sub/y")),
             Op::Rmdir(s("/d/sub")),
             Op::Fsync(s("/d")),
+            // Let the freeing's durability be noted first: a block reused
+            // before that is journaled anyway (see mqfs's note_reused).
+            Op::Sleep(50),
             Op::Create(s("/f")),
             Op::Write(s("/f"), 0, 10 * 4096, 7),
             Op::Fsync(s("/f")),

@@ -22,7 +22,8 @@ use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
 use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
 
 use crate::oracle::{check, sanity, Failure, Promise};
-use crate::record::{fs_profile_for, probe_for, Fault, ModeName};
+use crate::record::{fs_profile_for, probe_for, Fault, ModeName, Recording};
+use crate::saved::SavedConfig;
 
 /// What a checker needs besides the state (shared by all workers).
 #[derive(Debug, Clone)]
@@ -64,6 +65,23 @@ impl CheckContext {
             promises,
             sanity,
             verdicts: Arc::default(),
+        }
+    }
+}
+
+impl CheckContext {
+    /// The context of a recorded run whose machines `cfg` describes.
+    pub fn for_run(cfg: &SavedConfig, rec: &Recording, sanity: bool) -> CheckContext {
+        CheckContext {
+            fault: cfg.fault,
+            ..CheckContext::new(
+                cfg.mode,
+                cfg.profile.clone(),
+                cfg.machine(),
+                rec.base_media.clone(),
+                Arc::new(rec.promises.clone()),
+                sanity,
+            )
         }
     }
 }

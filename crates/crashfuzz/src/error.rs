@@ -41,6 +41,25 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// A saved run that cannot be used: not a saved run, truncated,
+    /// corrupt (checksum), or inconsistent (see [`crate::saved`]).
+    #[error("{path}: not a usable saved run: {why}")]
+    BadSavedRun {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A saved run written in a format version this build does not read.
+    #[error("{path}: saved-run format version {found}, this crashfuzz reads version {supported}")]
+    SavedRunVersion {
+        /// The file.
+        path: String,
+        /// The version in the file.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
     /// A workload file that does not parse.
     #[error("{path}: {source}")]
     Parse {

@@ -3,7 +3,7 @@
 //! deduplicated by content hash, checked in parallel on all cores.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Instant;
 
 use nvme_ctrl::crash::{Explorer, StateChoice};
@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::check::{check_state, CheckContext};
 use crate::error::Error;
 use crate::oracle::Failure;
-use crate::record::{mode_label, record, RunConfig};
+use crate::record::{mode_label, record, Recording, RunConfig};
+use crate::saved::{SavedConfig, SavedRun};
 use crate::workload::Workload;
 
 /// Bounds and parallelism.
@@ -156,7 +157,8 @@ fn promise_signature(promises: &[crate::oracle::Promise], applied: usize) -> u64
         })
 }
 
-/// Records `w` under `cfg` and explores every crash state.
+/// Records `w` under `cfg` and explores every crash state; violation ids
+/// start with `replay_of` (the workload's name).
 pub fn explore(
     w: &Workload,
     cfg: &RunConfig,
@@ -166,23 +168,48 @@ pub fn explore(
     let t0 = Instant::now();
     let rec = record(w, cfg)?;
     let record_seconds = t0.elapsed().as_secs_f64();
+    let mut report = explore_recording(&rec, &SavedConfig::of_run(w, cfg), opts, replay_of)?;
+    report.record_seconds = record_seconds;
+    report.wall_seconds += record_seconds;
+    report.states_per_second = report.states_checked as f64 / report.wall_seconds.max(1e-9);
+    Ok(report)
+}
+
+/// Loads the saved run at `path` and explores every crash state, as
+/// [`explore`] does for a workload. The report's workload and the
+/// violation ids name the file as `@PATH` (`crashfuzz replay` takes them);
+/// `record_seconds` is the time spent loading it.
+pub fn explore_saved(path: &Path, opts: &ExploreOptions) -> Result<ExploreReport, Error> {
+    let t0 = Instant::now();
+    let saved = SavedRun::load(path)?;
+    let load_seconds = t0.elapsed().as_secs_f64();
+    let name = format!("@{}", path.display());
+    let mut report = explore_recording(&saved.recording, &saved.config, opts, &name)?;
+    report.workload = name;
+    report.record_seconds = load_seconds;
+    report.wall_seconds += load_seconds;
+    report.states_per_second = report.states_checked as f64 / report.wall_seconds.max(1e-9);
+    Ok(report)
+}
+
+/// Explores every crash state of a recorded run whose machines `cfg`
+/// describes: the exploration [`explore`] and [`explore_saved`] share.
+/// Violation ids start with `replay_of`; `record_seconds` is left 0.
+pub fn explore_recording(
+    rec: &Recording,
+    cfg: &SavedConfig,
+    opts: &ExploreOptions,
+    replay_of: &str,
+) -> Result<ExploreReport, Error> {
+    let t0 = Instant::now();
     let mut report = ExploreReport {
-        workload: w.name.clone(),
+        workload: cfg.workload.clone(),
         mode: mode_label(cfg.mode, cfg.fault),
         profile: cfg.profile.name.into(),
         refused_ops: rec.refused.len(),
-        record_seconds,
         ..Default::default()
     };
-    let mut cx = CheckContext::new(
-        cfg.mode,
-        cfg.profile.clone(),
-        cfg.machine(w),
-        rec.base_media.clone(),
-        Arc::new(rec.promises.clone()),
-        opts.sanity,
-    );
-    cx.fault = cfg.fault;
+    let cx = CheckContext::for_run(cfg, rec, opts.sanity);
     let mut explorer = Explorer::new(
         &rec.trace,
         rec.layout.clone(),

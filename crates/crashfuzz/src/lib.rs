@@ -5,9 +5,9 @@
 //!
 //! The pipeline:
 //!
-//! 1. [`record`]: run the workload once with a full bus trace, noting what
+//! 1. [`mod@record`]: run the workload once with a full bus trace, noting what
 //!    every completed persistence point promised ([`oracle::Promise`]).
-//! 2. [`explore`]: walk the trace point by point; at each, enumerate the
+//! 2. [`mod@explore`]: walk the trace point by point; at each, enumerate the
 //!    states the persistence model allows (pending write-combining lines,
 //!    in-flight posted writes, volatile-cache blocks), skip states whose
 //!    content was already checked, and check the rest on all cores.
@@ -15,6 +15,11 @@
 //!    check the promises in force there.
 //! 4. [`replay`]: rebuild one state from its id and show the recovery and
 //!    the bus transactions around its crash point.
+//!
+//! A recording can be kept in a file ([`saved`]: a built-in workload's, or
+//! one recorded elsewhere, e.g. by a FUSE mount of MQFS) and explored or
+//! replayed from it, and exported as a Chrome/Perfetto timeline
+//! ([`timeline`]).
 
 pub mod builtin;
 pub mod campaign;
@@ -25,10 +30,13 @@ pub mod model;
 pub mod oracle;
 pub mod record;
 pub mod replay;
+pub mod saved;
+pub mod timeline;
 pub mod workload;
 
 pub use campaign::Campaign;
 pub use error::Error;
-pub use explore::{explore, ExploreOptions, ExploreReport, Violation};
-pub use record::{record, ModeName, RunConfig};
+pub use explore::{explore, explore_recording, explore_saved, ExploreOptions, ExploreReport, Violation};
+pub use record::{record, ModeName, Recording, RunConfig};
+pub use saved::{SavedConfig, SavedRun};
 pub use workload::{parse, Op, Workload};

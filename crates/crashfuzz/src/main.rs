@@ -5,13 +5,19 @@
 //! caught at least once), 1 when a check failed, 2 on bad input.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use crashfuzz::builtin::{names, resolve};
-use crashfuzz::explore::parse_shard;
-use crashfuzz::replay::replay;
-use crashfuzz::{Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, Workload};
+use crashfuzz::explore::{explore_saved, parse_shard};
+use crashfuzz::record::Fault;
+use crashfuzz::replay::{replay, replay_saved};
+use crashfuzz::{
+    timeline, Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, SavedConfig, SavedRun,
+    Workload,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser, Debug)]
@@ -33,11 +39,38 @@ enum Cmd {
     Explore(RunArgs),
     /// Rebuild one crash state from its id and show its recovery.
     Replay {
-        /// The id a violation was reported with.
+        /// The id a violation was reported with (with --trace, also just
+        /// POINT:CHOICE).
         id: String,
         /// Bus transactions to show on each side of the crash point.
         #[arg(long, default_value_t = 12)]
         context: usize,
+        /// The saved run the state belongs to (ids of saved runs also name
+        /// it themselves, as `@FILE:...`).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
+    /// Record one workload and save the run to a file (for `explore
+    /// --trace`, `replay` and `trace --trace`).
+    Save {
+        #[command(flatten)]
+        one: OneRun,
+        /// The file to write.
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// Export a run's timeline as Chrome trace event JSON (open it in
+    /// Perfetto or chrome://tracing): a built-in workload recorded now, or
+    /// a saved run.
+    Trace {
+        #[command(flatten)]
+        one: OneRun,
+        /// A saved run to export instead of recording a workload.
+        #[arg(long, conflicts_with = "workload")]
+        trace: Option<PathBuf>,
+        /// The JSON file to write (default: standard output).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
     },
     /// Record one workload once and show when each operation ran and
     /// what each persistence point promised (for shaping races).
@@ -59,8 +92,33 @@ enum Cmd {
     List,
 }
 
+/// One run of one workload.
+#[derive(Args, Debug, Clone)]
+struct OneRun {
+    /// Workload (built-in name or file; it must name one workload).
+    #[arg(long, short)]
+    workload: Option<String>,
+    /// Mode.
+    #[arg(long, short, default_value = "mq")]
+    mode: String,
+    /// Drive profile.
+    #[arg(long, short, default_value = "flash-vwc")]
+    profile: String,
+    /// Simulation seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Switch off one ordering mechanism.
+    #[arg(long)]
+    fault: Option<String>,
+}
+
 #[derive(Args, Debug, Clone)]
 struct RunArgs {
+    /// Explore saved runs (files written by `crashfuzz save` or a
+    /// recorder) instead of workloads; comma-separated. Workload, mode,
+    /// profile, seed and fault come from each file.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["workload", "mode", "profile", "seed", "fault"])]
+    trace: Vec<PathBuf>,
     /// Workloads: built-in names or workload files, comma-separated
     /// (`default`: Table 4, ACE seq-1, the cross-queue, random and canary
     /// workloads; `all`: those and ACE seq-2).
@@ -121,6 +179,20 @@ const DEFAULT_WORKLOADS: [&str; 6] = [
 /// mode and drive on two cores).
 const MORE_WORKLOADS: [&str; 1] = ["ace2"];
 
+fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
+    let mut opts = ExploreOptions {
+        bound_lines: a.bound.unwrap_or(a.bound_lines),
+        bound_blocks: a.bound.unwrap_or(a.bound_blocks),
+        sanity: !a.no_sanity,
+        shard: a.shard.as_deref().map(parse_shard).transpose()?,
+        ..ExploreOptions::default()
+    };
+    if let Some(j) = a.jobs {
+        opts.jobs = j.max(1);
+    }
+    Ok(opts)
+}
+
 fn campaign(a: &RunArgs) -> Result<(Campaign, ExploreOptions), Error> {
     let mut workloads: Vec<Workload> = Vec::new();
     for name in &a.workload {
@@ -152,27 +224,14 @@ fn campaign(a: &RunArgs) -> Result<(Campaign, ExploreOptions), Error> {
         .iter()
         .map(|p| RunConfig::profile_by_name(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut opts = ExploreOptions {
-        bound_lines: a.bound.unwrap_or(a.bound_lines),
-        bound_blocks: a.bound.unwrap_or(a.bound_blocks),
-        sanity: !a.no_sanity,
-        shard: a.shard.as_deref().map(parse_shard).transpose()?,
-        ..ExploreOptions::default()
-    };
-    if let Some(j) = a.jobs {
-        opts.jobs = j.max(1);
-    }
+    let opts = explore_options(a)?;
     Ok((
         Campaign {
             workloads,
             modes,
             profiles,
             seed: a.seed,
-            fault: a
-                .fault
-                .as_deref()
-                .map(crashfuzz::record::Fault::parse)
-                .transpose()?,
+            fault: a.fault.as_deref().map(Fault::parse).transpose()?,
         },
         opts,
     ))
@@ -186,6 +245,9 @@ fn unsafe_mode(mode: &str) -> bool {
 /// `strict`: any violation fails the run (`explore`); otherwise the
 /// violations of the modes expected to be unsafe do not (the default run).
 fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
+    if !a.trace.is_empty() {
+        return run_saved(a);
+    }
     let (c, opts) = campaign(a)?;
     let bar = ProgressBar::new(c.runs() as u64);
     bar.set_style(
@@ -197,14 +259,105 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
         bar.inc(1);
     })?;
     bar.finish_and_clear();
+    write_json(a, &reports)?;
+    Ok(summarize(&reports, a.show, strict))
+}
+
+/// `explore --trace FILE,...`: every violation fails the run.
+fn run_saved(a: &RunArgs) -> Result<ExitCode, Error> {
+    let opts = explore_options(a)?;
+    let mut reports = Vec::new();
+    for path in &a.trace {
+        reports.push(explore_saved(path, &opts)?);
+    }
+    write_json(a, &reports)?;
+    Ok(summarize(&reports, a.show, true))
+}
+
+fn write_json(a: &RunArgs, reports: &[ExploreReport]) -> Result<(), Error> {
     if let Some(path) = &a.json {
-        let text = serde_json::to_string_pretty(&reports).map_err(|e| Error::Failed(e.to_string()))?;
+        let text = serde_json::to_string_pretty(reports).map_err(|e| Error::Failed(e.to_string()))?;
         std::fs::write(path, text).map_err(|source| Error::Io {
             path: path.display().to_string(),
             source,
         })?;
     }
-    Ok(summarize(&reports, a.show, strict))
+    Ok(())
+}
+
+/// Records the one workload `one` names.
+fn record_one(one: &OneRun) -> Result<(Workload, RunConfig, crashfuzz::Recording), Error> {
+    let name = one.workload.as_deref().ok_or_else(|| {
+        Error::Failed("no workload given: -w WORKLOAD (trace also takes --trace FILE)".into())
+    })?;
+    let w = match resolve(name)?.as_slice() {
+        [w] => w.clone(),
+        many => {
+            return Err(Error::Failed(format!(
+                "`{name}` names {} workloads; give one",
+                many.len()
+            )))
+        }
+    };
+    let cfg = RunConfig {
+        fault: one.fault.as_deref().map(Fault::parse).transpose()?,
+        ..RunConfig::new(
+            ModeName::parse(&one.mode)?,
+            RunConfig::profile_by_name(&one.profile)?,
+            one.seed,
+        )
+    };
+    let rec = crashfuzz::record(&w, &cfg)?;
+    Ok((w, cfg, rec))
+}
+
+fn save_cmd(one: &OneRun, output: &Path) -> Result<ExitCode, Error> {
+    let (_, cfg, rec) = record_one(one)?;
+    let saved = SavedRun::from_recording(&rec, &cfg)?;
+    let t = Instant::now();
+    let bytes = saved.save(output)?;
+    println!(
+        "{}: {} {} {}: {} trace entries, {} promises, {bytes} bytes ({:.2} s to write)",
+        output.display(),
+        rec.workload,
+        saved.mode_label(),
+        cfg.profile.name,
+        rec.trace.entries().len(),
+        rec.promises.len(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn trace_cmd(one: &OneRun, trace: Option<&Path>, output: Option<&Path>) -> Result<ExitCode, Error> {
+    let (rec, cfg) = match trace {
+        Some(path) => {
+            let s = SavedRun::load(path)?;
+            (s.recording, s.config)
+        }
+        None => {
+            let (w, cfg, rec) = record_one(one)?;
+            (rec, SavedConfig::of_run(&w, &cfg))
+        }
+    };
+    let t = Instant::now();
+    let stats = match output {
+        Some(path) => timeline::export_file(&rec, &cfg, path)?,
+        None => timeline::export(&rec, &cfg, std::io::stdout().lock()).map_err(|source| Error::Io {
+            path: "standard output".into(),
+            source,
+        })?,
+    };
+    eprintln!(
+        "{}: {} events ({} spans) on {} threads, {:.1} us of simulated time, written in {:.2} s",
+        output.map_or("standard output".into(), |p| p.display().to_string()),
+        stats.events,
+        stats.spans,
+        stats.threads,
+        stats.run_end_ps as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn summarize(reports: &[ExploreReport], show: usize, strict: bool) -> ExitCode {
@@ -298,8 +451,11 @@ fn summarize(reports: &[ExploreReport], show: usize, strict: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn replay_cmd(id: &str, context: usize) -> Result<ExitCode, Error> {
-    let r = replay(id, context)?;
+fn replay_cmd(id: &str, context: usize, trace: Option<&Path>) -> Result<ExitCode, Error> {
+    let r = match trace {
+        Some(path) => replay_saved(path, id, context)?,
+        None => replay(id, context)?,
+    };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "promises in force at the crash point:");
     for p in &r.promises {
@@ -359,7 +515,9 @@ fn main() -> ExitCode {
     let result = match &cli.cmd {
         None => run(&cli.run, false),
         Some(Cmd::Explore(a)) => run(a, true),
-        Some(Cmd::Replay { id, context }) => replay_cmd(id, *context),
+        Some(Cmd::Replay { id, context, trace }) => replay_cmd(id, *context, trace.as_deref()),
+        Some(Cmd::Save { one, output }) => save_cmd(one, output),
+        Some(Cmd::Trace { one, trace, output }) => trace_cmd(one, trace.as_deref(), output.as_deref()),
         Some(Cmd::Show {
             workload,
             mode,

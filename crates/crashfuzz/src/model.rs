@@ -106,6 +106,21 @@ impl Model {
         }
     }
 
+    /// The other names of the file at `path` (hard links), if any.
+    pub fn aliases(&self, path: &str) -> Vec<String> {
+        let Some(id) = self.lookup(path) else {
+            return Vec::new();
+        };
+        if !matches!(self.nodes.get(&id), Some(Node::File(_))) {
+            return Vec::new();
+        }
+        self.tree()
+            .into_iter()
+            .map(|(p, _, _)| p)
+            .filter(|p| p != path && self.lookup(p) == Some(id))
+            .collect()
+    }
+
     /// Every path under the root with its kind and content (a file's
     /// bytes, a symbolic link's target).
     pub fn tree(&self) -> Vec<(String, Kind, Option<Vec<u8>>)> {
@@ -183,7 +198,8 @@ impl Model {
                 self.remove_name(p);
             }
             Op::Rename(from, to) => {
-                if from == to {
+                // POSIX: two names of the same file: rename does nothing.
+                if from == to || (self.lookup(from).is_some() && self.lookup(from) == self.lookup(to)) {
                     return;
                 }
                 if let Some(id) = self.remove_name(from) {

@@ -16,7 +16,8 @@ use ccnvme::BlockDevice;
 use mqfs::{mkfs, mount, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode, RecoveryRule};
 use nvme_ctrl::{Controller, ControllerConfig, Image, Media, SsdProfile};
 use pcie_sim::{
-    BusLayout, BusTrace, CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, TraceMode,
+    BusLayout, BusTrace, CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, SimTime,
+    TraceMode,
 };
 use serde::{Deserialize, Serialize};
 
@@ -242,25 +243,39 @@ impl RunConfig {
         w.threads.len().max(2)
     }
 
+    /// Host DRAM of every run (256 MiB).
+    pub const DRAM_BYTES: u64 = 256 << 20;
+
     /// The machine profile.
     pub fn machine(&self, w: &Workload) -> MachineProfile {
-        MachineProfile {
-            cpu: CpuProfile {
-                cores: self.cores(w),
-                ..CpuProfile::default()
-            },
-            host: HostProfile {
-                dram_bytes: 256 << 20,
-                ..HostProfile::default()
-            },
-            ..MachineProfile::default()
-        }
+        machine_profile(self.cores(w), Self::DRAM_BYTES)
+    }
+}
+
+/// The machine of every recorded run and every recovery: the default
+/// profile with `cores` cores and `dram_bytes` of host memory. Saved runs
+/// store only these two numbers (see [`crate::saved`]).
+pub fn machine_profile(cores: usize, dram_bytes: u64) -> MachineProfile {
+    MachineProfile {
+        cpu: CpuProfile {
+            cores,
+            ..CpuProfile::default()
+        },
+        host: HostProfile {
+            dram_bytes,
+            ..HostProfile::default()
+        },
+        ..MachineProfile::default()
     }
 }
 
 /// A recorded run.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Recording {
+    /// What ran (a workload name, or a label for a run recorded elsewhere).
+    pub workload: String,
+    /// The machine it ran on (recovery machines boot with the same).
+    pub machine: MachineProfile,
     /// The bus trace, with payloads.
     pub trace: BusTrace,
     /// Where the BARs are.
@@ -292,9 +307,16 @@ pub struct OpRecord {
     pub start_time: String,
     /// Simulated return time.
     pub end_time: String,
+    /// Simulated start time in picoseconds.
+    pub start_ps: u64,
+    /// Simulated return time in picoseconds.
+    pub end_ps: u64,
     /// The error it returned, if any.
     pub error: Option<String>,
 }
+
+/// Simulated time a recorded run may take.
+pub const RECORD_LIMIT: pcie_sim::SimDuration = pcie_sim::SimDuration::from_ms(2_000);
 
 fn failed<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Error {
     move |e| Error::Failed(format!("{what}: {e}"))
@@ -377,6 +399,8 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
                     end,
                     start_time: start_time.to_string(),
                     end_time: m3.sim().now().to_string(),
+                    start_ps: start_time.as_ps(),
+                    end_ps: m3.sim().now().as_ps(),
                     error: r.as_ref().err().map(|e| e.to_string()),
                 });
                 sh.borrow_mut().end(&op, r, span, end, mode);
@@ -388,9 +412,14 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
             h.await;
         }
     };
-    ex.block_on(join).map_err(failed("run"))?;
+    // A run that has not finished after RECORD_LIMIT of simulated time is
+    // a livelock, not a workload: stop it before its trace fills memory.
+    ex.block_on_until(join, Some(SimTime::ZERO + RECORD_LIMIT))
+        .map_err(failed("run"))?;
     let sh = shared.borrow();
     Ok(Recording {
+        workload: w.name.clone(),
+        machine: cfg.machine(w),
         trace: m.take_trace(),
         layout: m.layout(),
         base_pmr,
@@ -566,12 +595,19 @@ impl Shared {
     /// An operation starts after `start` trace entries: promises about what
     /// it may change stop holding.
     fn begin(&mut self, op: &Op, start: usize, mode: ModeName) -> usize {
+        // The paths the operation changes, and every other name of the
+        // same files (a write through one hard link changes them all).
+        let mut owned: Vec<String> = Vec::new();
+        for p in op_paths(op) {
+            owned.extend(self.model.aliases(p));
+            owned.push(p.to_string());
+        }
         self.spans.push(Span {
             start,
             end: None,
-            paths: op_paths(op).into_iter().map(String::from).collect(),
+            paths: owned.clone(),
         });
-        let paths = op_paths(op);
+        let paths: Vec<&str> = owned.iter().map(String::as_str).collect();
         if !paths.is_empty() {
             for p in self.promises.iter_mut().filter(|p| p.until == usize::MAX) {
                 if p.expect

@@ -5,10 +5,13 @@
 //! what was in flight.
 //!
 //! An id is `WORKLOAD:MODE:PROFILE:SEED:POINT:CHOICE`, where CHOICE is
-//! [`encode_choice`]'s `f<prefixes>.l<lines>.m<blocks>`. The workload
+//! [`crate::explore::encode_choice`]'s `f<prefixes>.l<lines>.m<blocks>`. The workload
 //! name may itself contain `:` (a file path); the other fields may not.
+//! A workload field `@PATH` names a saved run ([`crate::saved`]): the run
+//! is loaded from the file instead of recorded, and MODE, PROFILE and SEED
+//! must be the ones it was recorded with.
 
-use std::sync::Arc;
+use std::path::Path;
 
 use nvme_ctrl::crash::Explorer;
 use nvme_ctrl::crash::StateChoice;
@@ -19,7 +22,8 @@ use crate::check::{check_state, CheckContext};
 use crate::error::Error;
 use crate::explore::decode_choice;
 use crate::oracle::Failure;
-use crate::record::{parse_mode_label, record, Fault, ModeName, RunConfig};
+use crate::record::{parse_mode_label, record, Fault, ModeName, Recording, RunConfig};
+use crate::saved::{SavedConfig, SavedRun};
 use crate::workload::Workload;
 
 /// A parsed replay id.
@@ -100,9 +104,22 @@ pub fn describe(trace: &BusTrace, i: usize, e: &TraceEntry) -> String {
 }
 
 /// Replays the state `id` names, showing `context` trace entries on each
-/// side of its crash point.
+/// side of its crash point. A workload field `@PATH` names a saved run
+/// (the ids [`crate::explore::explore_saved`] reports).
 pub fn replay(id: &str, context: usize) -> Result<ReplayOutcome, Error> {
     let rid = ReplayId::parse(id)?;
+    if let Some(path) = rid.workload.strip_prefix('@') {
+        let saved = SavedRun::load(Path::new(path))?;
+        check_saved_id(&rid, &saved, id)?;
+        return replay_state(
+            &saved.recording,
+            &saved.config,
+            rid.point,
+            &rid.choice,
+            context,
+            id,
+        );
+    }
     let workloads = resolve(&rid.workload)?;
     let w: Workload = match workloads.as_slice() {
         [w] => w.clone(),
@@ -118,8 +135,67 @@ pub fn replay(id: &str, context: usize) -> Result<ReplayOutcome, Error> {
         ..RunConfig::new(rid.mode, RunConfig::profile_by_name(&rid.profile)?, rid.seed)
     };
     let rec = record(&w, &cfg)?;
+    replay_state(
+        &rec,
+        &SavedConfig::of_run(&w, &cfg),
+        rid.point,
+        &rid.choice,
+        context,
+        id,
+    )
+}
+
+/// Replays one state of the saved run at `path`. `state` is either a
+/// whole id (its workload field is ignored; its mode, profile and seed
+/// must be the run's) or just `POINT:CHOICE`.
+pub fn replay_saved(path: &Path, state: &str, context: usize) -> Result<ReplayOutcome, Error> {
+    let saved = SavedRun::load(path)?;
+    let c = &saved.config;
+    let full = if state.split(':').count() == 2 {
+        format!(
+            "@{}:{}:{}:{}:{state}",
+            path.display(),
+            saved.mode_label(),
+            c.profile.name,
+            c.seed
+        )
+    } else {
+        state.to_string()
+    };
+    let rid = ReplayId::parse(&full)?;
+    check_saved_id(&rid, &saved, state)?;
+    replay_state(&saved.recording, c, rid.point, &rid.choice, context, state)
+}
+
+/// An id's mode, fault, profile and seed must be the saved run's.
+fn check_saved_id(rid: &ReplayId, saved: &SavedRun, id: &str) -> Result<(), Error> {
+    let c = &saved.config;
+    if rid.mode != c.mode || rid.fault != c.fault || rid.profile != c.profile.name || rid.seed != c.seed {
+        return Err(Error::BadReplayId {
+            id: id.into(),
+            why: format!(
+                "the saved run is {}:{}:{}",
+                saved.mode_label(),
+                c.profile.name,
+                c.seed
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Rebuilds the state after entry `point` given by `choice` of a recorded
+/// run and checks it with its recovery log kept.
+pub fn replay_state(
+    rec: &Recording,
+    cfg: &SavedConfig,
+    point: usize,
+    choice: &StateChoice,
+    context: usize,
+    id: &str,
+) -> Result<ReplayOutcome, Error> {
     let points = rec.trace.entries().len();
-    if rid.point >= points {
+    if point >= points {
         return Err(Error::BadReplayId {
             id: id.into(),
             why: format!("the run has {points} crash points"),
@@ -133,39 +209,26 @@ pub fn replay(id: &str, context: usize) -> Result<ReplayOutcome, Error> {
         cfg.profile.volatile_cache(),
     )
     .map_err(|e| Error::Failed(e.to_string()))?;
-    let state = explorer
-        .state(rid.point, &rid.choice)
-        .map_err(|e| Error::BadReplayId {
-            id: id.into(),
-            why: e.to_string(),
-        })?;
-    let cx = CheckContext::new(
-        cfg.mode,
-        cfg.profile.clone(),
-        cfg.machine(&w),
-        rec.base_media.clone(),
-        Arc::new(rec.promises.clone()),
-        true,
-    );
-    let cx = CheckContext {
-        fault: rid.fault,
-        ..cx
-    };
+    let state = explorer.state(point, choice).map_err(|e| Error::BadReplayId {
+        id: id.into(),
+        why: e.to_string(),
+    })?;
+    let cx = CheckContext::for_run(cfg, rec, true);
     let out = check_state(&cx, &state);
     let (failures, log) = (out.failures, out.log);
     let entries = rec.trace.entries();
-    let lo = rid.point.saturating_sub(context);
-    let hi = (rid.point + context + 1).min(points);
+    let lo = point.saturating_sub(context);
+    let hi = (point + context + 1).min(points);
     let context = (lo..hi)
         .map(|i| {
-            let mark = if i == rid.point { ">> " } else { "   " };
+            let mark = if i == point { ">> " } else { "   " };
             format!("{mark}{}", describe(&rec.trace, i, &entries[i]))
         })
         .collect();
     let promises = rec
         .promises
         .iter()
-        .filter(|p| p.covers(rid.point + 1))
+        .filter(|p| p.covers(point + 1))
         .map(|p| p.op.clone())
         .collect();
     Ok(ReplayOutcome {

@@ -470,6 +470,9 @@ impl Fs {
             bm.modify()[byte] &= !(1 << (bit % 8));
         }
         self.dirtied(sb.block_bitmap(g), &[owner]);
+        if let Some(j) = self.journal.borrow().as_ref() {
+            j.note_freed(b);
+        }
         if was_meta {
             self.bufs.remove(b);
             if let Some(j) = self.journal.borrow().as_ref() {

@@ -60,6 +60,11 @@ pub struct Backend {
     next_version: Cell<u64>,
     /// Every block a write command has changed since attach.
     written: RefCell<std::collections::BTreeSet<u64>>,
+    /// The cache is power-loss protected.
+    plp: bool,
+    /// Write power-loss-protected blocks to the media store on arrival
+    /// (see [`Backend::set_plp_write_through`]).
+    plp_write_through: Cell<bool>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -98,6 +103,11 @@ impl Backend {
             cache_enabled: Cell::new(true),
             next_version: Cell::new(1),
             written: RefCell::new(Default::default()),
+            plp: profile
+                .write_cache
+                .as_ref()
+                .is_some_and(|c| c.power_loss_protected),
+            plp_write_through: Cell::new(false),
         });
         if b.cache.is_some() {
             for u in 0..units {
@@ -151,8 +161,26 @@ impl Backend {
             .record(events::DATA_IN, block, BLOCK as u32, payload, attr)
     }
 
+    /// With a power-loss-protected cache, a block is durable the moment it
+    /// enters the cache (its capacitors destage it at a power failure), but
+    /// the media store only sees it when a destage engine programs it. With
+    /// `on`, every block is also written to the media store when it enters
+    /// the cache, and destaging leaves the store alone (it already holds
+    /// that version or a newer one), so a file-backed media holds every
+    /// durable block at all times, even if the process dies. Timing, reads
+    /// and the trace are unchanged; without such a cache this does nothing.
+    pub fn set_plp_write_through(&self, on: bool) {
+        self.plp_write_through.set(on);
+    }
+
+    fn writes_through(&self) -> bool {
+        self.plp && self.plp_write_through.get()
+    }
+
     fn program(&self, block: u64, data: &Block, data_in: u64, attr: u32) {
-        self.media.borrow_mut().write(block, data);
+        if !self.writes_through() {
+            self.media.borrow_mut().write(block, data);
+        }
         let payload: &[u8] = if self.port.trace_mode() == TraceMode::Full {
             &data[..]
         } else {
@@ -216,6 +244,9 @@ impl Backend {
         let v = self.next_version.get();
         self.next_version.set(v + 1);
         let seq = self.record_data_in(b, &data, attr);
+        if self.writes_through() {
+            self.media.borrow_mut().write(b, &data);
+        }
         let unit = self.unit_of(b);
         let mut entries = cache.entries.borrow_mut();
         let e = entries.entry(b).or_insert(CacheEntry {
@@ -363,5 +394,68 @@ impl Backend {
     /// timing and the cache).
     pub fn media(&self) -> std::cell::Ref<'_, Media> {
         self.media.borrow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcie_sim::testing::RegisterFile;
+    use pcie_sim::{Executor, Machine, MachineProfile};
+
+    /// Writes two versions of block 5 and one of block 6 to a drive with a
+    /// power-loss-protected cache; returns the media store's block 5 and 6
+    /// right after the writes complete and after destaging, and the trace
+    /// hash.
+    fn run(write_through: bool) -> ([u8; 2], [u8; 2], u64) {
+        let ex = Executor::new(3);
+        let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
+        let port = m.add_device(RegisterFile::layout(None), None);
+        let profile = SsdProfile::intel_750();
+        let b = Backend::new(m.sim(), port, &profile, Media::memory(64));
+        b.set_plp_write_through(write_through);
+        let first = |b: &Backend| {
+            let mut out = [0u8; 2];
+            for (i, blk) in [5u64, 6].iter().enumerate() {
+                let mut buf = [0u8; BLOCK];
+                b.media().read(*blk, &mut buf);
+                out[i] = buf[0];
+            }
+            out
+        };
+        let b2 = b.clone();
+        ex.block_on(async move {
+            b2.write(vec![(5, Arc::new([1u8; BLOCK]))], false, 0).await;
+            b2.write(
+                vec![(5, Arc::new([2u8; BLOCK])), (6, Arc::new([3u8; BLOCK]))],
+                false,
+                0,
+            )
+            .await;
+        })
+        .unwrap();
+        let on_arrival = first(&b);
+        ex.run();
+        let hash = m.trace().hash();
+        (on_arrival, first(&b), hash)
+    }
+
+    #[test]
+    fn plp_write_through_puts_blocks_in_the_store_on_arrival_without_changing_the_run() {
+        let (arrived, destaged, hash) = run(false);
+        assert_eq!(
+            arrived,
+            [0, 0],
+            "by default the store sees a block when it is programmed"
+        );
+        assert_eq!(destaged, [2, 3]);
+        let (arrived, destaged, hash_wt) = run(true);
+        assert_eq!(
+            arrived,
+            [2, 3],
+            "write-through: durable blocks are in the store at once"
+        );
+        assert_eq!(destaged, [2, 3], "destaging an older version does not go back");
+        assert_eq!(hash, hash_wt, "timing and trace unchanged");
     }
 }

@@ -226,10 +226,16 @@ impl Future for ReadDone {
     }
 }
 
+/// Sees every write to a device's PMR when it takes effect: the PMR offset
+/// and the bytes written (see [`Machine::set_pmr_write_hook`]).
+pub type PmrWriteHook = Rc<dyn Fn(u64, &[u8])>;
+
 /// Per-device link and ingress state.
 pub(crate) struct PortState {
     pub(crate) layout: BarLayout,
     pub(crate) pmr: PageStore,
+    /// Called after every write lands in `pmr`.
+    pub(crate) pmr_hook: Option<PmrWriteHook>,
     pub(crate) down: Serializer,
     pub(crate) up: Serializer,
     /// When the device ingress finishes the last request queued to it.
@@ -395,6 +401,7 @@ impl Machine {
         ports.push(PortState {
             layout,
             pmr: store,
+            pmr_hook: None,
             down: Serializer::default(),
             up: Serializer::default(),
             ingress_free_at: SimTime::ZERO,
@@ -451,6 +458,24 @@ impl Machine {
         std::mem::replace(&mut *t, BusTrace::new(mode))
     }
 
+    /// Sets (or with `None` removes) the hook that sees every write to the
+    /// PMR of `port` at the moment it lands there, which is the moment it
+    /// becomes persistent: after the bytes are in the PMR store and before
+    /// the device is told. A write-through for tools that keep a PMR image
+    /// in a file, so that a process killed at any point leaves in the file
+    /// exactly what the simulated PMR holds. It changes no timing and no
+    /// trace; the hook must not call back into the machine. Returns false
+    /// if there is no such port.
+    pub fn set_pmr_write_hook(&self, port: u8, hook: Option<PmrWriteHook>) -> bool {
+        match self.inner.ports.borrow_mut().get_mut(port as usize) {
+            Some(p) => {
+                p.pmr_hook = hook;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The current content of a device's PMR (writes that have taken
     /// effect; writes still on the link are not in it).
     pub fn pmr_image(&self, port: u8) -> Option<PageStore> {
@@ -500,8 +525,15 @@ impl Inner {
                 }
             }
             Action::PmrWrite { port, offset, data } => {
-                if let Some(p) = self.ports.borrow_mut().get_mut(port as usize) {
-                    p.pmr.write(offset, data.bytes());
+                let hook = match self.ports.borrow_mut().get_mut(port as usize) {
+                    Some(p) => {
+                        p.pmr.write(offset, data.bytes());
+                        p.pmr_hook.clone()
+                    }
+                    None => None,
+                };
+                if let Some(hook) = hook {
+                    hook(offset, data.bytes());
                 }
                 if let Some(ep) = self.endpoint(port) {
                     ep.pmr_written(offset, data.bytes().len() as u64);
@@ -937,4 +969,66 @@ impl EventSink for Inner {
 /// The MSI-X message address, for devices.
 pub const fn msi_address() -> u64 {
     MSI_ADDRESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::RegisterFile;
+
+    /// Stores to the PMR from two cores, with and without a hook; returns
+    /// the trace hash, the PMR image and what the hook mirrored.
+    fn run(hooked: bool) -> (u64, Vec<u8>, Vec<u8>, usize) {
+        let ex = Executor::new(7);
+        let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
+        let _dev = RegisterFile::attach(&m, Some(64 << 10), None);
+        let mirror = Rc::new(RefCell::new(vec![0u8; 64 << 10]));
+        let calls = Rc::new(Cell::new(0usize));
+        if hooked {
+            let (mirror, calls) = (mirror.clone(), calls.clone());
+            let hook: PmrWriteHook = Rc::new(move |off, data| {
+                let off = off as usize;
+                mirror.borrow_mut()[off..off + data.len()].copy_from_slice(data);
+                calls.set(calls.get() + 1);
+            });
+            assert!(m.set_pmr_write_hook(0, Some(hook)));
+        }
+        assert!(!m.set_pmr_write_hook(9, None));
+        let pmr = m.bar(0, BarKind::Pmr).unwrap();
+        for c in 0..2usize {
+            let core = m.core(c).unwrap();
+            m.sim().spawn(async move {
+                for i in 0..20u64 {
+                    let addr = pmr + (c as u64 * 0x4000 + i * 100);
+                    core.wc_store(addr, &[i as u8 + 1; 70], Purpose::Other, 0)
+                        .await
+                        .unwrap();
+                    if i % 3 == 0 {
+                        core.mmio_write(addr + 8000, &[0xab; 8], Purpose::Other, 0)
+                            .await
+                            .unwrap();
+                    }
+                }
+                core.mfence().await.unwrap();
+                core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await.unwrap();
+            });
+        }
+        ex.run();
+        let image = m.pmr_image(0).unwrap().to_vec();
+        let hash = m.trace().hash();
+        let mirrored = mirror.borrow().clone();
+        (hash, image, mirrored, calls.get())
+    }
+
+    #[test]
+    fn pmr_write_hook_mirrors_every_landed_write_without_changing_the_run() {
+        let (plain_hash, plain_image, _, none) = run(false);
+        let (hash, image, mirrored, calls) = run(true);
+        assert_eq!(none, 0);
+        assert!(calls > 0);
+        assert_eq!(hash, plain_hash, "the hook must not change timing or the trace");
+        assert_eq!(image, plain_image);
+        assert_eq!(mirrored, image, "the hook saw exactly what landed");
+        assert!(image.iter().any(|b| *b != 0));
+    }
 }

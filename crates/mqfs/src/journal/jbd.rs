@@ -56,11 +56,16 @@ struct Running {
 
 struct State {
     running: Running,
-    /// Sequence number of the running transaction.
+    /// Log sequence number of the next transaction written to the log.
+    /// Only transactions that write something take one: recovery stops at
+    /// the first gap.
     next_seq: u64,
-    /// Last committed sequence number.
+    /// Ticket of the running transaction (every commit takes one, empty or
+    /// not; waiters wait for tickets, not log sequence numbers).
+    next_tid: u64,
+    /// Last committed ticket.
     committed: u64,
-    /// Highest sequence an fsync asked to commit.
+    /// Highest ticket an fsync asked to commit.
     requested: u64,
     /// Log head (first live block offset) and its sequence number.
     head: u64,
@@ -102,7 +107,8 @@ impl Jbd {
             st: RefCell::new(State {
                 running: Running::default(),
                 next_seq: seq,
-                committed: seq.saturating_sub(1),
+                next_tid: 1,
+                committed: 0,
                 requested: 0,
                 head: tail,
                 head_seq: seq,
@@ -191,7 +197,7 @@ impl Jbd {
             let empty = st.running.blocks.is_empty()
                 && st.running.revokes.is_empty()
                 && st.running.ordered.is_empty();
-            let t = if empty { st.next_seq - 1 } else { st.next_seq };
+            let t = if empty { st.next_tid - 1 } else { st.next_tid };
             st.requested = st.requested.max(t);
             t
         };
@@ -218,12 +224,12 @@ impl Jbd {
         let _c = self.commit_lock.lock().await;
         // Freeze: no operation is half-way while the snapshot is taken.
         fs.gate.acquire(GATE).await;
-        let (seq, running) = {
+        let (tid, running) = {
             let mut st = self.st.borrow_mut();
             let r = std::mem::take(&mut st.running);
-            let seq = st.next_seq;
-            st.next_seq += 1;
-            (seq, r)
+            let tid = st.next_tid;
+            st.next_tid += 1;
+            (tid, r)
         };
         let snapshots: Vec<(u64, Box<[u8; BLOCK]>)> = running
             .blocks
@@ -248,9 +254,15 @@ impl Jbd {
             if !data.is_empty() {
                 fs.write_all(ctx, &data, BioFlags::NONE).await?;
             }
-            self.finish(seq, Vec::new());
+            self.finish(tid);
             return Ok(());
         }
+        let seq = {
+            let mut st = self.st.borrow_mut();
+            let s = st.next_seq;
+            st.next_seq += 1;
+            s
+        };
         fs.cycles(ctx, fs.profile.journal_block_cycles * snapshots.len() as u64)
             .await;
         let ndesc = snapshots.len().div_ceil(TAGS_PER_DESC).max(1);
@@ -337,7 +349,7 @@ impl Jbd {
                 revokes: revokes.clone(),
             });
         }
-        self.finish(seq, Vec::new());
+        self.finish(tid);
         Ok(())
     }
 
@@ -366,9 +378,9 @@ impl Jbd {
         Ok(started)
     }
 
-    fn finish(&self, seq: u64, _unused: Vec<u64>) {
+    fn finish(&self, tid: u64) {
         let mut st = self.st.borrow_mut();
-        st.committed = st.committed.max(seq);
+        st.committed = st.committed.max(tid);
         drop(st);
         self.committed.notify_waiters();
     }

@@ -44,6 +44,13 @@ impl Journal {
         }
     }
 
+    /// Block `b` was freed (data or metadata).
+    pub(crate) fn note_freed(&self, b: u64) {
+        if let Journal::Mq(m) = self {
+            m.note_freed(b);
+        }
+    }
+
     /// Block `b` was allocated again, for `owner`.
     pub(crate) fn note_reused(&self, b: u64, owner: &InodeState) {
         if let Journal::Mq(m) = self {

@@ -173,6 +173,13 @@ pub(crate) struct MqJournal {
     journal_data: RefCell<HashSet<u64>>,
     /// One checkpoint at a time (it spans every area).
     checkpointing: Mutex<()>,
+    /// Blocks freed whose freeing is not yet durable, with the id of the
+    /// transaction that journaled their bitmap (None: not journaled yet).
+    /// A new owner writing one in place would change a block the durable
+    /// file system still maps, so reusing one journals its content.
+    held: RefCell<BTreeMap<u64, Option<u64>>>,
+    /// Each group's block bitmap.
+    bitmaps: Vec<u64>,
     blocks_per_group: u64,
     groups_start: u64,
 }
@@ -219,6 +226,8 @@ impl MqJournal {
             pending_notify: Notify::new(),
             journal_data: RefCell::new(HashSet::new()),
             checkpointing: Mutex::new(()),
+            held: RefCell::new(BTreeMap::new()),
+            bitmaps: (0..sb.groups).map(|g| sb.block_bitmap(g)).collect(),
             blocks_per_group: sb.blocks_per_group as u64,
             groups_start: sb.groups_start,
         })
@@ -235,8 +244,46 @@ impl MqJournal {
 
     pub(crate) fn note_freed_meta(&self, _b: u64) {}
 
+    /// Block `b` was freed: until the freeing is durable, a new owner
+    /// journals what it writes there (see [`MqJournal::note_reused`]).
+    pub(crate) fn note_freed(&self, b: u64) {
+        self.held.borrow_mut().insert(b, None);
+    }
+
+    /// The group bitmap of block `b`.
+    fn bitmap_of(&self, b: u64) -> Option<u64> {
+        let g = b.checked_sub(self.groups_start)? / self.blocks_per_group.max(1);
+        self.bitmaps.get(g as usize).copied()
+    }
+
+    /// Transaction `txid` journals bitmap blocks `journaled`: the frees
+    /// they carry become durable with it.
+    fn tie_frees(&self, txid: u64, journaled: &BTreeSet<u64>) {
+        for (b, t) in self.held.borrow_mut().iter_mut() {
+            if t.is_none() && self.bitmap_of(*b).is_some_and(|bm| journaled.contains(&bm)) {
+                *t = Some(txid);
+            }
+        }
+    }
+
+    /// Releases the held blocks whose freeing transaction, and every
+    /// lower one, is durable.
+    fn release_frees(&self) {
+        let lowest = self.pending.borrow().iter().next().copied().unwrap_or(u64::MAX);
+        self.held
+            .borrow_mut()
+            .retain(|_, t| !t.is_some_and(|t| t < lowest));
+    }
+
     /// Selective revocation (ccNVMe 5.4, checklist M14), at reuse time.
     pub(crate) fn note_reused(&self, b: u64, owner: &InodeState) {
+        // Freed by a transaction that is not durable yet: the durable file
+        // system may still map the block, so its new content goes through
+        // the journal, not in place (the data-journaling regression of
+        // 5.4 case 1, for the same reason).
+        if self.held.borrow_mut().remove(&b).is_some() {
+            self.journal_data.borrow_mut().insert(b);
+        }
         if !self.opts.selective_revocation {
             return;
         }
@@ -311,38 +358,24 @@ impl MqJournal {
     ) -> Option<(u64, Vec<Item>, Vec<u64>, Vec<HeldLock>)> {
         let mut items = Vec::new();
         let mut held = Vec::new();
-        let new_blocks = std::mem::take(&mut *st.new_blocks.borrow_mut());
         let journal_data = self.journal_data.borrow().clone();
-        for (fb, page) in st.pages.dirty() {
-            let Some(home) = Fs::bmap(st, fb) else {
-                continue;
-            };
-            let data = page.snapshot();
-            page.set_dirty(false);
-            // An atomic sync journals overwrites (their old content must
-            // survive a discard, checklist M12); reused blocks being
-            // checkpointed are journaled too (5.4 case 1).
-            let journal = (kind.atomic_only() && !new_blocks.contains(&home)) || journal_data.contains(&home);
-            items.push(if journal {
-                Item::Copy(home, data)
-            } else {
-                Item::Home(home, data)
-            });
-        }
         let include_meta = !kind.data_only() || st.size_dirty.get();
+        let mut meta_items = Vec::new();
+        let mut owners: Vec<Rc<InodeState>> = Vec::new();
         if include_meta {
             let mut meta: BTreeSet<u64> = std::mem::take(&mut *st.dirty_meta.borrow_mut());
             if let Ok((iblk, _)) = fs.sb.borrow().inode_location(st.ino) {
                 meta.insert(iblk);
             }
-            let (meta, more_revokes) = Self::entangled(fs, st, meta);
+            let (meta, more_revokes, pulled) = Self::entangled(fs, st, meta);
             st.revokes.borrow_mut().extend(more_revokes);
+            owners = pulled;
             for b in meta {
                 let Some(c) = fs.bufs.get(b) else { continue };
                 if !c.needs_journal() {
                     continue;
                 }
-                items.push(Item::Copy(b, c.snapshot()));
+                meta_items.push(Item::Copy(b, c.snapshot()));
                 c.set_journaled(c.version());
                 if !self.opts.shadow_paging {
                     if let Some(g) = HeldLock::take(c.clone()) {
@@ -352,6 +385,15 @@ impl MqJournal {
             }
             st.size_dirty.set(false);
         }
+        // Data first: this inode's, and that of every inode whose metadata
+        // the transaction carries (ordered mode: metadata never reaches the
+        // media without the data it points to).
+        self.data_items(st, st, kind, &journal_data, &mut items);
+        for o in &owners {
+            self.data_items(o, st, kind, &journal_data, &mut items);
+            o.size_dirty.set(false);
+        }
+        items.extend(meta_items);
         let revokes: Vec<u64> = std::mem::take(&mut *st.revokes.borrow_mut())
             .into_iter()
             .collect();
@@ -361,7 +403,66 @@ impl MqJournal {
         let txid = fs.next_txid.get();
         fs.next_txid.set(txid + 1);
         self.pending.borrow_mut().insert(txid);
+        let journaled: BTreeSet<u64> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Copy(b, _) => Some(*b),
+                Item::Home(..) => None,
+            })
+            .collect();
+        self.tie_frees(txid, &journaled);
         Some((txid, items, revokes, held))
+    }
+
+    /// The dirty data pages of `owner` as transaction items (the
+    /// transaction belongs to `tx_owner`, which takes any revokes).
+    fn data_items(
+        &self,
+        owner: &InodeState,
+        tx_owner: &InodeState,
+        kind: SyncKind,
+        journal_data: &HashSet<u64>,
+        items: &mut Vec<Item>,
+    ) {
+        let new_blocks = std::mem::take(&mut *owner.new_blocks.borrow_mut());
+        for (fb, page) in owner.pages.dirty() {
+            let Some(home) = Fs::bmap(owner, fb) else {
+                continue;
+            };
+            let data = page.snapshot();
+            page.set_dirty(false);
+            // An atomic sync journals overwrites (their old content must
+            // survive a discard, checklist M12); reused blocks being
+            // checkpointed are journaled too (5.4 case 1).
+            let mut journal =
+                (kind.atomic_only() && !new_blocks.contains(&home)) || journal_data.contains(&home);
+            // A block with a journaled copy still in a log (an earlier
+            // atomic sync journaled it), written in place now: recovery
+            // would replay the older copy over it. As at reuse (5.4): if
+            // the copy is being checkpointed, journal this one too (case
+            // 1); else revoke the older copies (case 2).
+            let checkpointing = self
+                .tree(home)
+                .borrow()
+                .get(&home)
+                .map(|vs| vs.iter().any(|v| v.state == VState::Chp));
+            match checkpointing {
+                Some(true) => journal = true,
+                Some(false) if !journal && self.opts.selective_revocation => {
+                    self.tree(home).borrow_mut().remove(&home);
+                    tx_owner.revokes.borrow_mut().insert(home);
+                }
+                _ => {}
+            }
+            if journal {
+                self.journal_data.borrow_mut().remove(&home);
+            }
+            items.push(if journal {
+                Item::Copy(home, data)
+            } else {
+                Item::Home(home, data)
+            });
+        }
     }
 
     /// Closes `meta` over entanglement: a metadata block is shared by the
@@ -374,18 +475,25 @@ impl MqJournal {
     /// unsynced set (and its revokes) to the transaction, until nothing
     /// changes, so a transaction never commits half of an operation. This
     /// is the multi-queue counterpart of JBD2's one running transaction.
-    fn entangled(fs: &Fs, st: &InodeState, mut meta: BTreeSet<u64>) -> (BTreeSet<u64>, Vec<u64>) {
+    #[allow(clippy::type_complexity)]
+    fn entangled(
+        fs: &Fs,
+        st: &InodeState,
+        mut meta: BTreeSet<u64>,
+    ) -> (BTreeSet<u64>, Vec<u64>, Vec<Rc<InodeState>>) {
         let mut revokes = Vec::new();
         let needs = |b: &u64| fs.bufs.get(*b).is_some_and(|c| c.needs_journal());
         meta.retain(needs);
+        // Only inodes with unsynced metadata can be entangled.
         let mut others: Vec<Rc<InodeState>> = fs
             .inodes
             .borrow()
             .values()
-            .filter(|o| o.ino != st.ino)
+            .filter(|o| o.ino != st.ino && !o.dirty_meta.borrow().is_empty())
             .cloned()
             .collect();
         others.sort_by_key(|o| o.ino);
+        let mut pulled = Vec::new();
         loop {
             let mut grew = false;
             for o in &others {
@@ -394,11 +502,12 @@ impl MqJournal {
                     let theirs = std::mem::take(&mut *o.dirty_meta.borrow_mut());
                     meta.extend(theirs.into_iter().filter(needs));
                     revokes.extend(std::mem::take(&mut *o.revokes.borrow_mut()));
+                    pulled.push(o.clone());
                     grew = true;
                 }
             }
             if !grew {
-                return (meta, revokes);
+                return (meta, revokes, pulled);
             }
         }
     }
@@ -436,41 +545,62 @@ impl MqJournal {
         kind: SyncKind,
     ) -> Result<(), FsError> {
         let copies = items.iter().filter(|i| matches!(i, Item::Copy(..))).count();
-        if copies > TAGS_PER_DESC {
-            return Err(FsError::Unsupported(format!(
-                "a transaction of {copies} metadata blocks"
-            )));
-        }
+        // One descriptor per TAGS_PER_DESC copies; the last is the JH.
+        let ndesc = copies.div_ceil(TAGS_PER_DESC).max(1);
         let nrev = revokes.len().div_ceil(REVOKES_PER_BLOCK);
-        let need = (1 + copies + nrev) as u64;
+        let need = (ndesc + copies + nrev) as u64;
         self.make_room(fs, ctx, area, need).await?;
         fs.cycles(ctx, fs.profile.journal_block_cycles * items.len() as u64)
             .await;
-        // Lay out: JH, copies, revokes.
-        let (jh_pos, seq) = {
+        // Lay out: [descriptor, its copies] per group of TAGS_PER_DESC
+        // copies (the last descriptor is the JH, the commit), then revokes.
+        let (start_pos, seq) = {
             let mut a = area.st.borrow_mut();
             let seq = a.next_seq;
             a.next_seq += 1;
             (a.tail, seq)
         };
-        let mut pos = area.advance(jh_pos, 1);
         let mut writes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
         let mut homes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
-        let mut tags = Vec::new();
-        let mut journaled = Vec::new();
+        let mut copy_items = Vec::new();
         for it in items {
             match it {
                 Item::Home(home, data) => homes.push((home, data)),
-                Item::Copy(home, data) => {
-                    tags.push(Tag {
-                        home,
-                        journal: pos,
-                        crc: crc(&data[..]),
-                    });
-                    writes.push((area.start + pos, data.clone()));
-                    journaled.push((home, data));
-                    pos = area.advance(pos, 1);
-                }
+                Item::Copy(home, data) => copy_items.push((home, data)),
+            }
+        }
+        let mut journaled = Vec::new();
+        let mut pos = start_pos;
+        let mut jh_pos = start_pos;
+        let mut tags = Vec::new();
+        let mut groups = copy_items.chunks(TAGS_PER_DESC).peekable();
+        if groups.peek().is_none() {
+            pos = area.advance(pos, 1);
+        }
+        while let Some(group) = groups.next() {
+            let desc_pos = pos;
+            pos = area.advance(pos, 1);
+            tags = Vec::with_capacity(group.len());
+            for (home, data) in group {
+                tags.push(Tag {
+                    home: *home,
+                    journal: pos,
+                    crc: crc(&data[..]),
+                });
+                writes.push((area.start + pos, data.clone()));
+                journaled.push((*home, data.clone()));
+                pos = area.advance(pos, 1);
+            }
+            if groups.peek().is_some() {
+                let d = Descriptor {
+                    seq,
+                    txid,
+                    last: false,
+                    tags: std::mem::take(&mut tags),
+                };
+                writes.push((area.start + desc_pos, d.encode()));
+            } else {
+                jh_pos = desc_pos;
             }
         }
         for chunk in revokes.chunks(REVOKES_PER_BLOCK) {
@@ -577,6 +707,9 @@ impl MqJournal {
                 durable_flag.set(true);
             }
             me.pending.borrow_mut().remove(&txid);
+            if s.is_success() {
+                me.release_frees();
+            }
             me.pending_notify.notify_waiters();
         });
         if kind.atomic_only() {
@@ -806,23 +939,35 @@ pub(crate) async fn recover(
         let (mut pos, mut seq) = (jsb.head, jsb.seq);
         let mut scanned = 0u64;
         'scan: while scanned < ring {
-            let b = fs.read_raw(ctx, start + pos).await?;
-            let Some(d) = Descriptor::decode(&b[..]).filter(|d| d.seq == seq && d.last) else {
-                break;
-            };
+            // A transaction: descriptors of its sequence number, each
+            // followed by its copies, the last one (the JH) flagged.
             let mut tags = Vec::new();
-            let mut next = adv(pos, 1);
-            for t in &d.tags {
-                if t.journal != next {
+            let mut next = pos;
+            let txid = loop {
+                let b = fs.read_raw(ctx, start + next).await?;
+                let Some(d) = Descriptor::decode(&b[..]).filter(|d| d.seq == seq) else {
                     break 'scan;
-                }
-                let copy = fs.read_raw(ctx, start + t.journal).await?;
-                if crc(&copy[..]) != t.crc {
-                    break 'scan;
-                }
-                tags.push((t.home, t.journal));
+                };
                 next = adv(next, 1);
-            }
+                for t in &d.tags {
+                    if t.journal != next {
+                        break 'scan;
+                    }
+                    let copy = fs.read_raw(ctx, start + t.journal).await?;
+                    if crc(&copy[..]) != t.crc {
+                        break 'scan;
+                    }
+                    tags.push((t.home, t.journal));
+                    next = adv(next, 1);
+                }
+                scanned += 1 + d.tags.len() as u64;
+                if d.last {
+                    break d.txid;
+                }
+                if scanned >= ring {
+                    break 'scan;
+                }
+            };
             let mut revokes = Vec::new();
             loop {
                 let r = fs.read_raw(ctx, start + next).await?;
@@ -834,11 +979,10 @@ pub(crate) async fn recover(
                     None => break,
                 }
             }
-            scanned += 1 + d.tags.len() as u64;
-            max_txid = max_txid.max(d.txid);
+            max_txid = max_txid.max(txid);
             found.push(FoundTx {
                 area: a,
-                txid: d.txid,
+                txid,
                 tags,
                 revokes,
             });

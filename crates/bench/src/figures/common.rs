@@ -1,0 +1,404 @@
+//! What every figure shares: the compared systems, building a machine with a
+//! mounted file system, running simulated threads for a window of simulated
+//! time, and latency statistics.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::future::Future;
+use std::rc::Rc;
+
+use ccnvme::BlockDevice;
+use mqfs::testing::{machine, TestFs};
+use mqfs::{mkfs, mount, probe_options, Ctx, Fs, FsError, FsProfile, Ino, MkfsOptions, Mode};
+use nvme_ctrl::SsdProfile;
+use pcie_sim::{Counters, EventKind, Purpose, SimDuration, SimTime, TraceMode};
+
+/// An error of a figure run.
+#[derive(Debug)]
+pub enum BenchError {
+    /// The file system failed.
+    Fs(FsError),
+    /// The simulation could not run (a deadlock, a stalled executor).
+    Sim(String),
+    /// Writing an output file failed.
+    Io(std::io::Error),
+    /// Drawing a plot failed.
+    Plot(String),
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BenchError::Fs(e) => write!(f, "file system: {e}"),
+            BenchError::Sim(e) => write!(f, "simulation: {e}"),
+            BenchError::Io(e) => write!(f, "output: {e}"),
+            BenchError::Plot(e) => write!(f, "plot: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+impl From<FsError> for BenchError {
+    fn from(e: FsError) -> Self {
+        BenchError::Fs(e)
+    }
+}
+
+impl From<std::io::Error> for BenchError {
+    fn from(e: std::io::Error) -> Self {
+        BenchError::Io(e)
+    }
+}
+
+/// Result of a figure run.
+pub type BenchResult<T> = Result<T, BenchError>;
+
+/// A compared system: a file-system mode and the sync primitive its
+/// benchmark calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum System {
+    /// Ext4 with JBD2 (`classic`), fsync.
+    Ext4,
+    /// HoraeFS (`horae`), fsync.
+    HoraeFs,
+    /// Ext4 without a journal (`none`), fsync.
+    Ext4Nj,
+    /// MQFS on ccNVMe (`mq`), fsync.
+    Mqfs,
+    /// MQFS on ccNVMe (`mq`), fdataatomic: atomicity without waiting for
+    /// durability.
+    MqfsA,
+}
+
+impl System {
+    /// The systems of Figure 11, in the paper's legend order.
+    pub const ALL: [System; 5] = [
+        System::Ext4,
+        System::HoraeFs,
+        System::Ext4Nj,
+        System::Mqfs,
+        System::MqfsA,
+    ];
+
+    /// The four file systems of Figure 12 (durable sync only).
+    pub const DURABLE: [System; 4] = [System::Ext4, System::HoraeFs, System::Ext4Nj, System::Mqfs];
+
+    /// The paper's name.
+    pub fn label(self) -> &'static str {
+        match self {
+            System::Ext4 => "Ext4",
+            System::HoraeFs => "HoraeFS",
+            System::Ext4Nj => "Ext4-NJ",
+            System::Mqfs => "MQFS",
+            System::MqfsA => "MQFS-A",
+        }
+    }
+
+    /// The file-system mode it runs.
+    pub fn mode(self) -> Mode {
+        match self {
+            System::Ext4 => Mode::Classic,
+            System::HoraeFs => Mode::Horae,
+            System::Ext4Nj => Mode::None,
+            System::Mqfs | System::MqfsA => Mode::Mq,
+        }
+    }
+
+    /// The sync after an append: fsync, or fdataatomic for MQFS-A.
+    pub async fn sync(self, fs: &Fs, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        match self {
+            System::MqfsA => fs.fdataatomic(ctx, ino).await,
+            _ => fs.fsync(ctx, ino).await,
+        }
+    }
+}
+
+/// What machine and file system to build.
+#[derive(Clone, Debug)]
+pub struct Rig {
+    /// File-system mode.
+    pub mode: Mode,
+    /// The drive.
+    pub ssd: SsdProfile,
+    /// File-system costs and `mq` switches.
+    pub fs: FsProfile,
+    /// Benchmark threads; the machine gets one more core (see [`Rig::cores`]).
+    pub threads: usize,
+    /// Device size in 4 KiB blocks.
+    pub blocks: u64,
+    /// Executor seed.
+    pub seed: u64,
+}
+
+/// Default device size: 1 GiB of sparse memory media.
+pub const DEVICE_BLOCKS: u64 = 1 << 18;
+
+impl Rig {
+    /// A rig of `mode` on `ssd` for `threads` threads with default costs.
+    pub fn new(mode: Mode, ssd: SsdProfile, threads: usize) -> Rig {
+        Rig {
+            mode,
+            ssd,
+            fs: FsProfile::default(),
+            threads,
+            blocks: DEVICE_BLOCKS,
+            seed: 1,
+        }
+    }
+
+    /// Cores of the machine: one per benchmark thread plus a spare one for
+    /// the journal commit thread of `classic` and `horae` (JBD2's
+    /// kjournald2). The paper's server has 24 cores, so below 24 threads a
+    /// commit thread always found an idle core there too.
+    pub fn cores(&self) -> usize {
+        self.threads.max(1) + 1
+    }
+
+    /// Builds the machine, makes the file system and mounts it, as
+    /// [`mqfs::testing::new_fs`] does but with this rig's profile.
+    pub fn build(&self) -> BenchResult<TestFs> {
+        let cores = self.cores();
+        let (ex, m, ctrl) = machine(self.ssd.clone(), self.blocks, cores, TraceMode::Off, self.seed);
+        let mut profile = self.fs.clone();
+        profile.commit_core = cores - 1;
+        let mode = self.mode;
+        let blocks = self.blocks;
+        let m2 = m.clone();
+        let r = ex
+            .block_on(async move {
+                let dev = BlockDevice::probe(&m2, 0, probe_options(mode)).await?;
+                let ctx = Ctx::on(0);
+                let mut opts = MkfsOptions::new(mode);
+                opts.journal_areas = dev.queue_count() as u32;
+                opts.journal_blocks = Some((blocks / 8).max(256));
+                mkfs(&dev, ctx, &opts).await?;
+                let fs = mount(&dev, ctx, profile).await?;
+                Ok::<_, FsError>((dev, fs))
+            })
+            .map_err(|e| BenchError::Sim(e.to_string()))?;
+        let (dev, fs) = r?;
+        Ok(TestFs {
+            ex,
+            machine: m,
+            ctrl,
+            dev,
+            fs,
+        })
+    }
+}
+
+/// Runs `f` to completion in the rig's simulation (set-up steps).
+pub fn block_on<T: 'static>(t: &TestFs, f: impl Future<Output = BenchResult<T>> + 'static) -> BenchResult<T> {
+    t.ex.block_on(f).map_err(|e| BenchError::Sim(e.to_string()))?
+}
+
+/// Operations one thread completed inside the measured window.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    /// Completed operations (loop iterations).
+    pub ops: u64,
+    /// Latency of each recorded call, in picoseconds.
+    pub lat: Vec<u64>,
+    /// Bytes the workload wrote (for bandwidth).
+    pub bytes: u64,
+}
+
+/// Shared per-run tally that threads add to.
+pub type SharedTally = Rc<RefCell<Tally>>;
+
+/// The measured window of simulated time: operations that complete inside
+/// it count.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    /// Where measuring starts.
+    pub start: SimTime,
+    /// Where it ends.
+    pub end: SimTime,
+}
+
+impl Window {
+    /// Its length in seconds.
+    pub fn secs(&self) -> f64 {
+        (self.end - self.start).as_secs_f64()
+    }
+
+    /// Whether an operation that ended at `t` counts.
+    pub fn contains(&self, t: SimTime) -> bool {
+        t > self.start && t <= self.end
+    }
+}
+
+/// How long a measured run lasts in simulated time: threads start, run
+/// `warmup` unmeasured (queues fill, the journal wraps into its steady
+/// state), then `length` measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Span {
+    /// Unmeasured lead-in.
+    pub warmup: SimDuration,
+    /// Measured window.
+    pub length: SimDuration,
+}
+
+impl Span {
+    /// A span of `warmup_ms` then `length_ms` milliseconds.
+    pub fn ms(warmup_ms: u64, length_ms: u64) -> Span {
+        Span {
+            warmup: SimDuration::from_ms(warmup_ms),
+            length: SimDuration::from_ms(length_ms),
+        }
+    }
+}
+
+/// Spawns one simulated thread per index in `0..threads`, each running
+/// `body(index, window)`, runs the simulation through the warm-up and the
+/// window, and returns the window and the bus counters over it. A thread
+/// loops while `now < window.end` and records only what completed inside
+/// the window ([`Window::contains`]). The first error of any thread is
+/// returned.
+pub fn run_window<F, Fut>(t: &TestFs, threads: usize, span: Span, body: F) -> BenchResult<(Window, Counters)>
+where
+    F: Fn(usize, Window) -> Fut,
+    Fut: Future<Output = Result<(), FsError>> + 'static,
+{
+    let sim = t.machine.sim();
+    let start = sim.now() + span.warmup;
+    let window = Window {
+        start,
+        end: start + span.length,
+    };
+    let error: Rc<RefCell<Option<FsError>>> = Rc::new(RefCell::new(None));
+    for i in 0..threads {
+        let fut = body(i, window);
+        let error = error.clone();
+        sim.spawn(async move {
+            if let Err(e) = fut.await {
+                error.borrow_mut().get_or_insert(e);
+            }
+        });
+    }
+    t.ex.run_until(window.start);
+    let before = t.machine.counters();
+    t.ex.run_until(window.end);
+    if let Some(e) = error.borrow_mut().take() {
+        return Err(BenchError::Fs(e));
+    }
+    Ok((window, t.machine.counters().since(&before)))
+}
+
+/// Summary of a latency sample (microseconds).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LatStats {
+    /// Samples.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub std: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl LatStats {
+    /// Statistics of latencies given in picoseconds.
+    pub fn of(ps: &[u64]) -> LatStats {
+        if ps.is_empty() {
+            return LatStats::default();
+        }
+        let mut us: Vec<f64> = ps.iter().map(|p| *p as f64 / 1e6).collect();
+        us.sort_by(|a, b| a.total_cmp(b));
+        let n = us.len();
+        let mean = us.iter().sum::<f64>() / n as f64;
+        let var = us.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
+        let pct = |p: f64| us[((n as f64 - 1.0) * p).round() as usize];
+        LatStats {
+            n,
+            mean,
+            std: var.sqrt(),
+            min: us[0],
+            p50: pct(0.5),
+            p99: pct(0.99),
+            max: us[n - 1],
+        }
+    }
+}
+
+/// Mean of a list (0 for an empty one).
+pub fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+/// Data-block bytes the device fetched by DMA (what it was asked to write).
+pub fn device_write_bytes(c: &Counters) -> u64 {
+    c.get(EventKind::DmaReadCompletion, Purpose::DataBlock)
+        .payload_bytes
+}
+
+/// A small deterministic generator (SplitMix64) for workload choices, one
+/// per simulated thread, so a thread's choices do not depend on how the
+/// others interleave.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for stream `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_statistics() {
+        let ps: Vec<u64> = (1..=100).map(|us| us * 1_000_000).collect();
+        let s = LatStats::of(&ps);
+        assert_eq!(s.n, 100);
+        assert!((s.mean - 50.5).abs() < 1e-9);
+        assert_eq!((s.min, s.max), (1.0, 100.0));
+        assert_eq!(s.p50, 51.0);
+        assert_eq!(s.p99, 99.0);
+        assert_eq!(LatStats::of(&[]), LatStats::default());
+    }
+
+    #[test]
+    fn rng_is_deterministic_per_stream() {
+        let a: Vec<u64> = (0..4).map(|_| Rng::new(7).next_u64()).collect();
+        assert!(a.windows(2).all(|w| w[0] == w[1]));
+        let mut r = Rng::new(7);
+        let mut q = Rng::new(8);
+        assert_ne!(r.next_u64(), q.next_u64());
+        assert_eq!(r.below(0), 0);
+        assert!((0..100).all(|_| r.below(10) < 10));
+    }
+}

@@ -1,0 +1,117 @@
+//! Side experiments that locate where simulated time goes when a figure
+//! disagrees with the paper. Each isolates one mechanism of the model by
+//! changing one thing: the kind of write, the file rotation, or the
+//! drive's number of media units.
+
+use mqfs::Ctx;
+use nvme_ctrl::SsdProfile;
+
+use super::append::{measure, Job, Point};
+use super::common::{block_on, mean, BenchResult, Rig, Span, System};
+
+/// One thread writing 4 KiB and syncing, over and over.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Loop {
+    /// Mean sync latency (us).
+    pub sync_us: f64,
+    /// Write + sync loops per second.
+    pub ops_per_sec: f64,
+}
+
+/// Everything the diagnostics measured.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnostics {
+    /// One thread, 4 KiB appends (allocating) per system.
+    pub append: Vec<(System, Loop)>,
+    /// One thread, 4 KiB overwrites of one block (no allocation, so no
+    /// bitmap) per system.
+    pub overwrite: Vec<(System, Loop)>,
+    /// Threads of the file-rotation experiment.
+    pub leaf_threads: usize,
+    /// (system, default rotation, files of 6 appends: no extent leaf).
+    pub leaf: Vec<(System, Point, Point)>,
+    /// Threads of the media-unit experiment.
+    pub units_threads: usize,
+    /// (system, the 905P, the 905P with 64 media units).
+    pub units: Vec<(System, Point, Point)>,
+}
+
+impl Diagnostics {
+    /// The one-thread loop of `s` (`overwrite` or append).
+    pub fn single(&self, s: System, overwrite: bool) -> Option<Loop> {
+        let v = if overwrite { &self.overwrite } else { &self.append };
+        v.iter().find(|(x, _)| *x == s).map(|(_, l)| *l)
+    }
+}
+
+/// Runs `loops` 4 KiB writes, each followed by `system`'s sync, in one
+/// thread on the 905P: appends, or overwrites of the file's first block.
+pub fn one_thread(system: System, overwrite: bool, loops: usize) -> BenchResult<Loop> {
+    let t = Rig::new(system.mode(), SsdProfile::optane_905p(), 1).build()?;
+    let (fs, m) = (t.fs.clone(), t.machine.clone());
+    let warm = loops / 8 + 1;
+    let lat = block_on(&t, async move {
+        let ctx = Ctx::on(0);
+        let sim = m.sim();
+        let ino = fs.create_path(ctx, "/one").await?.ino;
+        let data = vec![0x11u8; 4096];
+        fs.write(ctx, ino, 0, &data).await?;
+        fs.sync(ctx).await?;
+        let mut lat = Vec::new();
+        let mut start = sim.now();
+        for i in 0..warm + loops {
+            if i == warm {
+                start = sim.now();
+            }
+            let off = if overwrite { 0 } else { (i as u64 + 1) * 4096 };
+            fs.write(ctx, ino, off, &data).await?;
+            let t0 = sim.now();
+            system.sync(&fs, ctx, ino).await?;
+            if i >= warm {
+                lat.push((sim.now() - t0).as_ps() as f64 / 1e6);
+            }
+        }
+        let secs = (sim.now() - start).as_secs_f64();
+        Ok((lat, secs))
+    })?;
+    let (l, secs) = lat;
+    Ok(Loop {
+        sync_us: mean(&l),
+        ops_per_sec: l.len() as f64 / secs.max(1e-12),
+    })
+}
+
+/// Runs every diagnostic (smaller in `quick` mode).
+pub fn run(quick: bool) -> BenchResult<Diagnostics> {
+    let mut d = Diagnostics::default();
+    let loops = if quick { 32 } else { 256 };
+    for s in [System::Ext4Nj, System::Mqfs, System::Ext4, System::HoraeFs] {
+        d.append.push((s, one_thread(s, false, loops)?));
+        d.overwrite.push((s, one_thread(s, true, loops)?));
+    }
+    let ssd = SsdProfile::optane_905p();
+    let span = if quick { Span::ms(1, 2) } else { Span::ms(5, 10) };
+    d.leaf_threads = 4;
+    let base = Rig::new(mqfs::Mode::Mq, ssd.clone(), 1);
+    for s in [System::Ext4, System::Ext4Nj, System::Mqfs] {
+        let long = measure(s, &ssd, &base, d.leaf_threads, Job::new(4096), span)?;
+        let short = Job {
+            appends_per_file: 6,
+            ..Job::new(4096)
+        };
+        let short = measure(s, &ssd, &base, d.leaf_threads, short, span)?;
+        d.leaf.push((s, long, short));
+    }
+    d.units_threads = if quick { 4 } else { 24 };
+    let wide = SsdProfile {
+        units: 64,
+        ..SsdProfile::optane_905p()
+    };
+    for s in [System::Ext4Nj, System::HoraeFs, System::Mqfs] {
+        let a = measure(s, &ssd, &base, d.units_threads, Job::new(4096), span)?;
+        let b = measure(s, &wide, &base, d.units_threads, Job::new(4096), span)?;
+        d.units.push((s, a, b));
+    }
+    eprintln!("diagnostics done");
+    Ok(d)
+}

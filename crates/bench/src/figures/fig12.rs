@@ -1,0 +1,230 @@
+//! Figure 12: the macrobenchmarks, Varmail-like ([`super::varmail`]) and
+//! RocksDB-fillsync-like ([`super::rocksdb`]), on the 905P (SSD A) and the
+//! P5800X (SSD B), for the four file systems.
+
+use nvme_ctrl::SsdProfile;
+
+use super::common::{BenchResult, System};
+use super::output::{Panel, Table};
+use super::report::{f, Check, FigureOut, Kind, Plot};
+use super::{rocksdb, varmail};
+
+/// The sweep.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Varmail settings.
+    pub varmail: varmail::Params,
+    /// RocksDB settings.
+    pub rocksdb: rocksdb::Params,
+}
+
+impl Params {
+    /// The full run.
+    pub fn full() -> Params {
+        Params {
+            varmail: varmail::Params::full(),
+            rocksdb: rocksdb::Params::full(),
+        }
+    }
+
+    /// A smoke test.
+    pub fn quick() -> Params {
+        Params {
+            varmail: varmail::Params::quick(),
+            rocksdb: rocksdb::Params::quick(),
+        }
+    }
+}
+
+/// One bar: a workload on a drive with a system.
+#[derive(Clone, Debug)]
+pub struct Bar {
+    /// "varmail" or "rocksdb".
+    pub workload: &'static str,
+    /// "A" (905P) or "B" (P5800X).
+    pub ssd: &'static str,
+    /// The system.
+    pub system: System,
+    /// Operations per second (flowops for Varmail, puts for RocksDB).
+    pub ops_per_sec: f64,
+    /// Mean latency of the sync (Varmail fsync) or of a put (RocksDB).
+    pub lat_mean: f64,
+    /// Its 99th percentile.
+    pub lat_p99: f64,
+    /// Device write traffic, MB/s.
+    pub device_mbps: f64,
+    /// RocksDB: log syncs (write groups) per second.
+    pub syncs_per_sec: Option<f64>,
+}
+
+fn drives() -> [(&'static str, SsdProfile); 2] {
+    [
+        ("A", SsdProfile::optane_905p()),
+        ("B", SsdProfile::optane_p5800x()),
+    ]
+}
+
+/// Runs both workloads.
+pub fn run(p: &Params) -> BenchResult<Vec<Bar>> {
+    let mut out = Vec::new();
+    for (tag, ssd) in drives() {
+        for system in System::DURABLE {
+            let v = varmail::measure(system, &ssd, &p.varmail)?;
+            eprintln!(
+                "fig12 varmail {tag} {:<8} {:>9.0} ops/s",
+                system.label(),
+                v.ops_per_sec
+            );
+            out.push(Bar {
+                workload: "varmail",
+                ssd: tag,
+                system,
+                ops_per_sec: v.ops_per_sec,
+                lat_mean: v.fsync.mean,
+                lat_p99: v.fsync.p99,
+                device_mbps: v.device_mbps,
+                syncs_per_sec: None,
+            });
+            let r = rocksdb::measure(system, &ssd, &p.rocksdb)?;
+            eprintln!(
+                "fig12 rocksdb {tag} {:<8} {:>9.0} ops/s",
+                system.label(),
+                r.ops_per_sec
+            );
+            out.push(Bar {
+                workload: "rocksdb",
+                ssd: tag,
+                system,
+                ops_per_sec: r.ops_per_sec,
+                lat_mean: r.put.mean,
+                lat_p99: r.put.p99,
+                device_mbps: r.device_mbps,
+                syncs_per_sec: Some(r.syncs_per_sec),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn ops(bars: &[Bar], workload: &str, ssd: &str, s: System) -> Option<f64> {
+    bars.iter()
+        .find(|b| b.workload == workload && b.ssd == ssd && b.system == s)
+        .map(|b| b.ops_per_sec)
+}
+
+/// The paper's claims.
+pub fn checks(bars: &[Bar]) -> Vec<Check> {
+    let claims: [(&'static str, &str, &str, System, f64); 10] = [
+        ("F12.1", "varmail", "A", System::Ext4, 2.4),
+        ("F12.1", "varmail", "A", System::HoraeFs, 1.2),
+        ("F12.1", "varmail", "A", System::Ext4Nj, 0.9),
+        ("F12.2", "varmail", "B", System::Ext4, 2.6),
+        ("F12.2", "varmail", "B", System::HoraeFs, 1.1),
+        ("F12.2", "varmail", "B", System::Ext4Nj, 1.0),
+        ("F12.5", "rocksdb", "A", System::Ext4Nj, 1.4),
+        ("F12.5", "rocksdb", "A", System::HoraeFs, 1.4),
+        ("F12.6", "rocksdb", "B", System::Ext4, 1.66),
+        ("F12.6", "rocksdb", "B", System::HoraeFs, 1.36),
+    ];
+    let mut c = Vec::new();
+    for (id, w, ssd, other, paper) in claims {
+        if let (Some(m), Some(o)) = (ops(bars, w, ssd, System::Mqfs), ops(bars, w, ssd, other)) {
+            let claim = format!("{w}, SSD {ssd}: MQFS / {} throughput", other.label());
+            c.push(Check::new(
+                id,
+                claim,
+                Kind::Times,
+                paper,
+                if o > 0.0 { m / o } else { 0.0 },
+            ));
+        }
+    }
+    if let (Some(m), Some(o)) = (
+        ops(bars, "rocksdb", "B", System::Mqfs),
+        ops(bars, "rocksdb", "B", System::Ext4Nj),
+    ) {
+        let claim = "rocksdb, SSD B: MQFS / Ext4-NJ throughput";
+        c.push(Check::new(
+            "F12.6",
+            claim,
+            Kind::Times,
+            1.28,
+            if o > 0.0 { m / o } else { 0.0 },
+        ));
+    }
+    c
+}
+
+/// Runs Figure 12 and lays out its outputs.
+pub fn figure(p: &Params) -> BenchResult<(Vec<Bar>, FigureOut)> {
+    let bars = run(p)?;
+    let mut t = Table::new(&[
+        "workload",
+        "ssd",
+        "system",
+        "ops_per_sec",
+        "latency_mean_us",
+        "latency_p99_us",
+        "device_mb_per_sec",
+        "log_syncs_per_sec",
+    ]);
+    for b in &bars {
+        t.push(vec![
+            b.workload.into(),
+            b.ssd.into(),
+            b.system.label().into(),
+            f(b.ops_per_sec, 0),
+            f(b.lat_mean, 2),
+            f(b.lat_p99, 2),
+            f(b.device_mbps, 1),
+            b.syncs_per_sec.map(|s| f(s, 0)).unwrap_or_default(),
+        ]);
+    }
+    let panel = |w: &'static str, y: &str| Panel::Bars {
+        title: format!("{w} (K ops/s)"),
+        y: y.into(),
+        groups: drives()
+            .iter()
+            .map(|(tag, s)| format!("{tag}: {}", s.name))
+            .collect(),
+        series: System::DURABLE
+            .iter()
+            .map(|s| {
+                let v = drives()
+                    .iter()
+                    .map(|(tag, _)| ops(&bars, w, tag, *s).unwrap_or(0.0) / 1e3)
+                    .collect();
+                (s.label().to_string(), v)
+            })
+            .collect(),
+    };
+    let out = FigureOut {
+        title: "Figure 12: macrobenchmarks (Varmail, RocksDB fillsync)".into(),
+        setup: format!(
+            "SSD A = Optane 905P, SSD B = Optane P5800X (PCIe 3.0 figures). Varmail: {} threads, \
+             {} files, {} ms measured; throughput in Filebench flowops per second (13 per loop); \
+             latency column = fsync. RocksDB: {} writers, {}-byte log records, group commit, \
+             memtable {} KiB, {} us of CPU per put outside the file system, {} ms measured; \
+             latency column = put.",
+            p.varmail.threads,
+            p.varmail.nfiles,
+            p.varmail.span.length.as_secs_f64() * 1e3,
+            p.rocksdb.threads,
+            rocksdb::RECORD_BYTES,
+            p.rocksdb.memtable_bytes / 1024,
+            p.rocksdb.put_cpu.as_us_f64(),
+            p.rocksdb.span.length.as_secs_f64() * 1e3,
+        ),
+        csv: vec![("fig12".into(), t.clone())],
+        shown: vec![("Results:".into(), t)],
+        plots: vec![Plot {
+            stem: "fig12".into(),
+            title: "Figure 12: macrobenchmarks (simulated)".into(),
+            panels: vec![panel("varmail", "K flowops/s"), panel("rocksdb", "K puts/s")],
+            cols: 2,
+        }],
+        checks: checks(&bars),
+        notes: Vec::new(),
+    };
+    Ok((bars, out))
+}

@@ -1,0 +1,125 @@
+//! `mqfs mount`: serve an image through FUSE in the foreground until it is
+//! unmounted (Ctrl-C, SIGTERM or `fusermount3 -u MOUNTPOINT`).
+//!
+//! Nothing is written to the image before the mount is known to work: the
+//! image is first mounted in a copy-on-write sandbox (the drive probes, the
+//! file system recovers, fsck checks the result), and only if that passes
+//! is it mounted for real over its files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread::JoinHandle;
+
+use fuser::{MountOption, Session};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::{Handle, Signals};
+
+use crate::error::CliError;
+use crate::fuse::{MqfsFuse, Outcome};
+use crate::image::LockedImage;
+use crate::rig::Rig;
+use crate::stats::Stats;
+
+/// Arguments of `mqfs mount`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct MountArgs {
+    /// The image.
+    pub image: PathBuf,
+    /// An existing directory to mount it on.
+    pub mountpoint: PathBuf,
+    /// Record the bus trace and the programs' syncs to FILE, for
+    /// `crashfuzz explore --trace FILE` (not yet supported).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+/// Mounts the image in a sandbox: the drive probes, the file system
+/// mounts (recovering), and fsck must find no error.
+pub fn dry_run(image: &LockedImage) -> Result<(), CliError> {
+    let rig = Rig::sandbox(image)?;
+    let (_dev, _fs) = rig.mount()?;
+    let report = mqfs::fsck(&**rig.ctrl.backend())?;
+    if !report.is_clean() {
+        let errors = report.errors().count() as u64 + report.suppressed_errors;
+        let first = report.errors().next().map(|f| f.to_string()).unwrap_or_default();
+        return Err(CliError::Fs(mqfs::FsError::Corrupt(format!(
+            "fsck finds {errors} errors after recovery (first: {first})"
+        ))));
+    }
+    Ok(())
+}
+
+/// Unmounts `mountpoint` when the process gets SIGINT, SIGTERM or SIGHUP
+/// (the session then ends and the file system is unmounted cleanly). If
+/// the mountpoint is busy, says so and keeps serving.
+fn watch_signals(mountpoint: &Path) -> Result<(Handle, JoinHandle<()>), CliError> {
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| CliError::io("signal handlers", e))?;
+    let handle = signals.handle();
+    let mp = mountpoint.to_path_buf();
+    let thread = std::thread::spawn(move || {
+        for _ in signals.forever() {
+            match Command::new("fusermount3").arg("-u").arg(&mp).output() {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => eprintln!(
+                    "mqfs: cannot unmount {} yet: {}",
+                    mp.display(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                Err(e) => eprintln!("mqfs: cannot run fusermount3: {e}"),
+            }
+        }
+    });
+    Ok((handle, thread))
+}
+
+/// Mounts and serves until unmounted; returns the figures at the end.
+pub fn run(args: &MountArgs) -> Result<Stats, CliError> {
+    if args.record.is_some() {
+        return Err(CliError::RecordUnsupported);
+    }
+    match std::fs::metadata(&args.mountpoint) {
+        Ok(m) if m.is_dir() => {}
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(CliError::Usage(format!(
+                "{}: a dead FUSE mount is there (`fusermount3 -u` it first)",
+                args.mountpoint.display()
+            )))
+        }
+        _ => return Err(CliError::NoMountpoint(args.mountpoint.clone())),
+    }
+    let image = LockedImage::open(&args.image)?;
+    let unmountable = |e: CliError| e.on_image(&args.image, "mount");
+    dry_run(&image).map_err(unmountable)?;
+    let (rig, pmr) = Rig::on_image(&image)?;
+    let (dev, fs) = rig.mount().map_err(unmountable)?;
+    let header = image.header.clone();
+    let outcome = Outcome::default();
+    let adapter = MqfsFuse::new(image, rig, pmr, dev, fs, outcome.clone())?;
+    let options = [
+        MountOption::FSName(format!("mqfs:{}", args.image.display())),
+        MountOption::Subtype("mqfs".into()),
+        MountOption::NoAtime,
+    ];
+    // On failure the adapter is dropped, which unmounts the file system.
+    let mut session = Session::new(adapter, &args.mountpoint, &options)
+        .map_err(|e| CliError::Fuse(args.mountpoint.clone(), e))?;
+    let (signals, watcher) = watch_signals(&args.mountpoint)?;
+    eprintln!(
+        "mqfs: {} mounted on {} ({} mode, {}, {} queues); figures in {}/.mqfs/stats; Ctrl-C or `fusermount3 -u {}` unmounts",
+        args.image.display(),
+        args.mountpoint.display(),
+        header.mode.name(),
+        header.profile,
+        header.queues,
+        args.mountpoint.display(),
+        args.mountpoint.display()
+    );
+    let served = session.run();
+    drop(session);
+    signals.close();
+    let _ = watcher.join();
+    served.map_err(|e| CliError::Fuse(args.mountpoint.clone(), e))?;
+    let result = outcome.borrow_mut().take();
+    result.unwrap_or_else(|| Err(CliError::Usage("the session ended without unmounting".into())))
+}

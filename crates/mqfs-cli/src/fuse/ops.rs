@@ -1,0 +1,594 @@
+//! The FUSE requests, each mapped to the file system's operation.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use fuser::consts::FOPEN_DIRECT_IO;
+use fuser::{
+    FileAttr, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, FUSE_ROOT_ID,
+};
+use libc::{EINVAL, ENOENT, ENOTTY, EOPNOTSUPP, EPERM};
+use mqfs::{Attr, Ctx, Fs, FsError, Ino, SetAttr};
+
+use super::attr::{
+    control_attr, file_attr, from_fuse, is_control, kind, ns_of, reserved, to_fuse, CONTROL_DIR,
+    CONTROL_NAME, STATS_FILE, STATS_NAME,
+};
+use super::MqfsFuse;
+use crate::ioctl::{FATOMIC, FDATAATOMIC};
+
+/// How long the kernel may cache attributes and names: every change goes
+/// through the kernel, so it never holds a stale one.
+const TTL: Duration = Duration::from_secs(1);
+
+/// `S_IFMT` and `S_IFREG` of `st_mode`.
+const S_IFMT: u32 = 0o170000;
+const S_IFREG: u32 = 0o100000;
+
+fn name_of(name: &OsStr) -> Result<String, i32> {
+    name.to_str().map(str::to_string).ok_or(EINVAL)
+}
+
+fn ino_of(ino: u64) -> Result<Ino, i32> {
+    from_fuse(ino).ok_or(ENOENT)
+}
+
+/// Gives a new inode to the caller (MQFS makes inodes owned by root).
+async fn own(fs: &Fs, ctx: Ctx, a: Attr, uid: u32, gid: u32) -> Result<Attr, FsError> {
+    if a.uid == uid && a.gid == gid {
+        return Ok(a);
+    }
+    let set = SetAttr {
+        uid: Some(uid),
+        gid: Some(gid),
+        ..SetAttr::default()
+    };
+    fs.setattr(ctx, a.ino, &set).await
+}
+
+impl MqfsFuse {
+    fn control(&self, ino: u64, req: &Request<'_>) -> FileAttr {
+        control_attr(ino, req.uid(), req.gid(), SystemTime::now())
+    }
+
+    /// Makes `parent/name` with `make`; a new inode (`give`) is given to
+    /// the caller.
+    fn make<F, Fut>(
+        &mut self,
+        req: &Request<'_>,
+        (parent, name): (u64, &OsStr),
+        give: bool,
+        make: F,
+    ) -> Result<FileAttr, i32>
+    where
+        F: FnOnce(Rc<Fs>, Ctx, Ino, String) -> Fut + 'static,
+        Fut: std::future::Future<Output = Result<Attr, FsError>> + 'static,
+    {
+        let name = name_of(name)?;
+        if reserved(parent, &name) {
+            return Err(EPERM);
+        }
+        let (p, ctx, uid, gid) = (ino_of(parent)?, self.ctx(req.pid()), req.uid(), req.gid());
+        let a = self.call(move |fs| async move {
+            let a = make(fs.clone(), ctx, p, name).await?;
+            if give {
+                own(&fs, ctx, a, uid, gid).await
+            } else {
+                Ok(a)
+            }
+        })?;
+        Ok(file_attr(&a))
+    }
+
+    fn do_setattr(&mut self, req: &Request<'_>, ino: u64, set: SetAttr) -> Result<FileAttr, i32> {
+        let (i, ctx) = (ino_of(ino)?, self.ctx(req.pid()));
+        let a = self.call(move |fs| async move {
+            if set == SetAttr::default() {
+                fs.getattr(ctx, i).await
+            } else {
+                fs.setattr(ctx, i, &set).await
+            }
+        })?;
+        Ok(file_attr(&a))
+    }
+
+    fn do_rename(
+        &mut self,
+        req: &Request<'_>,
+        from: (u64, &OsStr),
+        to: (u64, &OsStr),
+        flags: u32,
+    ) -> Result<(), i32> {
+        let (name, newname) = (name_of(from.1)?, name_of(to.1)?);
+        if reserved(from.0, &name) || reserved(to.0, &newname) {
+            return Err(EPERM);
+        }
+        let (p, np, ctx) = (ino_of(from.0)?, ino_of(to.0)?, self.ctx(req.pid()));
+        if flags & libc::RENAME_NOREPLACE != 0 {
+            let n = newname.clone();
+            let exists = self.call(move |fs| async move {
+                match fs.lookup(ctx, np, &n).await {
+                    Ok(_) => Ok(true),
+                    Err(FsError::NotFound) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })?;
+            if exists {
+                return Err(libc::EEXIST);
+            }
+        } else if flags != 0 {
+            return Err(EINVAL);
+        }
+        self.orphan_if_open(ctx, np, &newname)?;
+        self.call(move |fs| async move { fs.rename(ctx, p, &name, np, &newname).await })
+    }
+}
+
+impl Filesystem for MqfsFuse {
+    fn destroy(&mut self) {
+        self.shutdown();
+    }
+
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let r = (|| {
+            let name = name_of(name)?;
+            match (parent, name.as_str()) {
+                (CONTROL_DIR, STATS_NAME) => return Ok(self.control(STATS_FILE, req)),
+                (CONTROL_DIR, _) => return Err(ENOENT),
+                (FUSE_ROOT_ID, CONTROL_NAME) => return Ok(self.control(CONTROL_DIR, req)),
+                _ if reserved(parent, &name) => return Err(ENOENT),
+                _ => {}
+            }
+            let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
+            let a = self.call(move |fs| async move { fs.lookup(ctx, p, &name).await })?;
+            Ok(file_attr(&a))
+        })();
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&mut self, req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        if is_control(ino) {
+            return reply.attr(&TTL, &self.control(ino, req));
+        }
+        let r = ino_of(ino).and_then(|i| {
+            let ctx = self.ctx(req.pid());
+            self.call(move |fs| async move { fs.getattr(ctx, i).await })
+        });
+        match r {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        if is_control(ino) {
+            return reply.error(EPERM);
+        }
+        let now = self
+            .mounted
+            .as_ref()
+            .map_or(0, |m| m.rig.machine.sim().now().as_ps() / 1000);
+        let time = |t: TimeOrNow| match t {
+            TimeOrNow::SpecificTime(t) => ns_of(t),
+            TimeOrNow::Now => now,
+        };
+        let set = SetAttr {
+            perm: mode.map(|m| (m & 0o7777) as u16),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time),
+            mtime: mtime.map(time),
+        };
+        match self.do_setattr(req, ino, set) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+        let r = ino_of(ino).and_then(|i| {
+            let ctx = self.ctx(req.pid());
+            self.call(move |fs| async move { fs.readlink(ctx, i).await })
+        });
+        match r {
+            Ok(t) => reply.data(t.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        if mode & S_IFMT != S_IFREG {
+            return reply.error(EPERM);
+        }
+        let perm = (mode & !umask & 0o7777) as u16;
+        match self.make(req, (parent, name), true, move |fs, ctx, p, n| async move {
+            fs.create(ctx, p, &n, perm).await
+        }) {
+            Ok(a) => reply.entry(&TTL, &a, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let perm = (mode & !umask & 0o7777) as u16;
+        match self.make(req, (parent, name), true, move |fs, ctx, p, n| async move {
+            fs.mkdir(ctx, p, &n, perm).await
+        }) {
+            Ok(a) => reply.entry(&TTL, &a, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let r = (|| {
+            let name = name_of(name)?;
+            if reserved(parent, &name) {
+                return Err(EPERM);
+            }
+            let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
+            if self.orphan_if_open(ctx, p, &name)? {
+                return Ok(());
+            }
+            self.call(move |fs| async move { fs.unlink(ctx, p, &name).await })
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let r = name_of(name).and_then(|name| {
+            if reserved(parent, &name) {
+                return Err(EPERM);
+            }
+            let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
+            self.call(move |fs| async move { fs.rmdir(ctx, p, &name).await })
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let Some(target) = target.to_str().map(str::to_string) else {
+            return reply.error(EINVAL);
+        };
+        match self.make(req, (parent, link_name), true, move |fs, ctx, p, n| async move {
+            fs.symlink(ctx, p, &n, &target).await
+        }) {
+            Ok(a) => reply.entry(&TTL, &a, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_rename(req, (parent, name), (newparent, newname), flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(&mut self, req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
+        let r = ino_of(ino).and_then(|i| {
+            self.make(
+                req,
+                (newparent, newname),
+                false,
+                move |fs, ctx, p, n| async move { fs.link(ctx, i, p, &n).await },
+            )
+        });
+        match r {
+            Ok(a) => reply.entry(&TTL, &a, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        if is_control(ino) && flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return reply.error(libc::EACCES);
+        }
+        if ino == STATS_FILE {
+            let text = self.stats().map(|s| s.render()).unwrap_or_default();
+            let fh = self.new_fh();
+            self.snapshots.insert(fh, text.into_bytes());
+            return reply.opened(fh, FOPEN_DIRECT_IO);
+        }
+        match ino_of(ino) {
+            Ok(i) => {
+                *self.open.entry(i).or_insert(0) += 1;
+                reply.opened(0, 0);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let off = u64::try_from(offset).map_err(|_| EINVAL);
+        if ino == STATS_FILE {
+            let snap = self.snapshots.get(&fh).map(Vec::as_slice).unwrap_or_default();
+            let start = off.map_or(snap.len(), |o| (o as usize).min(snap.len()));
+            let end = (start + size as usize).min(snap.len());
+            return reply.data(&snap[start..end]);
+        }
+        let r = off.and_then(|off| {
+            let (i, ctx) = (ino_of(ino)?, self.ctx(req.pid()));
+            self.call(move |fs| async move { fs.read(ctx, i, off, size as usize).await })
+        });
+        match r {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        if is_control(ino) {
+            return reply.error(libc::EBADF);
+        }
+        let r = u64::try_from(offset).map_err(|_| EINVAL).and_then(|off| {
+            let (i, ctx, data) = (ino_of(ino)?, self.ctx(req.pid()), data.to_vec());
+            self.call(move |fs| async move { fs.write(ctx, i, off, &data).await })
+        });
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if ino == STATS_FILE {
+            self.snapshots.remove(&fh);
+        } else if let Ok(i) = ino_of(ino) {
+            self.closed(i);
+        }
+        reply.ok();
+    }
+
+    fn fsync(&mut self, req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
+        if is_control(ino) {
+            return reply.ok();
+        }
+        let r = ino_of(ino).and_then(|i| {
+            let ctx = self.ctx(req.pid());
+            self.call(move |fs| async move {
+                if datasync {
+                    fs.fdatasync(ctx, i).await
+                } else {
+                    fs.fsync(ctx, i).await
+                }
+            })
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        let r = if ino == CONTROL_DIR {
+            Ok(vec![
+                (".".to_string(), CONTROL_DIR, fuser::FileType::Directory),
+                ("..".to_string(), FUSE_ROOT_ID, fuser::FileType::Directory),
+                (STATS_NAME.to_string(), STATS_FILE, fuser::FileType::RegularFile),
+            ])
+        } else {
+            ino_of(ino).and_then(|i| {
+                let ctx = self.ctx(req.pid());
+                let list = self.call(move |fs| async move { fs.readdir(ctx, i).await })?;
+                Ok(list
+                    .into_iter()
+                    .filter(|(n, _, _)| !reserved(ino, n))
+                    .map(|(n, i, t)| (n, to_fuse(i), kind(t)))
+                    .collect())
+            })
+        };
+        match r {
+            Ok(list) => {
+                let fh = self.new_fh();
+                self.dirs.insert(fh, list);
+                reply.opened(fh, 0);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+        let Some(list) = self.dirs.get(&fh) else {
+            return reply.error(libc::EBADF);
+        };
+        let skip = usize::try_from(offset).unwrap_or(0);
+        for (i, (name, ino, kind)) in list.iter().enumerate().skip(skip) {
+            if reply.add(*ino, (i + 1) as i64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+        self.dirs.remove(&fh);
+        reply.ok();
+    }
+
+    fn fsyncdir(&mut self, req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+        self.fsync(req, ino, fh, datasync, reply);
+    }
+
+    fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        let ctx = self.ctx(req.pid());
+        match self.call(move |fs| async move { fs.statfs(ctx).await }) {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.free_blocks,
+                s.free_blocks,
+                s.inodes,
+                s.free_inodes,
+                s.block_size,
+                s.name_max,
+                s.block_size,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let perm = (mode & !umask & 0o7777) as u16;
+        match self.make(req, (parent, name), true, move |fs, ctx, p, n| async move {
+            fs.create(ctx, p, &n, perm).await
+        }) {
+            Ok(a) => {
+                if let Some(i) = from_fuse(a.ino) {
+                    *self.open.entry(i).or_insert(0) += 1;
+                }
+                reply.created(&TTL, &a, 0, 0, 0);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn ioctl(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: u32,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let data_only = match cmd {
+            FATOMIC => false,
+            FDATAATOMIC => true,
+            _ => return reply.error(ENOTTY),
+        };
+        let r = ino_of(ino).and_then(|i| {
+            let ctx = self.ctx(req.pid());
+            self.call(move |fs| async move {
+                if data_only {
+                    fs.fdataatomic(ctx, i).await
+                } else {
+                    fs.fatomic(ctx, i).await
+                }
+            })
+        });
+        match r {
+            Ok(()) => reply.ioctl(0, &[]),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _offset: i64,
+        _length: i64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(EOPNOTSUPP);
+    }
+}

@@ -1,0 +1,101 @@
+//! # mqfs-cli: real programs on MQFS
+//!
+//! The `mqfs` command makes, checks and inspects MQFS images and mounts
+//! them through FUSE, so that unmodified programs (cp, sqlite3, fio...) run
+//! on the file system, on the simulated machine (CPU store path, PCIe link,
+//! NVMe controller with its PMR, the ccNVMe driver):
+//!
+//! ```text
+//! mqfs mkfs IMAGE [--size 256M] [--mode mq] [--profile optane-905p] [--queues 4] [--force]
+//! mqfs mount IMAGE MOUNTPOINT          # foreground; Ctrl-C or `fusermount3 -u MOUNTPOINT` unmounts
+//! mqfs fsck IMAGE
+//! mqfs stat IMAGE
+//! ```
+//!
+//! Exit status: 0 on success; 1 when the operation ran and failed (fsck
+//! found errors, an I/O error); 2 on bad input (bad arguments, a missing
+//! mountpoint, an image that is not an MQFS image, is corrupt, or is in use
+//! by another `mqfs` process). Errors are one line on stderr.
+//!
+//! ## The image
+//!
+//! An image is three files side by side (see [`image`]):
+//!
+//! - `IMAGE`: the drive's media, 4 KiB block `b` at byte `b * 4096`,
+//!   memory-mapped by the controller (nvme-ctrl's file-backed `Media`);
+//! - `IMAGE.pmr`: the PMR's bytes, offset for offset;
+//! - `IMAGE.hdr`: a few `key = value` text lines (see [`header`]): the
+//!   format tag, the mode, the drive profile, the number of hardware queues
+//!   (= simulated cores), the media size in blocks and the PMR size.
+//!
+//! `mkfs` writes the header last, so an interrupted `mkfs` leaves no image.
+//! Every command takes an exclusive lock on `IMAGE` (`flock`), so an image
+//! is used by one `mqfs` process at a time; the kernel drops the lock when
+//! the process dies.
+//!
+//! ## What a killed process leaves
+//!
+//! The files hold exactly what the simulated hardware holds in its
+//! persistent parts, at every instant, so that killing `mqfs mount` (even
+//! with SIGKILL) is a power failure of the simulated machine at the
+//! simulated instant of the kill:
+//!
+//! - the media file gets a block when the drive programs it: a block still
+//!   in a volatile write cache is lost, as it would be on the drive; with a
+//!   power-loss-protected cache (`intel-750`) a block is written to the file
+//!   when it enters the cache (`Backend::set_plp_write_through`), since the
+//!   drive's capacitors would destage it;
+//! - the PMR file gets a write when the write lands in the PMR
+//!   (`Machine::set_pmr_write_hook`): stores still in a CPU write-combining
+//!   buffer or on the link are lost, as they would be.
+//!
+//! Both files are shared memory maps, so what a dead process wrote stays in
+//! the host's page cache and reaches the disk; `unmount` also flushes them.
+//! The one host-level deviation: the kill can interrupt the copy of one
+//! 4 KiB block into the map, tearing a block the drive writes atomically.
+//!
+//! The simulation runs only while a request is served: each FUSE request
+//! runs the executor until its operation completes (`Executor::block_on`),
+//! in the FUSE thread, so simulated time stands still between requests and
+//! background work of the drive (destaging a cache) advances only with
+//! later requests. A request from process `pid` runs on simulated core
+//! `pid % queues` (its hardware queue and, in `mq` mode, its journal area).
+//!
+//! ## Through FUSE
+//!
+//! Every operation of the file system is reachable: lookup, getattr,
+//! setattr (mode, owner, size, times), create and mknod of regular files,
+//! mkdir, unlink, rmdir, rename, link, symlink, readlink, read, write,
+//! readdir, statfs, fsync and fdatasync (the file system's own), and
+//! `fatomic` / `fdataatomic` through the ioctls of [`ioctl`]. Errors map to
+//! the file system's errno (`FsError::errno`). Not supported: special files
+//! (mknod of a FIFO, socket or device gives `EPERM`), extended attributes,
+//! `fallocate` (`EOPNOTSUPP`). File times are simulated nanoseconds since
+//! the epoch unless a program sets them (`cp -a`, `touch -d`).
+//!
+//! A file unlinked (or renamed over) while open is moved to the hidden
+//! directory `/.mqfs-orphans` and removed at its last close, as the VFS
+//! keeps an open file alive; orphans left by a crash are removed at the
+//! next mount.
+//!
+//! ## Live figures
+//!
+//! While mounted, `MOUNTPOINT/.mqfs/stats` (a hidden control directory: it
+//! is not listed, and the name `.mqfs` is reserved in the root) reads as
+//! `name value` lines (see [`stats`]): simulated time, the FUSE requests
+//! served, and the bus traffic since the mount in the columns of ccNVMe
+//! Table 1 (MMIO, DMA(Q), block I/O, IRQ) plus TLPs and wire bytes. The
+//! same figures are printed when the file system is unmounted.
+#![deny(unsafe_code)]
+
+pub mod cmd;
+pub mod error;
+pub mod fuse;
+pub mod header;
+pub mod image;
+pub mod ioctl;
+pub mod rig;
+pub mod stats;
+
+pub use error::CliError;
+pub use header::Header;

@@ -1,0 +1,136 @@
+//! The simulated machine under an image: one core per hardware queue, the
+//! drive over the image's media and PMR, the driver and the file system;
+//! and running operations on it to completion.
+
+use std::future::Future;
+use std::rc::Rc;
+
+use ccnvme::BlockDevice;
+use mqfs::{Ctx, Fs, FsError, FsProfile, Mode};
+use nvme_ctrl::{Controller, ControllerConfig, Media};
+use pcie_sim::{
+    CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, RunError, SimDuration, TraceMode,
+};
+
+use crate::error::CliError;
+use crate::header::Header;
+use crate::image::{LockedImage, PmrFile};
+
+/// Simulated time one operation may take before it counts as hung (a
+/// recovery, an unmount that writes back everything, one FUSE request).
+pub const OP_LIMIT: SimDuration = SimDuration::from_ms(600_000);
+
+/// Seed of the executor (the run is deterministic for a given sequence of
+/// requests).
+pub const SEED: u64 = 1;
+
+/// Simulated host DRAM: the driver's queues and the file system's I/O
+/// pages live there (sparse, so only what is touched costs memory).
+pub const DRAM_BYTES: u64 = 512 << 20;
+
+/// A booted machine with the image's drive attached.
+pub struct Rig {
+    /// The executor (single-threaded; drop it last).
+    pub ex: Executor,
+    /// The machine.
+    pub machine: Machine,
+    /// The drive.
+    pub ctrl: Rc<Controller>,
+    /// The image's consistency mode.
+    pub mode: Mode,
+}
+
+impl std::fmt::Debug for Rig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rig").field("mode", &self.mode).finish()
+    }
+}
+
+impl Rig {
+    /// Boots a machine shaped by `header` over `media` and `pmr`.
+    pub fn boot(header: &Header, media: Media, pmr: PageStore, trace: TraceMode) -> Result<Rig, CliError> {
+        let profile = header.ssd_profile().map_err(CliError::Usage)?;
+        let ex = Executor::new(SEED);
+        let machine = Machine::new(
+            &ex,
+            MachineProfile {
+                cpu: CpuProfile {
+                    cores: header.queues as usize,
+                    ..CpuProfile::default()
+                },
+                host: HostProfile {
+                    dram_bytes: DRAM_BYTES,
+                    ..HostProfile::default()
+                },
+                ..MachineProfile::default()
+            },
+            trace,
+        );
+        let ctrl = Controller::attach(&machine, ControllerConfig::new(profile), media, Some(pmr))?;
+        // A power-loss-protected cache's blocks are durable on arrival: put
+        // them in the media file then, so a killed process keeps them.
+        ctrl.backend().set_plp_write_through(true);
+        Ok(Rig {
+            ex,
+            machine,
+            ctrl,
+            mode: header.mode,
+        })
+    }
+
+    /// Boots over the image's files for real: media writes go to `IMAGE`,
+    /// PMR writes to `IMAGE.pmr` as they land.
+    pub fn on_image(image: &LockedImage) -> Result<(Rig, Rc<PmrFile>), CliError> {
+        let rig = Rig::boot(
+            &image.header,
+            image.media_rw()?,
+            image.pmr_store()?,
+            TraceMode::Off,
+        )?;
+        let pmr = image.pmr_file()?;
+        rig.machine.set_pmr_write_hook(0, Some(pmr.hook()));
+        Ok((rig, pmr))
+    }
+
+    /// Boots over a copy-on-write view of the image: nothing reaches the
+    /// files.
+    pub fn sandbox(image: &LockedImage) -> Result<Rig, CliError> {
+        let media = Media::cow(image.media_snapshot()?, Default::default());
+        Rig::boot(&image.header, media, image.pmr_store()?, TraceMode::Off)
+    }
+
+    /// Runs `fut` to completion (at most [`OP_LIMIT`] of simulated time).
+    pub fn run<T: 'static>(&self, fut: impl Future<Output = T> + 'static) -> Result<T, RunError> {
+        let limit = self.ex.sim().now() + OP_LIMIT;
+        self.ex.block_on_until(fut, Some(limit))
+    }
+
+    /// Runs a file-system operation.
+    pub fn run_fs<T: 'static>(
+        &self,
+        fut: impl Future<Output = Result<T, FsError>> + 'static,
+    ) -> Result<T, CliError> {
+        Ok(self.run(fut)??)
+    }
+
+    /// Probes the drive the way the image's mode needs.
+    pub fn probe(&self) -> Result<Rc<BlockDevice>, CliError> {
+        let (m, opts) = (self.machine.clone(), mqfs::probe_options(self.mode));
+        Ok(self.run(async move { BlockDevice::probe(&m, 0, opts).await })??)
+    }
+
+    /// Probes and mounts (running the mode's recovery).
+    pub fn mount(&self) -> Result<(Rc<BlockDevice>, Rc<Fs>), CliError> {
+        let dev = self.probe()?;
+        let d = dev.clone();
+        let fs = self.run_fs(async move { mqfs::mount(&d, Ctx::on(0), FsProfile::default()).await })?;
+        if fs.mode() != self.mode {
+            return Err(CliError::Fs(FsError::Corrupt(format!(
+                "the header says {} but the file system is {}",
+                self.mode.name(),
+                fs.mode().name()
+            ))));
+        }
+        Ok((dev, fs))
+    }
+}

@@ -1,0 +1,165 @@
+//! Bad input: a corrupt image, a mountpoint that does not exist, an image
+//! already in use, an unsupported flag. Each is one line on stderr and
+//! exit status 2, and the image files are untouched.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{image_bytes, is_mounted, mkfs, mqfs, output, Mount, TempDir};
+
+/// Runs `mqfs` with `args`; it must fail with status 2 and one line on
+/// stderr mentioning `want`, leaving `img` as it was.
+fn refused(img: &Path, args: &mut Command, want: &str) {
+    let before = image_bytes(img);
+    let o = output(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(
+        err.starts_with("mqfs: ") && err.contains(want),
+        "{err:?} should mention {want:?}"
+    );
+    assert!(image_bytes(img) == before, "{args:?} changed the image");
+}
+
+fn mount_cmd(img: &Path, dir: &Path) -> Command {
+    let mut c = mqfs();
+    c.arg("mount").arg(img).arg(dir);
+    c
+}
+
+#[test]
+fn a_missing_mountpoint_is_refused() {
+    let t = TempDir::new("bad-mountpoint");
+    let img = mkfs(&t, "img", &["--size", "16M", "--mode", "mq"]);
+    refused(
+        &img,
+        &mut mount_cmd(&img, &t.join("nowhere")),
+        "mountpoint is not an existing directory",
+    );
+    std::fs::write(t.join("file"), b"x").unwrap();
+    refused(&img, &mut mount_cmd(&img, &t.join("file")), "mountpoint");
+}
+
+#[test]
+fn corrupt_images_are_refused_untouched() {
+    let t = TempDir::new("bad-corrupt");
+    let mnt = t.dir("mnt");
+    for mode in common::MODES {
+        let img = mkfs(&t, &format!("{mode}.img"), &["--size", "16M", "--mode", mode]);
+        let pristine = image_bytes(&img);
+        let restore = || {
+            for (ext, bytes) in [".pmr", ".hdr", ""].iter().zip(&pristine) {
+                let mut p = img.as_os_str().to_owned();
+                p.push(ext);
+                std::fs::write(std::path::PathBuf::from(p), bytes).unwrap();
+            }
+        };
+        let media = std::fs::read(&img).unwrap();
+        // A garbage superblock.
+        let mut bad = media.clone();
+        bad[..4096]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = (i * 7) as u8);
+        std::fs::write(&img, &bad).unwrap();
+        refused(&img, &mut mount_cmd(&img, &mnt), "cannot mount");
+        refused(&img, mqfs().arg("fsck").arg(&img), "MQFS");
+        restore();
+        // A garbage inode table (the root directory's inode is in it):
+        // the sandbox mount or its fsck finds it.
+        let mut bad = media.clone();
+        bad[3 * 4096..4 * 4096].fill(0xa5);
+        std::fs::write(&img, &bad).unwrap();
+        refused(&img, &mut mount_cmd(&img, &mnt), "cannot mount");
+        restore();
+        // A truncated media file.
+        std::fs::write(&img, &media[..media.len() / 2]).unwrap();
+        refused(&img, &mut mount_cmd(&img, &mnt), "not an mqfs image");
+        restore();
+        // A damaged header.
+        let mut hdr = img.as_os_str().to_owned();
+        hdr.push(".hdr");
+        std::fs::write(
+            std::path::PathBuf::from(&hdr),
+            "format = mqfs-image-1\nmode = zfs\n",
+        )
+        .unwrap();
+        refused(&img, &mut mount_cmd(&img, &mnt), "unknown mode");
+        std::fs::remove_file(std::path::PathBuf::from(&hdr)).unwrap();
+        refused(&img, &mut mount_cmd(&img, &mnt), "no header file");
+        restore();
+        assert!(!is_mounted(&mnt));
+    }
+    // A PMR whose ccNVMe header is damaged (mq keeps its queues there).
+    let img = t.join("mq.img");
+    let mut pmr = img.as_os_str().to_owned();
+    pmr.push(".pmr");
+    let pmr = std::path::PathBuf::from(pmr);
+    let mut bytes = std::fs::read(&pmr).unwrap();
+    bytes[..64].iter_mut().for_each(|b| *b ^= 0x5a);
+    std::fs::write(&pmr, &bytes).unwrap();
+    refused(&img, &mut mount_cmd(&img, &mnt), "cannot mount");
+}
+
+#[test]
+fn an_image_in_use_is_refused() {
+    let t = TempDir::new("bad-busy");
+    let img = mkfs(&t, "img", &["--size", "16M", "--mode", "classic"]);
+    let m = Mount::start(&img, &t.dir("mnt"), &[]);
+    std::fs::write(m.join("f"), b"hello").unwrap();
+    // The mount is idle: nothing changes the image while the others try.
+    let other = t.dir("other");
+    refused(&img, &mut mount_cmd(&img, &other), "in use");
+    refused(&img, mqfs().arg("fsck").arg(&img), "in use");
+    refused(&img, mqfs().arg("stat").arg(&img), "in use");
+    refused(
+        &img,
+        mqfs().args(["mkfs", "--force", "--size", "16M"]).arg(&img),
+        "in use",
+    );
+    assert!(!is_mounted(&other));
+    m.unmount();
+    common::fsck_ok(&img);
+}
+
+#[test]
+fn mkfs_refuses_to_overwrite_and_bad_arguments() {
+    let t = TempDir::new("bad-mkfs");
+    let img = mkfs(&t, "img", &["--size", "16M"]);
+    refused(
+        &img,
+        mqfs().args(["mkfs", "--size", "16M"]).arg(&img),
+        "already exists",
+    );
+    refused(
+        &img,
+        mqfs().args(["mkfs", "--force", "--size", "12345"]).arg(&img),
+        "multiple of 4096",
+    );
+    refused(
+        &img,
+        mqfs().args(["mkfs", "--force", "--mode", "ext4"]).arg(&img),
+        "unknown mode",
+    );
+    refused(
+        &img,
+        mqfs().args(["mkfs", "--force", "--profile", "floppy"]).arg(&img),
+        "unknown profile",
+    );
+    refused(
+        &img,
+        mqfs().args(["mkfs", "--force", "--size", "64K"]).arg(&img),
+        "too small",
+    );
+    common::fsck_ok(&img);
+    // --force replaces it.
+    common::ok(
+        mqfs()
+            .args(["mkfs", "--force", "--size", "16M", "--mode", "horae"])
+            .arg(&img),
+    );
+    assert!(common::ok(mqfs().arg("stat").arg(&img)).contains("horae mode"));
+}
