@@ -619,15 +619,21 @@ impl Shared {
                 }
             }
         }
-        // Renaming a file whose content is durable: it must be under
-        // exactly one of its names from now on.
+        // Renaming a file whose name and current content are durable (a
+        // promise about both ended just now, by this rename): it must be
+        // under exactly one of its names from now on. A promise ended at
+        // the same trace position by an earlier operation that changed
+        // the content (a buffered write) does not count: the content is
+        // then not durable.
         if let Op::Rename(from, to) = op {
-            let durable = self
-                .promises
-                .iter()
-                .any(|p| p.until == start && matches!(&p.expect, Expect::File { path, .. } if path == from));
+            let current = self.model.content(from);
+            let durable = self.promises.iter().any(|p| {
+                p.until == start
+                    && matches!(&p.expect, Expect::File { path, content, if_present: false }
+                        if path == from && Some(content) == current.as_ref())
+            });
             if durable && self.model.kind(from) == Some(Kind::File) && mode != ModeName::None {
-                if let Some(content) = self.model.content(from) {
+                if let Some(content) = current {
                     self.promises.push(Promise {
                         expect: Expect::Rename {
                             from: from.clone(),
@@ -701,6 +707,42 @@ impl Shared {
         }
     }
 
+    /// Notes the content every file `op` changed has now as a version it
+    /// may have on the media later. A file's content reaches the media
+    /// not only at its own persistence points: in MQFS a transaction of
+    /// another file can carry its inode (entanglement, 5.2) and, in
+    /// ordered mode, its data with it; so an atomic sync promises one of
+    /// the contents the file had between operations, never a mixture. A
+    /// rename carries the history of the file to its new name (the old
+    /// target's history stays: the rename may not be durable).
+    fn note_versions(&mut self, op: &Op) {
+        if let Op::Rename(from, to) = op {
+            let moved = self.versions.get(from).cloned().unwrap_or_default();
+            let dst = self.versions.entry(to.clone()).or_default();
+            for c in moved {
+                if !dst.contains(&c) {
+                    dst.push(c);
+                }
+            }
+        }
+        let mut changed: Vec<String> = Vec::new();
+        for p in op_paths(op) {
+            changed.extend(self.model.aliases(p));
+            changed.push(p.to_string());
+        }
+        for p in changed {
+            if self.model.kind(&p) != Some(Kind::File) {
+                continue;
+            }
+            if let Some(c) = self.model.content(&p) {
+                let v = self.versions.entry(p).or_default();
+                if !v.contains(&c) {
+                    v.push(c);
+                }
+            }
+        }
+    }
+
     /// True if an operation other than span `me` that changes something
     /// `touched` accepts ran at any time during span `me`: then what a
     /// sync ending now persisted is not determined by the model.
@@ -729,6 +771,7 @@ impl Shared {
         }
         self.model.apply(op);
         self.track_names(op);
+        self.note_versions(op);
         let durable = match op {
             Op::Fsync(p) | Op::Fdatasync(p) => Some(p.clone()),
             // fatomic promises durability nowhere but in the mq modes it

@@ -157,3 +157,36 @@ fn ace2_regressions_pass() {
         }
     }
 }
+
+/// Oracle regressions from random-2-4x40: a file's data made durable by
+/// another file's fsync (they share a directory block, so MQFS journals
+/// them in one transaction) is a legitimate "old" version for a later
+/// fatomic; and a rename right after an unsynced write promises nothing
+/// about the new content.
+#[test]
+fn entangled_versions_and_rename_after_write_are_not_false_alarms() {
+    let entangled = "create /a\nwrite /a 0 6000 1\ncreate /b\nwrite /b 0 3000 2\nfsync /b\n\
+                     write /a 6000 5000 3\nfatomic /a\n";
+    let renamed = "create /f\nwrite /f 0 4096 1\nfsync /f\nwrite /f 0 4096 2\nrename /f /g\n";
+    for (name, text, modes) in [
+        ("entangled", entangled, &[ModeName::Mq, ModeName::MqAtomic][..]),
+        (
+            "renamed",
+            renamed,
+            &[ModeName::Classic, ModeName::Horae, ModeName::Mq][..],
+        ),
+    ] {
+        let w = crashfuzz::workload::parse(name, text).expect("parse");
+        for &mode in modes {
+            for profile in ["optane-905p", "flash-vwc"] {
+                let r = explore(&w, &config(mode, profile), &opts(), name).expect("explore");
+                assert!(r.states_checked > 5, "{name} {mode:?} {profile}: {r:?}");
+                assert!(
+                    r.violations.is_empty(),
+                    "{name} {mode:?} {profile}: {:?}",
+                    r.violations
+                );
+            }
+        }
+    }
+}

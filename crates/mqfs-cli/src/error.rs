@@ -67,9 +67,17 @@ pub enum CliError {
     /// The FUSE mount failed.
     #[error("{0}: FUSE mount failed")]
     Fuse(PathBuf, #[source] std::io::Error),
-    /// `--record` needs the crash explorer's saved-run format.
-    #[error("--record is not yet supported: this build has no crashfuzz::saved module to write a run to")]
-    RecordUnsupported,
+    /// `mount --record FILE` cannot write FILE (checked before mounting).
+    #[error("--record {path}: {why}")]
+    RecordFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be written.
+        why: String,
+    },
+    /// Saving a recorded run failed.
+    #[error("saving the recorded run")]
+    Record(#[source] crashfuzz::Error),
 }
 
 impl CliError {
@@ -100,7 +108,7 @@ impl CliError {
                 | CliError::NotImage { .. }
                 | CliError::Exists(_)
                 | CliError::Image { .. }
-                | CliError::RecordUnsupported
+                | CliError::RecordFile { .. }
                 | CliError::Fs(FsError::NotMqfs | FsError::Corrupt(_))
         )
     }

@@ -8,6 +8,7 @@
 //! ```text
 //! mqfs mkfs IMAGE [--size 256M] [--mode mq] [--profile optane-905p] [--queues 4] [--force]
 //! mqfs mount IMAGE MOUNTPOINT          # foreground; Ctrl-C or `fusermount3 -u MOUNTPOINT` unmounts
+//! mqfs mount IMAGE MOUNTPOINT --record run.cfz   # and save the run for `crashfuzz explore --trace run.cfz`
 //! mqfs fsck IMAGE
 //! mqfs stat IMAGE
 //! ```
@@ -86,6 +87,36 @@
 //! served, and the bus traffic since the mount in the columns of ccNVMe
 //! Table 1 (MMIO, DMA(Q), block I/O, IRQ) plus TLPs and wire bytes. The
 //! same figures are printed when the file system is unmounted.
+//!
+//! ## Recording
+//!
+//! `mqfs mount IMAGE MOUNTPOINT --record FILE` saves what the programs did
+//! as a crashfuzz saved run (see [`record`] and `crashfuzz::saved`), so
+//! that `crashfuzz explore --trace FILE` explores every crash state of that
+//! real run with the oracle of the built-in workloads, and `crashfuzz
+//! replay` / `crashfuzz trace --trace FILE` replay a state or export the
+//! timeline:
+//!
+//! - the machine is the one the saved run describes (the image's mode,
+//!   drive profile and queues, seed [`rig::SEED`], [`rig::DRAM_BYTES`]),
+//!   recording the full bus trace with payloads from power-on, so probe,
+//!   mount (and its recovery) and unmount are crash points too; the media
+//!   and PMR content at power-on are the base every crash state starts
+//!   from;
+//! - each fsync of a file promises its content at the name it was reached
+//!   by, each fdatasync the same if the name is there, each fsync of a
+//!   directory its entries, and in `mq` mode each fatomic / fdataatomic
+//!   that the file is one of its versions; a later change of the path ends
+//!   the promise;
+//! - every operation that changes or syncs the tree is listed (for
+//!   timelines).
+//!
+//! FILE's directory is checked before anything is mounted (a bad one is
+//! bad input, exit 2); the run is written at a clean unmount (Ctrl-C or
+//! `fusermount3 -u`) and a summary line is printed with the figures. A
+//! killed `mqfs mount` saves nothing. The trace stays in memory until the
+//! unmount, and each fsync stores the synced file's content: record short
+//! runs. Without `--record` nothing is traced.
 #![deny(unsafe_code)]
 
 pub mod cmd;
@@ -94,6 +125,7 @@ pub mod fuse;
 pub mod header;
 pub mod image;
 pub mod ioctl;
+pub mod record;
 pub mod rig;
 pub mod stats;
 

@@ -16,7 +16,8 @@ struct Cli {
 enum Cmd {
     /// Make a new image with a fresh file system.
     Mkfs(mkfs::MkfsArgs),
-    /// Mount an image through FUSE (foreground; Ctrl-C or `fusermount3 -u` unmounts).
+    /// Mount an image through FUSE (foreground; Ctrl-C or `fusermount3 -u` unmounts;
+    /// --record FILE saves the run for `crashfuzz explore --trace FILE`).
     Mount(mount::MountArgs),
     /// Check an image (after recovery in memory if it was not unmounted cleanly).
     Fsck {
@@ -34,9 +35,12 @@ fn run(cmd: Cmd) -> Result<(), CliError> {
     match cmd {
         Cmd::Mkfs(a) => println!("{}", mkfs::run(&a)?),
         Cmd::Mount(a) => {
-            let stats = mount::run(&a)?;
+            let done = mount::run(&a)?;
             println!("mqfs: {} unmounted cleanly", a.image.display());
-            print!("{}", stats.render());
+            print!("{}", done.stats.render());
+            if let Some(r) = &done.recorded {
+                print!("{}", r.render());
+            }
         }
         Cmd::Fsck { image } => print!(
             "{}",

@@ -4,13 +4,12 @@
 
 use std::future::Future;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use ccnvme::BlockDevice;
 use mqfs::{Ctx, Fs, FsError, FsProfile, Mode};
-use nvme_ctrl::{Controller, ControllerConfig, Media};
-use pcie_sim::{
-    CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, RunError, SimDuration, TraceMode,
-};
+use nvme_ctrl::{Controller, ControllerConfig, Image, Media};
+use pcie_sim::{Executor, Machine, MachineProfile, PageStore, RunError, SimDuration, TraceMode};
 
 use crate::error::CliError;
 use crate::header::Header;
@@ -47,25 +46,32 @@ impl std::fmt::Debug for Rig {
 }
 
 impl Rig {
+    /// The machine under an image: the default profile with one core per
+    /// hardware queue and [`DRAM_BYTES`] of host memory. It is the machine
+    /// crashfuzz boots for a saved run of these cores and DRAM
+    /// (`crashfuzz::SavedConfig::machine`), so a recorded mount runs on
+    /// the machine it is explored on.
+    pub fn machine_profile(header: &Header) -> MachineProfile {
+        crashfuzz::record::machine_profile(header.queues as usize, DRAM_BYTES)
+    }
+
     /// Boots a machine shaped by `header` over `media` and `pmr`.
     pub fn boot(header: &Header, media: Media, pmr: PageStore, trace: TraceMode) -> Result<Rig, CliError> {
+        Rig::boot_on(header, Rig::machine_profile(header), media, pmr, trace)
+    }
+
+    /// Boots `machine` with the drive `header` names over `media` and
+    /// `pmr`.
+    fn boot_on(
+        header: &Header,
+        machine: MachineProfile,
+        media: Media,
+        pmr: PageStore,
+        trace: TraceMode,
+    ) -> Result<Rig, CliError> {
         let profile = header.ssd_profile().map_err(CliError::Usage)?;
         let ex = Executor::new(SEED);
-        let machine = Machine::new(
-            &ex,
-            MachineProfile {
-                cpu: CpuProfile {
-                    cores: header.queues as usize,
-                    ..CpuProfile::default()
-                },
-                host: HostProfile {
-                    dram_bytes: DRAM_BYTES,
-                    ..HostProfile::default()
-                },
-                ..MachineProfile::default()
-            },
-            trace,
-        );
+        let machine = Machine::new(&ex, machine, trace);
         let ctrl = Controller::attach(&machine, ControllerConfig::new(profile), media, Some(pmr))?;
         // A power-loss-protected cache's blocks are durable on arrival: put
         // them in the media file then, so a killed process keeps them.
@@ -90,6 +96,24 @@ impl Rig {
         let pmr = image.pmr_file()?;
         rig.machine.set_pmr_write_hook(0, Some(pmr.hook()));
         Ok((rig, pmr))
+    }
+
+    /// Boots `machine` over the image's files, as [`Rig::on_image`] does,
+    /// keeping the full bus trace (payloads included) from power-on; also
+    /// returns the PMR and media content at power-on, the base a saved
+    /// run's crash states are rebuilt from.
+    pub fn recording(
+        image: &LockedImage,
+        machine: MachineProfile,
+    ) -> Result<(Rig, Rc<PmrFile>, PageStore, Arc<Image>), CliError> {
+        let media = image.media_rw()?;
+        let base_media = Arc::new(media.freeze());
+        let pmr_store = image.pmr_store()?;
+        let base_pmr = pmr_store.clone();
+        let rig = Rig::boot_on(&image.header, machine, media, pmr_store, TraceMode::Full)?;
+        let pmr = image.pmr_file()?;
+        rig.machine.set_pmr_write_hook(0, Some(pmr.hook()));
+        Ok((rig, pmr, base_pmr, base_media))
     }
 
     /// Boots over a copy-on-write view of the image: nothing reaches the
@@ -132,5 +156,32 @@ impl Rig {
             ))));
         }
         Ok((dev, fs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machine_is_the_one_a_saved_run_describes() {
+        let header = Header {
+            mode: Mode::Mq,
+            profile: "flash-vwc".into(),
+            queues: 3,
+            blocks: 4096,
+            pmr_bytes: 2 << 20,
+        };
+        let config = crashfuzz::SavedConfig {
+            dram_bytes: DRAM_BYTES,
+            ..crashfuzz::SavedConfig::new(
+                "t",
+                crashfuzz::ModeName::Mq,
+                nvme_ctrl::SsdProfile::by_name("flash-vwc").expect("a built-in profile"),
+                3,
+            )
+        };
+        assert_eq!(Rig::machine_profile(&header), config.machine());
+        assert_eq!(config.machine().cpu.cores, 3);
     }
 }

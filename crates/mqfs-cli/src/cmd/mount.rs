@@ -4,7 +4,9 @@
 //! Nothing is written to the image before the mount is known to work: the
 //! image is first mounted in a copy-on-write sandbox (the drive probes, the
 //! file system recovers, fsck checks the result), and only if that passes
-//! is it mounted for real over its files.
+//! is it mounted for real over its files. With `--record FILE`, the file's
+//! directory is checked first, and the real mount runs on the machine of a
+//! crashfuzz saved run, recorded from power-on (see [`crate::record`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,10 +17,10 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 
 use crate::error::CliError;
-use crate::fuse::{MqfsFuse, Outcome};
+use crate::fuse::{MqfsFuse, Outcome, Unmounted};
 use crate::image::LockedImage;
+use crate::record::{self, At};
 use crate::rig::Rig;
-use crate::stats::Stats;
 
 /// Arguments of `mqfs mount`.
 #[derive(Clone, Debug, clap::Args)]
@@ -27,8 +29,11 @@ pub struct MountArgs {
     pub image: PathBuf,
     /// An existing directory to mount it on.
     pub mountpoint: PathBuf,
-    /// Record the bus trace and the programs' syncs to FILE, for
-    /// `crashfuzz explore --trace FILE` (not yet supported).
+    /// Record the run to FILE, a crashfuzz saved run: the bus trace with
+    /// payloads from power-on, and what each fsync, fdatasync, directory
+    /// fsync and fatomic promised. Saved at the unmount; explore its crash
+    /// states with `crashfuzz explore --trace FILE`. Slower, and the trace
+    /// is held in memory until then.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 }
@@ -73,10 +78,11 @@ fn watch_signals(mountpoint: &Path) -> Result<(Handle, JoinHandle<()>), CliError
     Ok((handle, thread))
 }
 
-/// Mounts and serves until unmounted; returns the figures at the end.
-pub fn run(args: &MountArgs) -> Result<Stats, CliError> {
-    if args.record.is_some() {
-        return Err(CliError::RecordUnsupported);
+/// Mounts and serves until unmounted; returns the figures at the end and
+/// the saved run, if recording.
+pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
+    if let Some(file) = &args.record {
+        record::check_file(file)?;
     }
     match std::fs::metadata(&args.mountpoint) {
         Ok(m) if m.is_dir() => {}
@@ -91,11 +97,24 @@ pub fn run(args: &MountArgs) -> Result<Stats, CliError> {
     let image = LockedImage::open(&args.image)?;
     let unmountable = |e: CliError| e.on_image(&args.image, "mount");
     dry_run(&image).map_err(unmountable)?;
-    let (rig, pmr) = Rig::on_image(&image)?;
+    let (rig, pmr, mut rec) = match &args.record {
+        Some(file) => {
+            let (rig, pmr, rec) = record::start(&image, file)?;
+            (rig, pmr, Some(rec))
+        }
+        None => {
+            let (rig, pmr) = Rig::on_image(&image)?;
+            (rig, pmr, None)
+        }
+    };
+    let start = At::of(&rig.machine);
     let (dev, fs) = rig.mount().map_err(unmountable)?;
+    if let Some(rec) = rec.as_mut() {
+        rec.op("mount", 0, start, At::of(&rig.machine));
+    }
     let header = image.header.clone();
     let outcome = Outcome::default();
-    let adapter = MqfsFuse::new(image, rig, pmr, dev, fs, outcome.clone())?;
+    let adapter = MqfsFuse::new((image, rig, pmr), dev, fs, rec, outcome.clone())?;
     let options = [
         MountOption::FSName(format!("mqfs:{}", args.image.display())),
         MountOption::Subtype("mqfs".into()),

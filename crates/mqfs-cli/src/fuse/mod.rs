@@ -9,10 +9,13 @@
 //! [`MqfsFuse`] owns the mounted file system; it is unmounted cleanly (the
 //! file system's `unmount`, then the image files flushed) when the session
 //! ends (`destroy`) or, if the session never started, when it is dropped.
-//! The outcome goes to the [`Outcome`] cell the caller keeps.
+//! The outcome goes to the [`Outcome`] cell the caller keeps. With a
+//! [`Recorder`] (`mount --record`), every operation is handed to it and
+//! the run is saved after the unmount (see [`crate::record`]).
 
 pub mod attr;
 mod ops;
+mod recording;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -26,13 +29,24 @@ use pcie_sim::Counters;
 
 use crate::error::CliError;
 use crate::image::{LockedImage, PmrFile};
+use crate::record::{At, Make, Recorded, Recorder, Req};
 use crate::rig::Rig;
 use crate::stats::Stats;
 use attr::ORPHANS_NAME;
 
-/// Where the adapter leaves the result of the final unmount: the figures,
-/// or why the unmount failed.
-pub type Outcome = Rc<RefCell<Option<Result<Stats, CliError>>>>;
+/// What the final unmount left: the figures, and the saved run if the
+/// mount recorded one.
+#[derive(Clone, Debug)]
+pub struct Unmounted {
+    /// The figures since the mount.
+    pub stats: Stats,
+    /// The saved run (`mount --record`).
+    pub recorded: Option<Recorded>,
+}
+
+/// Where the adapter leaves the result of the final unmount, or why the
+/// unmount (or saving the recorded run) failed.
+pub type Outcome = Rc<RefCell<Option<Result<Unmounted, CliError>>>>;
 
 /// A mounted image.
 struct Mounted {
@@ -43,6 +57,8 @@ struct Mounted {
     since: Counters,
     /// Holds the image's lock until the files are flushed.
     image: LockedImage,
+    /// Records the run (`mount --record`).
+    rec: Option<Recorder>,
     /// The machine (dropped after the file system).
     rig: Rig,
 }
@@ -80,13 +96,12 @@ const EIO: i32 = libc::EIO;
 impl MqfsFuse {
     /// Takes a file system mounted on `rig` (over `image`'s files, PMR
     /// writes going through `pmr`), removes the orphans a crash left, and
-    /// reports the final unmount into `outcome`.
+    /// reports the final unmount into `outcome`; `rec` records the run.
     pub fn new(
-        image: LockedImage,
-        rig: Rig,
-        pmr: Rc<PmrFile>,
+        (image, rig, pmr): (LockedImage, Rig, Rc<PmrFile>),
         dev: Rc<BlockDevice>,
         fs: Rc<Fs>,
+        rec: Option<Recorder>,
         outcome: Outcome,
     ) -> Result<MqfsFuse, CliError> {
         let queues = image.header.queues as usize;
@@ -98,6 +113,7 @@ impl MqfsFuse {
                 pmr,
                 since,
                 image,
+                rec,
                 rig,
             }),
             outcome,
@@ -118,29 +134,38 @@ impl MqfsFuse {
         Ctx::on(pid as usize % self.queues.max(1))
     }
 
-    /// Runs a file-system operation to completion.
-    fn run<T, Fut>(&mut self, op: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, CliError>
+    /// Runs a file-system operation, `req` on `ctx`'s core, to completion
+    /// (handing it to the recorder, if any).
+    fn run<T, Fut>(&mut self, ctx: Ctx, req: Req, op: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, CliError>
     where
         T: 'static,
         Fut: Future<Output = Result<T, FsError>> + 'static,
     {
         let m = self
             .mounted
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| CliError::Fs(FsError::Unsupported("not mounted".into())))?;
+        let machine = &m.rig.machine;
+        let begun = m
+            .rec
+            .as_mut()
+            .and_then(|r| r.begin(req, ctx.core, At::of(machine)));
         let r = m.rig.run_fs(op(m.fs.clone()));
+        if let (Some(rec), Some(b)) = (m.rec.as_mut(), begun) {
+            rec.end(b, At::of(machine), r.as_ref().err().map(CliError::one_line));
+        }
         m.pmr.check()?;
         r
     }
 
     /// Runs a file-system operation for a request; `Err` is the errno.
-    fn call<T, Fut>(&mut self, op: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, i32>
+    fn call<T, Fut>(&mut self, ctx: Ctx, req: Req, op: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, i32>
     where
         T: 'static,
         Fut: Future<Output = Result<T, FsError>> + 'static,
     {
         self.requests += 1;
-        self.run(op).map_err(|e| match e {
+        self.run(ctx, req, op).map_err(|e| match e {
             CliError::Fs(e) => e.errno(),
             other => {
                 eprintln!("mqfs: {}", other.one_line());
@@ -163,16 +188,28 @@ impl MqfsFuse {
     /// The orphan directory's inode, made if `create`.
     fn orphan_dir(&mut self, create: bool) -> Result<Option<Ino>, CliError> {
         let ctx = Ctx::on(0);
-        self.run(move |fs| async move {
+        let found = self.run(ctx, Req::Query, move |fs| async move {
             match fs.lookup(ctx, ROOT_INO, ORPHANS_NAME).await {
-                Ok(a) => Ok(Some(a.ino)),
-                Err(FsError::NotFound) if create => {
-                    Ok(Some(fs.mkdir(ctx, ROOT_INO, ORPHANS_NAME, 0o700).await?.ino))
-                }
+                Ok(a) => Ok(Some(a)),
                 Err(FsError::NotFound) => Ok(None),
                 Err(e) => Err(e),
             }
-        })
+        })?;
+        let made = match found {
+            Some(a) => Some((a, true)),
+            None if create => {
+                let req = Req::Make(Make::Dir, ROOT_INO, ORPHANS_NAME.into());
+                let a = self.run(ctx, req, move |fs| async move {
+                    fs.mkdir(ctx, ROOT_INO, ORPHANS_NAME, 0o700).await
+                })?;
+                Some((a, false))
+            }
+            None => None,
+        };
+        Ok(made.map(|(a, looked_up)| {
+            self.learned(ROOT_INO, ORPHANS_NAME, &a, looked_up);
+            a.ino
+        }))
     }
 
     /// If `parent/name` is a file whose last link this removal would drop
@@ -180,7 +217,7 @@ impl MqfsFuse {
     /// returns true.
     fn orphan_if_open(&mut self, ctx: Ctx, parent: Ino, name: &str) -> Result<bool, i32> {
         let n = name.to_string();
-        let found = self.call(move |fs| async move {
+        let found = self.call(ctx, Req::Query, move |fs| async move {
             match fs.lookup(ctx, parent, &n).await {
                 Ok(a) => Ok(Some(a)),
                 Err(FsError::NotFound) => Ok(None),
@@ -188,6 +225,7 @@ impl MqfsFuse {
             }
         })?;
         let Some(a) = found else { return Ok(false) };
+        self.learned(parent, name, &a, true);
         if a.ftype != FileType::File || a.links != 1 || !self.open.contains_key(&a.ino) {
             return Ok(false);
         }
@@ -198,7 +236,10 @@ impl MqfsFuse {
             Err(_) => return Err(EIO),
         };
         let (n, ino) = (name.to_string(), a.ino);
-        self.call(move |fs| async move { fs.rename(ctx, parent, &n, dir, &ino.to_string()).await })?;
+        let req = Req::Rename(parent, n.clone(), dir, ino.to_string());
+        self.call(ctx, req, move |fs| async move {
+            fs.rename(ctx, parent, &n, dir, &ino.to_string()).await
+        })?;
         self.orphans.insert(ino);
         Ok(true)
     }
@@ -219,9 +260,11 @@ impl MqfsFuse {
         self.open.remove(&ino);
         if self.orphans.remove(&ino) {
             let gone = self.orphan_dir(false).and_then(|dir| match dir {
-                Some(dir) => {
-                    self.run(move |fs| async move { fs.unlink(Ctx::on(0), dir, &ino.to_string()).await })
-                }
+                Some(dir) => self.run(
+                    Ctx::on(0),
+                    Req::Unlink(dir, ino.to_string()),
+                    move |fs| async move { fs.unlink(Ctx::on(0), dir, &ino.to_string()).await },
+                ),
                 None => Ok(()),
             });
             if let Err(e) = gone {
@@ -237,14 +280,18 @@ impl MqfsFuse {
             return Ok(());
         };
         let ctx = Ctx::on(0);
-        self.run(move |fs| async move {
-            for (name, _, _) in fs.readdir(ctx, dir).await? {
-                if name != "." && name != ".." {
-                    fs.unlink(ctx, dir, &name).await?;
+        self.run(
+            ctx,
+            Req::Rmdir(ROOT_INO, ORPHANS_NAME.into()),
+            move |fs| async move {
+                for (name, _, _) in fs.readdir(ctx, dir).await? {
+                    if name != "." && name != ".." {
+                        fs.unlink(ctx, dir, &name).await?;
+                    }
                 }
-            }
-            fs.rmdir(ctx, ROOT_INO, ORPHANS_NAME).await
-        })?;
+                fs.rmdir(ctx, ROOT_INO, ORPHANS_NAME).await
+            },
+        )?;
         self.orphans.clear();
         Ok(())
     }
@@ -259,14 +306,35 @@ impl MqfsFuse {
             eprintln!("mqfs: removing orphans at unmount: {}", e.one_line());
         }
         let requests = self.requests;
-        let Some(m) = self.mounted.take() else { return };
+        let Some(mut m) = self.mounted.take() else { return };
         let fs = m.fs.clone();
-        let result = m
-            .rig
-            .run_fs(async move { fs.unmount(Ctx::on(0)).await })
+        let machine = &m.rig.machine;
+        let begun = m
+            .rec
+            .as_mut()
+            .and_then(|r| r.begin(Req::Unmount, 0, At::of(machine)));
+        let unmounted = m.rig.run_fs(async move { fs.unmount(Ctx::on(0)).await });
+        if let (Some(rec), Some(b)) = (m.rec.as_mut(), begun) {
+            rec.end(
+                b,
+                At::of(machine),
+                unmounted.as_ref().err().map(CliError::one_line),
+            );
+        }
+        let result = unmounted
             .and_then(|()| Ok(m.rig.ctrl.backend().sync()?))
             .and_then(|()| m.pmr.sync())
             .map(|()| Stats::read(&m.rig.machine, &m.since, requests));
+        // The run is saved even if the unmount failed: its crash states are
+        // still worth exploring.
+        let recorded = m.rec.take().map(|r| r.finish(m.rig.machine.take_trace()));
+        let result = match (result, recorded) {
+            (Err(e), _) | (Ok(_), Some(Err(e))) => Err(e),
+            (Ok(stats), recorded) => Ok(Unmounted {
+                stats,
+                recorded: recorded.and_then(Result::ok),
+            }),
+        };
         let Mounted {
             fs, dev, image, rig, ..
         } = m;

@@ -11,7 +11,7 @@ use fuser::{
     ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, FUSE_ROOT_ID,
 };
 use libc::{EINVAL, ENOENT, ENOTTY, EOPNOTSUPP, EPERM};
-use mqfs::{Attr, Ctx, Fs, FsError, Ino, SetAttr};
+use mqfs::{Attr, Ctx, Fs, FsError, Ino, SetAttr, SyncKind};
 
 use super::attr::{
     control_attr, file_attr, from_fuse, is_control, kind, ns_of, reserved, to_fuse, CONTROL_DIR,
@@ -19,6 +19,7 @@ use super::attr::{
 };
 use super::MqfsFuse;
 use crate::ioctl::{FATOMIC, FDATAATOMIC};
+use crate::record::{Make, Req};
 
 /// How long the kernel may cache attributes and names: every change goes
 /// through the kernel, so it never holds a stale one.
@@ -54,13 +55,13 @@ impl MqfsFuse {
         control_attr(ino, req.uid(), req.gid(), SystemTime::now())
     }
 
-    /// Makes `parent/name` with `make`; a new inode (`give`) is given to
-    /// the caller.
+    /// Makes `parent/name` (a `what`) with `make`; a new inode (all but
+    /// a link) is given to the caller.
     fn make<F, Fut>(
         &mut self,
         req: &Request<'_>,
         (parent, name): (u64, &OsStr),
-        give: bool,
+        what: Make,
         make: F,
     ) -> Result<FileAttr, i32>
     where
@@ -72,20 +73,27 @@ impl MqfsFuse {
             return Err(EPERM);
         }
         let (p, ctx, uid, gid) = (ino_of(parent)?, self.ctx(req.pid()), req.uid(), req.gid());
-        let a = self.call(move |fs| async move {
-            let a = make(fs.clone(), ctx, p, name).await?;
+        let (n, give) = (name.clone(), !matches!(what, Make::Link(_)));
+        let a = self.call(ctx, Req::Make(what, p, name.clone()), move |fs| async move {
+            let a = make(fs.clone(), ctx, p, n).await?;
             if give {
                 own(&fs, ctx, a, uid, gid).await
             } else {
                 Ok(a)
             }
         })?;
+        self.learned(p, &name, &a, false);
         Ok(file_attr(&a))
     }
 
     fn do_setattr(&mut self, req: &Request<'_>, ino: u64, set: SetAttr) -> Result<FileAttr, i32> {
         let (i, ctx) = (ino_of(ino)?, self.ctx(req.pid()));
-        let a = self.call(move |fs| async move {
+        let r = if set == SetAttr::default() {
+            Req::Query
+        } else {
+            Req::Setattr(i, set.size)
+        };
+        let a = self.call(ctx, r, move |fs| async move {
             if set == SetAttr::default() {
                 fs.getattr(ctx, i).await
             } else {
@@ -109,7 +117,7 @@ impl MqfsFuse {
         let (p, np, ctx) = (ino_of(from.0)?, ino_of(to.0)?, self.ctx(req.pid()));
         if flags & libc::RENAME_NOREPLACE != 0 {
             let n = newname.clone();
-            let exists = self.call(move |fs| async move {
+            let exists = self.call(ctx, Req::Query, move |fs| async move {
                 match fs.lookup(ctx, np, &n).await {
                     Ok(_) => Ok(true),
                     Err(FsError::NotFound) => Ok(false),
@@ -123,7 +131,10 @@ impl MqfsFuse {
             return Err(EINVAL);
         }
         self.orphan_if_open(ctx, np, &newname)?;
-        self.call(move |fs| async move { fs.rename(ctx, p, &name, np, &newname).await })
+        let r = Req::Rename(p, name.clone(), np, newname.clone());
+        self.call(ctx, r, move |fs| async move {
+            fs.rename(ctx, p, &name, np, &newname).await
+        })
     }
 }
 
@@ -142,8 +153,13 @@ impl Filesystem for MqfsFuse {
                 _ if reserved(parent, &name) => return Err(ENOENT),
                 _ => {}
             }
-            let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
-            let a = self.call(move |fs| async move { fs.lookup(ctx, p, &name).await })?;
+            let (p, ctx, n) = (ino_of(parent)?, self.ctx(req.pid()), name.clone());
+            let a = self.call(
+                ctx,
+                Req::Query,
+                move |fs| async move { fs.lookup(ctx, p, &n).await },
+            )?;
+            self.learned(p, &name, &a, true);
             Ok(file_attr(&a))
         })();
         match r {
@@ -158,7 +174,7 @@ impl Filesystem for MqfsFuse {
         }
         let r = ino_of(ino).and_then(|i| {
             let ctx = self.ctx(req.pid());
-            self.call(move |fs| async move { fs.getattr(ctx, i).await })
+            self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })
         });
         match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
@@ -212,7 +228,11 @@ impl Filesystem for MqfsFuse {
     fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
         let r = ino_of(ino).and_then(|i| {
             let ctx = self.ctx(req.pid());
-            self.call(move |fs| async move { fs.readlink(ctx, i).await })
+            self.call(
+                ctx,
+                Req::Query,
+                move |fs| async move { fs.readlink(ctx, i).await },
+            )
         });
         match r {
             Ok(t) => reply.data(t.as_bytes()),
@@ -234,7 +254,7 @@ impl Filesystem for MqfsFuse {
             return reply.error(EPERM);
         }
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), true, move |fs, ctx, p, n| async move {
+        match self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
             fs.create(ctx, p, &n, perm).await
         }) {
             Ok(a) => reply.entry(&TTL, &a, 0),
@@ -252,7 +272,7 @@ impl Filesystem for MqfsFuse {
         reply: ReplyEntry,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), true, move |fs, ctx, p, n| async move {
+        match self.make(req, (parent, name), Make::Dir, move |fs, ctx, p, n| async move {
             fs.mkdir(ctx, p, &n, perm).await
         }) {
             Ok(a) => reply.entry(&TTL, &a, 0),
@@ -270,7 +290,8 @@ impl Filesystem for MqfsFuse {
             if self.orphan_if_open(ctx, p, &name)? {
                 return Ok(());
             }
-            self.call(move |fs| async move { fs.unlink(ctx, p, &name).await })
+            let r = Req::Unlink(p, name.clone());
+            self.call(ctx, r, move |fs| async move { fs.unlink(ctx, p, &name).await })
         })();
         match r {
             Ok(()) => reply.ok(),
@@ -284,7 +305,8 @@ impl Filesystem for MqfsFuse {
                 return Err(EPERM);
             }
             let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
-            self.call(move |fs| async move { fs.rmdir(ctx, p, &name).await })
+            let r = Req::Rmdir(p, name.clone());
+            self.call(ctx, r, move |fs| async move { fs.rmdir(ctx, p, &name).await })
         });
         match r {
             Ok(()) => reply.ok(),
@@ -303,9 +325,12 @@ impl Filesystem for MqfsFuse {
         let Some(target) = target.to_str().map(str::to_string) else {
             return reply.error(EINVAL);
         };
-        match self.make(req, (parent, link_name), true, move |fs, ctx, p, n| async move {
-            fs.symlink(ctx, p, &n, &target).await
-        }) {
+        match self.make(
+            req,
+            (parent, link_name),
+            Make::Symlink,
+            move |fs, ctx, p, n| async move { fs.symlink(ctx, p, &n, &target).await },
+        ) {
             Ok(a) => reply.entry(&TTL, &a, 0),
             Err(e) => reply.error(e),
         }
@@ -332,7 +357,7 @@ impl Filesystem for MqfsFuse {
             self.make(
                 req,
                 (newparent, newname),
-                false,
+                Make::Link(i),
                 move |fs, ctx, p, n| async move { fs.link(ctx, i, p, &n).await },
             )
         });
@@ -381,7 +406,9 @@ impl Filesystem for MqfsFuse {
         }
         let r = off.and_then(|off| {
             let (i, ctx) = (ino_of(ino)?, self.ctx(req.pid()));
-            self.call(move |fs| async move { fs.read(ctx, i, off, size as usize).await })
+            self.call(ctx, Req::Query, move |fs| async move {
+                fs.read(ctx, i, off, size as usize).await
+            })
         });
         match r {
             Ok(d) => reply.data(&d),
@@ -406,7 +433,12 @@ impl Filesystem for MqfsFuse {
         }
         let r = u64::try_from(offset).map_err(|_| EINVAL).and_then(|off| {
             let (i, ctx, data) = (ino_of(ino)?, self.ctx(req.pid()), data.to_vec());
-            self.call(move |fs| async move { fs.write(ctx, i, off, &data).await })
+            let r = Req::Write(i, off, data.len());
+            self.call(
+                ctx,
+                r,
+                move |fs| async move { fs.write(ctx, i, off, &data).await },
+            )
         });
         match r {
             Ok(n) => reply.written(n as u32),
@@ -440,17 +472,13 @@ impl Filesystem for MqfsFuse {
         if is_control(ino) {
             return reply.ok();
         }
-        let r = ino_of(ino).and_then(|i| {
-            let ctx = self.ctx(req.pid());
-            self.call(move |fs| async move {
-                if datasync {
-                    fs.fdatasync(ctx, i).await
-                } else {
-                    fs.fsync(ctx, i).await
-                }
-            })
-        });
-        match r {
+        let kind = if datasync {
+            SyncKind::Fdatasync
+        } else {
+            SyncKind::Fsync
+        };
+        let ctx = self.ctx(req.pid());
+        match ino_of(ino).and_then(|i| self.sync(ctx, i, kind)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -466,7 +494,7 @@ impl Filesystem for MqfsFuse {
         } else {
             ino_of(ino).and_then(|i| {
                 let ctx = self.ctx(req.pid());
-                let list = self.call(move |fs| async move { fs.readdir(ctx, i).await })?;
+                let list = self.call(ctx, Req::Query, move |fs| async move { fs.readdir(ctx, i).await })?;
                 Ok(list
                     .into_iter()
                     .filter(|(n, _, _)| !reserved(ino, n))
@@ -508,7 +536,7 @@ impl Filesystem for MqfsFuse {
 
     fn statfs(&mut self, req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         let ctx = self.ctx(req.pid());
-        match self.call(move |fs| async move { fs.statfs(ctx).await }) {
+        match self.call(ctx, Req::Query, move |fs| async move { fs.statfs(ctx).await }) {
             Ok(s) => reply.statfs(
                 s.blocks,
                 s.free_blocks,
@@ -534,7 +562,7 @@ impl Filesystem for MqfsFuse {
         reply: ReplyCreate,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), true, move |fs, ctx, p, n| async move {
+        match self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
             fs.create(ctx, p, &n, perm).await
         }) {
             Ok(a) => {
@@ -558,22 +586,13 @@ impl Filesystem for MqfsFuse {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
-        let data_only = match cmd {
-            FATOMIC => false,
-            FDATAATOMIC => true,
+        let kind = match cmd {
+            FATOMIC => SyncKind::Fatomic,
+            FDATAATOMIC => SyncKind::Fdataatomic,
             _ => return reply.error(ENOTTY),
         };
-        let r = ino_of(ino).and_then(|i| {
-            let ctx = self.ctx(req.pid());
-            self.call(move |fs| async move {
-                if data_only {
-                    fs.fdataatomic(ctx, i).await
-                } else {
-                    fs.fatomic(ctx, i).await
-                }
-            })
-        });
-        match r {
+        let ctx = self.ctx(req.pid());
+        match ino_of(ino).and_then(|i| self.sync(ctx, i, kind)) {
             Ok(()) => reply.ioctl(0, &[]),
             Err(e) => reply.error(e),
         }
