@@ -20,6 +20,14 @@ pub const PAGE_SIZE: u64 = 4096;
 
 type Page = Box<[u8; PAGE_SIZE as usize]>;
 
+/// Page `p`, made (zeroed) if absent, growing the page vector to reach it.
+fn page_mut(pages: &mut Vec<Option<Page>>, p: usize) -> &mut Page {
+    if pages.len() <= p {
+        pages.resize_with(p + 1, || None);
+    }
+    pages[p].get_or_insert_with(|| Box::new([0; PAGE_SIZE as usize]))
+}
+
 /// Page index and offset of byte address `a`.
 fn page_of(a: usize) -> (usize, usize) {
     (a / PAGE_SIZE as usize, a % PAGE_SIZE as usize)
@@ -29,7 +37,10 @@ fn page_of(a: usize) -> (usize, usize) {
 #[derive(Debug)]
 pub struct HostMemory {
     size: u64,
-    /// Page contents; `None` reads as zeros.
+    /// Page contents, by page index, up to the highest page ever written
+    /// (the vector grows on demand, so a machine that touches a few pages
+    /// of a large DRAM costs a few entries to make and to drop); `None`
+    /// and pages past the end read as zeros.
     pages: RefCell<Vec<Option<Page>>>,
     /// Free ranges: start -> length, both page-aligned.
     free: RefCell<BTreeMap<u64, u64>>,
@@ -48,7 +59,7 @@ impl HostMemory {
         }
         HostMemory {
             size,
-            pages: RefCell::new((0..size / PAGE_SIZE).map(|_| None).collect()),
+            pages: RefCell::new(Vec::new()),
             free: RefCell::new(free),
             live: RefCell::new(BTreeMap::new()),
         }
@@ -83,9 +94,9 @@ impl HostMemory {
         while done < buf.len() {
             let (p, o) = page_of(a + done);
             let n = (PAGE_SIZE as usize - o).min(buf.len() - done);
-            match &pages[p] {
-                Some(page) => buf[done..done + n].copy_from_slice(&page[o..o + n]),
-                None => buf[done..done + n].fill(0),
+            match pages.get(p) {
+                Some(Some(page)) => buf[done..done + n].copy_from_slice(&page[o..o + n]),
+                _ => buf[done..done + n].fill(0),
             }
             done += n;
         }
@@ -100,7 +111,7 @@ impl HostMemory {
         while done < data.len() {
             let (p, o) = page_of(a + done);
             let n = (PAGE_SIZE as usize - o).min(data.len() - done);
-            let page = pages[p].get_or_insert_with(|| Box::new([0; PAGE_SIZE as usize]));
+            let page = page_mut(&mut pages, p);
             page[o..o + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
@@ -115,11 +126,13 @@ impl HostMemory {
         while done < len {
             let (p, o) = page_of(a + done);
             let n = (PAGE_SIZE as usize - o).min(len - done);
+            let present = matches!(pages.get(p), Some(Some(_)));
             if value == 0 && n == PAGE_SIZE as usize {
-                pages[p] = None;
-            } else if value != 0 || pages[p].is_some() {
-                let page = pages[p].get_or_insert_with(|| Box::new([0; PAGE_SIZE as usize]));
-                page[o..o + n].fill(value);
+                if present {
+                    pages[p] = None;
+                }
+            } else if value != 0 || present {
+                page_mut(&mut pages, p)[o..o + n].fill(value);
             }
             done += n;
         }

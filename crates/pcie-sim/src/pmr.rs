@@ -2,7 +2,8 @@
 //! and the timing of the device-side path that serves it.
 //!
 //! The storage is a table of copy-on-write 4 KiB pages. Cloning a
-//! [`PageStore`] copies only the table (one `Arc` per page), so a crash state
+//! [`PageStore`] copies only the table (one `Arc` per written page; a page
+//! never written is an empty slot that reads as zeros), so a crash state
 //! or a fresh machine booting over a crashed image shares every page it does
 //! not write. This is what lets crash exploration avoid copying images.
 
@@ -17,8 +18,9 @@ const PAGE: usize = 4096;
 #[derive(Clone, Debug)]
 pub struct PageStore {
     len: u64,
-    pages: Vec<Arc<[u8; PAGE]>>,
-    zero: Arc<[u8; PAGE]>,
+    /// `None`: a page never written, all zeros (no allocation, nothing to
+    /// count on clone or drop: a PMR is mostly such pages).
+    pages: Vec<Option<Arc<[u8; PAGE]>>>,
     /// Per page: its contribution to the content hash (0 for zero pages),
     /// or `None` if it was written since last computed.
     page_hash: Vec<Option<u64>>,
@@ -31,25 +33,23 @@ pub struct PageStore {
 impl PartialEq for PageStore {
     fn eq(&self, other: &Self) -> bool {
         self.len == other.len
-            && self
-                .pages
-                .iter()
-                .zip(&other.pages)
-                .all(|(a, b)| Arc::ptr_eq(a, b) || a[..] == b[..])
+            && self.pages.iter().zip(&other.pages).all(|(a, b)| match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a[..] == b[..],
+                (Some(p), None) | (None, Some(p)) => p.iter().all(|&x| x == 0),
+            })
     }
 }
 impl Eq for PageStore {}
 
 impl PageStore {
-    /// A zero-filled store of `len` bytes. Every page starts as one shared
-    /// zero page.
+    /// A zero-filled store of `len` bytes. Every page starts as an empty
+    /// slot.
     pub fn zeroed(len: u64) -> Self {
-        let zero = Arc::new([0u8; PAGE]);
         let n = (len as usize).div_ceil(PAGE);
         PageStore {
             len,
-            pages: vec![zero.clone(); n],
-            zero,
+            pages: vec![None; n],
             page_hash: vec![Some(0); n],
             dirty: Vec::new(),
             total: 0,
@@ -74,8 +74,8 @@ impl PageStore {
             let (p, o) = (off / PAGE, off % PAGE);
             let n = (PAGE - o).min(buf.len() - done);
             match self.pages.get(p) {
-                Some(page) => buf[done..done + n].copy_from_slice(&page[o..o + n]),
-                None => buf[done..done + n].fill(0),
+                Some(Some(page)) => buf[done..done + n].copy_from_slice(&page[o..o + n]),
+                _ => buf[done..done + n].fill(0),
             }
             done += n;
         }
@@ -89,9 +89,10 @@ impl PageStore {
             let off = offset as usize + done;
             let (p, o) = (off / PAGE, off % PAGE);
             let n = (PAGE - o).min(data.len() - done);
-            let Some(page) = self.pages.get_mut(p) else {
+            let Some(slot) = self.pages.get_mut(p) else {
                 return;
             };
+            let page = slot.get_or_insert_with(|| Arc::new([0u8; PAGE]));
             Arc::make_mut(page)[o..o + n].copy_from_slice(&data[done..done + n]);
             if let Some(old) = self.page_hash[p].take() {
                 self.total ^= old;
@@ -130,10 +131,9 @@ impl PageStore {
     /// since the last call are hashed again.
     pub fn content_hash(&mut self) -> u64 {
         for p in std::mem::take(&mut self.dirty) {
-            let h = if Arc::ptr_eq(&self.pages[p], &self.zero) {
-                0
-            } else {
-                page_hash(p, &self.pages[p])
+            let h = match &self.pages[p] {
+                Some(page) => page_hash(p, page),
+                None => 0,
             };
             self.page_hash[p] = Some(h);
             self.total ^= h;
@@ -143,7 +143,10 @@ impl PageStore {
 
     /// Number of pages that are not shared with any other store.
     pub fn private_pages(&self) -> usize {
-        self.pages.iter().filter(|p| Arc::strong_count(p) == 1).count()
+        self.pages
+            .iter()
+            .filter(|p| p.as_ref().is_some_and(|p| Arc::strong_count(p) == 1))
+            .count()
     }
 }
 
@@ -233,6 +236,9 @@ mod tests {
         assert_ne!(b.content_hash(), a.content_hash());
         c.write(4090, &[0; 8]);
         assert_eq!(c.content_hash(), zero_hash);
+        // A written page of zeros equals a page never written.
+        assert_eq!(c, PageStore::zeroed(3 * PAGE as u64 + 10));
+        assert_ne!(a, PageStore::zeroed(3 * PAGE as u64 + 10));
     }
 
     #[test]
