@@ -84,7 +84,11 @@ pub struct Promise {
     pub expect: Expect,
     /// Holds once this many trace entries happened.
     pub from: usize,
-    /// Stops holding once this many happened (a later change began).
+    /// Stops holding once this many happened. A change that starts after
+    /// `s` entries ends a promise at `s + 1`: the state after `s` entries
+    /// has none of its effects (the change's first bus transaction is
+    /// entry `s`), so the promise still covers it, even when nothing
+    /// happened on the bus between the sync and the change.
     pub until: usize,
     /// The operation that made it (for reports).
     pub op: String,

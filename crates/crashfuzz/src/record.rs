@@ -615,7 +615,9 @@ impl Shared {
                     .iter()
                     .any(|pp| paths.iter().any(|op_p| touches(op_p, pp)))
                 {
-                    p.until = start;
+                    // The state after `start` entries has none of this
+                    // operation's effects (see `Promise::until`).
+                    p.until = start + 1;
                 }
             }
         }
@@ -628,7 +630,7 @@ impl Shared {
         if let Op::Rename(from, to) = op {
             let current = self.model.content(from);
             let durable = self.promises.iter().any(|p| {
-                p.until == start
+                p.until == start + 1
                     && matches!(&p.expect, Expect::File { path, content, if_present: false }
                         if path == from && Some(content) == current.as_ref())
             });

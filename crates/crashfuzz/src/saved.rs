@@ -289,7 +289,8 @@ impl SavedRun {
 
     /// An operation changing `path` starts after `at` trace entries: every
     /// promise still in force about a path it can change stops holding
-    /// there (step 4).
+    /// from the state after `at + 1` entries on (step 4; see
+    /// [`Promise::until`]).
     pub fn end_promises(&mut self, path: &str, at: usize) {
         for p in self
             .recording
@@ -298,7 +299,7 @@ impl SavedRun {
             .filter(|p| p.until == usize::MAX)
         {
             if p.expect.paths().iter().any(|pp| touches(path, pp)) {
-                p.until = at.max(p.from);
+                p.until = (at + 1).max(p.from);
             }
         }
     }

@@ -66,7 +66,7 @@ fn fsync_promises_content_until_a_write_through_any_name() {
     assert!(matches!(p[1].expect, Expect::File { if_present: true, .. }));
     // A write through /b changes /a's file too, and the other way round.
     op(&mut r, Req::Write(7, 0, 5), 50, 60);
-    assert!(promises(&r).iter().all(|p| p.until == 50), "{:?}", promises(&r));
+    assert!(promises(&r).iter().all(|p| p.until == 51), "{:?}", promises(&r));
     let ops: Vec<&str> = r.run().recording.ops.iter().map(|o| o.op.as_str()).collect();
     assert_eq!(
         ops,
@@ -92,7 +92,7 @@ fn fsync_of_a_directory_promises_its_entries_until_a_change_inside() {
     op(&mut r, Req::Setattr(9, None), 8, 9);
     assert_eq!(promises(&r)[0].until, usize::MAX);
     op(&mut r, Req::Make(Make::File, 9, "f".into()), 10, 12);
-    assert_eq!(promises(&r)[0].until, 10);
+    assert_eq!(promises(&r)[0].until, 11);
     assert!(matches!(&promises(&r)[0].expect, Expect::Dir { path, .. } if path == "/d"));
 }
 
@@ -165,12 +165,12 @@ fn renames_and_removals_end_promises_and_move_names() {
         3,
         5,
     );
-    assert_eq!(promises(&r)[0].until, 3);
+    assert_eq!(promises(&r)[0].until, 4);
     op(&mut r, Req::Sync(4, SyncKind::Fsync), 5, 7);
     r.promise(Read::File(b"f".to_vec()));
     assert!(matches!(&promises(&r)[1].expect, Expect::File { path, .. } if path == "/e/f"));
     op(&mut r, Req::Unlink(3, "f".into()), 8, 9);
-    assert_eq!(promises(&r)[1].until, 8);
+    assert_eq!(promises(&r)[1].until, 9);
     op(&mut r, Req::Sync(4, SyncKind::Fsync), 9, 10);
     assert_eq!(r.wanted(), None, "an inode with no name left");
 }
