@@ -166,14 +166,15 @@ struct RunArgs {
 }
 
 /// The default campaign's workloads (a few minutes on two cores).
-const DEFAULT_WORKLOADS: [&str; 6] = [
-    "table4",
-    "ace1",
-    "m9_cross_queue",
-    "random-1-3x6",
-    "canary_out_of_order",
-    "canary_block_reuse",
-];
+const DEFAULT_WORKLOADS: [&str; 4] = ["table4", "ace1", "m9_cross_queue", "random-1-3x6"];
+
+/// The default campaign's canaries (workloads shaped so that one ordering
+/// mechanism switched off is caught, see `tests/canaries.rs`). They run on
+/// the first profile given only (default: `optane-905p`, where each is
+/// caught): on a drive with a volatile write cache the 1 MiB write of
+/// `canary_out_of_order` alone has two million crash states. Named
+/// explicitly (`-w canary_out_of_order`), they run on every profile.
+const DEFAULT_CANARIES: [&str; 2] = ["canary_out_of_order", "canary_block_reuse"];
 
 /// `all` adds ACE's seq-2 space (2304 workloads; about ten minutes per
 /// mode and drive on two cores).
@@ -193,12 +194,16 @@ fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
     Ok(opts)
 }
 
-fn campaign(a: &RunArgs) -> Result<(Campaign, ExploreOptions), Error> {
+fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions), Error> {
     let mut workloads: Vec<Workload> = Vec::new();
+    let mut canaries: Vec<Workload> = Vec::new();
     for name in &a.workload {
         if name == "default" || name == "all" {
             for d in DEFAULT_WORKLOADS {
                 workloads.extend(resolve(d)?);
+            }
+            for d in DEFAULT_CANARIES {
+                canaries.extend(resolve(d)?);
             }
             if name == "all" {
                 for d in MORE_WORKLOADS {
@@ -225,16 +230,24 @@ fn campaign(a: &RunArgs) -> Result<(Campaign, ExploreOptions), Error> {
         .map(|p| RunConfig::profile_by_name(p))
         .collect::<Result<Vec<_>, _>>()?;
     let opts = explore_options(a)?;
-    Ok((
-        Campaign {
-            workloads,
+    let fault = a.fault.as_deref().map(Fault::parse).transpose()?;
+    let mut out = vec![Campaign {
+        workloads,
+        modes: modes.clone(),
+        profiles: profiles.clone(),
+        seed: a.seed,
+        fault,
+    }];
+    if !canaries.is_empty() {
+        out.push(Campaign {
+            workloads: canaries,
             modes,
-            profiles,
+            profiles: profiles.into_iter().take(1).collect(),
             seed: a.seed,
-            fault: a.fault.as_deref().map(Fault::parse).transpose()?,
-        },
-        opts,
-    ))
+            fault,
+        });
+    }
+    Ok((out, opts))
 }
 
 /// True for the modes that are expected to lose promises.
@@ -248,16 +261,19 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
     if !a.trace.is_empty() {
         return run_saved(a);
     }
-    let (c, opts) = campaign(a)?;
-    let bar = ProgressBar::new(c.runs() as u64);
+    let (cs, opts) = campaigns(a)?;
+    let bar = ProgressBar::new(cs.iter().map(Campaign::runs).sum::<usize>() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let reports = c.run(&opts, &|r: &ExploreReport| {
-        bar.set_message(format!("{} {} {}", r.workload, r.mode, r.profile));
-        bar.inc(1);
-    })?;
+    let mut reports = Vec::new();
+    for c in &cs {
+        reports.extend(c.run(&opts, &|r: &ExploreReport| {
+            bar.set_message(format!("{} {} {}", r.workload, r.mode, r.profile));
+            bar.inc(1);
+        })?);
+    }
     bar.finish_and_clear();
     write_json(a, &reports)?;
     Ok(summarize(&reports, a.show, strict))
