@@ -30,6 +30,12 @@ pub enum Error {
     /// A measurement broke a condition it relies on.
     #[error("{0}")]
     Invalid(String),
+    /// Writing a figure's output failed.
+    #[error("output: {0}")]
+    Output(#[from] std::io::Error),
+    /// Drawing a plot failed.
+    #[error("plot: {0}")]
+    Plot(String),
 }
 
 /// The directory results go to: `$CARGO_TARGET_DIR` if set (a relative

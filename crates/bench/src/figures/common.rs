@@ -3,7 +3,6 @@
 //! time, and latency statistics.
 
 use std::cell::RefCell;
-use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -13,43 +12,8 @@ use mqfs::{mkfs, mount, probe_options, Ctx, Fs, FsError, FsProfile, Ino, MkfsOpt
 use nvme_ctrl::SsdProfile;
 use pcie_sim::{Counters, EventKind, Purpose, SimDuration, SimTime, TraceMode};
 
-/// An error of a figure run.
-#[derive(Debug)]
-pub enum BenchError {
-    /// The file system failed.
-    Fs(FsError),
-    /// The simulation could not run (a deadlock, a stalled executor).
-    Sim(String),
-    /// Writing an output file failed.
-    Io(std::io::Error),
-    /// Drawing a plot failed.
-    Plot(String),
-}
-
-impl fmt::Display for BenchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BenchError::Fs(e) => write!(f, "file system: {e}"),
-            BenchError::Sim(e) => write!(f, "simulation: {e}"),
-            BenchError::Io(e) => write!(f, "output: {e}"),
-            BenchError::Plot(e) => write!(f, "plot: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for BenchError {}
-
-impl From<FsError> for BenchError {
-    fn from(e: FsError) -> Self {
-        BenchError::Fs(e)
-    }
-}
-
-impl From<std::io::Error> for BenchError {
-    fn from(e: std::io::Error) -> Self {
-        BenchError::Io(e)
-    }
-}
+/// An error of a figure run: the crate's one error type.
+pub use crate::Error as BenchError;
 
 /// Result of a figure run.
 pub type BenchResult<T> = Result<T, BenchError>;
@@ -165,18 +129,16 @@ impl Rig {
         let mode = self.mode;
         let blocks = self.blocks;
         let m2 = m.clone();
-        let r = ex
-            .block_on(async move {
-                let dev = BlockDevice::probe(&m2, 0, probe_options(mode)).await?;
-                let ctx = Ctx::on(0);
-                let mut opts = MkfsOptions::new(mode);
-                opts.journal_areas = dev.queue_count() as u32;
-                opts.journal_blocks = Some((blocks / 8).max(256));
-                mkfs(&dev, ctx, &opts).await?;
-                let fs = mount(&dev, ctx, profile).await?;
-                Ok::<_, FsError>((dev, fs))
-            })
-            .map_err(|e| BenchError::Sim(e.to_string()))?;
+        let r = ex.block_on(async move {
+            let dev = BlockDevice::probe(&m2, 0, probe_options(mode)).await?;
+            let ctx = Ctx::on(0);
+            let mut opts = MkfsOptions::new(mode);
+            opts.journal_areas = dev.queue_count() as u32;
+            opts.journal_blocks = Some((blocks / 8).max(256));
+            mkfs(&dev, ctx, &opts).await?;
+            let fs = mount(&dev, ctx, profile).await?;
+            Ok::<_, FsError>((dev, fs))
+        })?;
         let (dev, fs) = r?;
         Ok(TestFs {
             ex,
@@ -190,7 +152,7 @@ impl Rig {
 
 /// Runs `f` to completion in the rig's simulation (set-up steps).
 pub fn block_on<T: 'static>(t: &TestFs, f: impl Future<Output = BenchResult<T>> + 'static) -> BenchResult<T> {
-    t.ex.block_on(f).map_err(|e| BenchError::Sim(e.to_string()))?
+    t.ex.block_on(f)?
 }
 
 /// Operations one thread completed inside the measured window.
