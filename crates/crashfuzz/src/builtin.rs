@@ -161,18 +161,9 @@ fn persist(target: &str, which: usize) -> Option<Op> {
     }
 }
 
+/// The path an ACE operation leaves changed (a link's or rename's target).
 fn target(op: &Op) -> &str {
-    match op {
-        Op::Create(p)
-        | Op::Mkdir(p)
-        | Op::Write(p, ..)
-        | Op::Truncate(p, _)
-        | Op::Unlink(p)
-        | Op::Rmdir(p)
-        | Op::Symlink(p, _) => p,
-        Op::Link(_, b) | Op::Rename(_, b) => b,
-        _ => "/",
-    }
+    op.changed_paths().last().copied().unwrap_or("/")
 }
 
 /// Setup that every ACE workload starts from: the file set exists, so

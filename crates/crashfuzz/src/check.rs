@@ -125,7 +125,10 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let promised = in_force.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &i| {
         (h ^ i as u64).wrapping_mul(0x0100_0000_01b3)
     });
-    let promises: Vec<Promise> = in_force.iter().map(|&i| cx.promises[i].clone()).collect();
+    // The promises stay shared: a state checks them by index (an atomic
+    // promise can hold many file versions; cloning them per state would
+    // copy them millions of times).
+    let all_promises = cx.promises.clone();
     let verdicts = cx.verdicts.clone();
     let st = state.clone();
     let (probe, fs_profile) = (probe_for(cx.mode, cx.fault), fs_profile_for(cx.mode, cx.fault));
@@ -194,7 +197,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 detail: e.to_string(),
             }),
         }
-        for p in &promises {
+        for p in in_force.iter().map(|&i| &all_promises[i]) {
             match check(&fs, c, p).await {
                 Ok(Some(f)) => failures.push(f),
                 Ok(None) => {}
@@ -204,7 +207,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 }),
             }
         }
-        log.push(format!("oracle: {} promise(s) checked", promises.len()));
+        log.push(format!("oracle: {} promise(s) checked", in_force.len()));
         if sanity_on && failures.is_empty() {
             match sanity(&fs, c).await {
                 Ok(Some(f)) => failures.push(f),

@@ -192,6 +192,23 @@ pub fn explore_saved(path: &Path, opts: &ExploreOptions) -> Result<ExploreReport
     Ok(report)
 }
 
+/// The crash-state explorer of a recorded run: its trace over the run's
+/// base PMR (drive on port 0), with the drive's volatile cache if
+/// `profile` has one.
+pub(crate) fn explorer_of<'a>(
+    rec: &'a Recording,
+    profile: &nvme_ctrl::SsdProfile,
+) -> Result<Explorer<'a>, Error> {
+    Explorer::new(
+        &rec.trace,
+        rec.layout.clone(),
+        vec![rec.base_pmr.clone()],
+        0,
+        profile.volatile_cache(),
+    )
+    .map_err(|e| Error::Failed(e.to_string()))
+}
+
 /// Explores every crash state of a recorded run whose machines `cfg`
 /// describes: the exploration [`explore`] and [`explore_saved`] share.
 /// Violation ids start with `replay_of`; `record_seconds` is left 0.
@@ -210,14 +227,7 @@ pub fn explore_recording(
         ..Default::default()
     };
     let cx = CheckContext::for_run(cfg, rec, opts.sanity);
-    let mut explorer = Explorer::new(
-        &rec.trace,
-        rec.layout.clone(),
-        vec![rec.base_pmr.clone()],
-        0,
-        cfg.profile.volatile_cache(),
-    )
-    .map_err(|e| Error::Failed(e.to_string()))?;
+    let mut explorer = explorer_of(rec, &cfg.profile)?;
     report.crash_points = explorer.points();
     let (tx, rx) = crossbeam::channel::bounded::<nvme_ctrl::crash::CrashState>(256);
     let (rtx, rrx) = crossbeam::channel::unbounded::<(usize, StateChoice, Vec<Failure>, f64, bool)>();

@@ -74,20 +74,7 @@ enum Cmd {
     },
     /// Record one workload once and show when each operation ran and
     /// what each persistence point promised (for shaping races).
-    Show {
-        /// Workload (built-in name or file).
-        #[arg(long, short)]
-        workload: String,
-        /// Mode.
-        #[arg(long, short, default_value = "mq")]
-        mode: String,
-        /// Drive profile.
-        #[arg(long, short, default_value = "flash-vwc")]
-        profile: String,
-        /// Simulation seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
+    Show(OneRun),
     /// List the built-in workloads and modes.
     List,
 }
@@ -315,16 +302,21 @@ fn record_one(one: &OneRun) -> Result<(Workload, RunConfig, crashfuzz::Recording
             )))
         }
     };
-    let cfg = RunConfig {
+    let cfg = run_config(one)?;
+    let rec = crashfuzz::record(&w, &cfg)?;
+    Ok((w, cfg, rec))
+}
+
+/// The configuration `one` names (mode, profile, seed, fault).
+fn run_config(one: &OneRun) -> Result<RunConfig, Error> {
+    Ok(RunConfig {
         fault: one.fault.as_deref().map(Fault::parse).transpose()?,
         ..RunConfig::new(
             ModeName::parse(&one.mode)?,
             RunConfig::profile_by_name(&one.profile)?,
             one.seed,
         )
-    };
-    let rec = crashfuzz::record(&w, &cfg)?;
-    Ok((w, cfg, rec))
+    })
 }
 
 fn save_cmd(one: &OneRun, output: &Path) -> Result<ExitCode, Error> {
@@ -495,10 +487,14 @@ fn replay_cmd(id: &str, context: usize, trace: Option<&Path>) -> Result<ExitCode
     Ok(ExitCode::from(1))
 }
 
-fn show_cmd(workload: &str, mode: &str, profile: &str, seed: u64) -> Result<ExitCode, Error> {
-    let cfg = RunConfig::new(ModeName::parse(mode)?, RunConfig::profile_by_name(profile)?, seed);
+fn show_cmd(one: &OneRun) -> Result<ExitCode, Error> {
+    let cfg = run_config(one)?;
+    let name = one
+        .workload
+        .as_deref()
+        .ok_or_else(|| Error::Failed("no workload given: -w WORKLOAD".into()))?;
     let mut out = std::io::stdout().lock();
-    for w in resolve(workload)? {
+    for w in resolve(name)? {
         let rec = crashfuzz::record(&w, &cfg)?;
         let _ = writeln!(out, "{} ({} trace entries)", w.name, rec.trace.entries().len());
         for o in &rec.ops {
@@ -534,12 +530,7 @@ fn main() -> ExitCode {
         Some(Cmd::Replay { id, context, trace }) => replay_cmd(id, *context, trace.as_deref()),
         Some(Cmd::Save { one, output }) => save_cmd(one, output),
         Some(Cmd::Trace { one, trace, output }) => trace_cmd(one, trace.as_deref(), output.as_deref()),
-        Some(Cmd::Show {
-            workload,
-            mode,
-            profile,
-            seed,
-        }) => show_cmd(workload, mode, profile, *seed),
+        Some(Cmd::Show(one)) => show_cmd(one),
         Some(Cmd::List) => {
             println!("workloads: {}", names().join(", "));
             println!("  (also: ace1-NN-P, ace2-NN-MM-PQ, random-SEED-THREADSxOPS, or a workload file)");

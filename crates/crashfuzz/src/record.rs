@@ -566,31 +566,6 @@ struct Span {
     paths: Vec<String>,
 }
 
-fn op_paths(op: &Op) -> Vec<&str> {
-    match op {
-        Op::Create(p)
-        | Op::Mkdir(p)
-        | Op::Write(p, ..)
-        | Op::Truncate(p, _)
-        | Op::Unlink(p)
-        | Op::Rmdir(p)
-        | Op::Symlink(p, _) => {
-            vec![p]
-        }
-        Op::Link(a, b) | Op::Rename(a, b) => vec![a, b],
-        Op::Fsync(_)
-        | Op::Fdatasync(_)
-        | Op::Fatomic(_)
-        | Op::Fdataatomic(_)
-        | Op::Sync
-        | Op::Sleep(_)
-        | Op::WaitFor(_) => {
-            vec![]
-        }
-        Op::Fill(p) => vec![p],
-    }
-}
-
 impl Shared {
     /// An operation starts after `start` trace entries: promises about what
     /// it may change stop holding.
@@ -598,7 +573,7 @@ impl Shared {
         // The paths the operation changes, and every other name of the
         // same files (a write through one hard link changes them all).
         let mut owned: Vec<String> = Vec::new();
-        for p in op_paths(op) {
+        for p in op.changed_paths() {
             owned.extend(self.model.aliases(p));
             owned.push(p.to_string());
         }
@@ -728,7 +703,7 @@ impl Shared {
             }
         }
         let mut changed: Vec<String> = Vec::new();
-        for p in op_paths(op) {
+        for p in op.changed_paths() {
             changed.extend(self.model.aliases(p));
             changed.push(p.to_string());
         }

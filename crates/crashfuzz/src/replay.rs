@@ -13,14 +13,13 @@
 
 use std::path::Path;
 
-use nvme_ctrl::crash::Explorer;
 use nvme_ctrl::crash::StateChoice;
 use pcie_sim::{BusTrace, TraceEntry};
 
 use crate::builtin::resolve;
 use crate::check::{check_state, CheckContext};
 use crate::error::Error;
-use crate::explore::decode_choice;
+use crate::explore::{decode_choice, explorer_of};
 use crate::oracle::Failure;
 use crate::record::{parse_mode_label, record, Fault, ModeName, Recording, RunConfig};
 use crate::saved::{SavedConfig, SavedRun};
@@ -201,14 +200,7 @@ pub fn replay_state(
             why: format!("the run has {points} crash points"),
         });
     }
-    let mut explorer = Explorer::new(
-        &rec.trace,
-        rec.layout.clone(),
-        vec![rec.base_pmr.clone()],
-        0,
-        cfg.profile.volatile_cache(),
-    )
-    .map_err(|e| Error::Failed(e.to_string()))?;
+    let mut explorer = explorer_of(rec, &cfg.profile)?;
     let state = explorer.state(point, choice).map_err(|e| Error::BadReplayId {
         id: id.into(),
         why: e.to_string(),

@@ -78,6 +78,29 @@ pub fn pattern(seed: u8, pos: u64) -> u8 {
 }
 
 impl Op {
+    /// The paths the operation changes, in its own order (a link's or a
+    /// rename's target last); none for syncs and waits.
+    pub fn changed_paths(&self) -> Vec<&str> {
+        match self {
+            Op::Create(p)
+            | Op::Mkdir(p)
+            | Op::Write(p, ..)
+            | Op::Truncate(p, _)
+            | Op::Unlink(p)
+            | Op::Rmdir(p)
+            | Op::Symlink(p, _)
+            | Op::Fill(p) => vec![p],
+            Op::Link(a, b) | Op::Rename(a, b) => vec![a, b],
+            Op::Fsync(_)
+            | Op::Fdatasync(_)
+            | Op::Fatomic(_)
+            | Op::Fdataatomic(_)
+            | Op::Sync
+            | Op::Sleep(_)
+            | Op::WaitFor(_) => vec![],
+        }
+    }
+
     /// True for operations that promise durability or atomicity.
     pub fn is_sync(&self) -> bool {
         matches!(

@@ -2,28 +2,14 @@
 //! unsafe ones are caught and their violations replay, sharding partitions
 //! the states, runs are deterministic, and bad input is a typed error.
 
-use crashfuzz::builtin::{by_name, resolve};
+use crashfuzz::builtin::resolve;
 use crashfuzz::explore::parse_shard;
 use crashfuzz::record::Fault;
 use crashfuzz::replay::{replay, ReplayId};
-use crashfuzz::{explore, record, Error, ExploreOptions, ModeName, RunConfig, Workload};
+use crashfuzz::{explore, record, Error, ExploreOptions, ModeName, RunConfig};
 
-fn workload(name: &str) -> Workload {
-    by_name(name).expect("built-in").remove(0)
-}
-
-fn config(mode: ModeName, profile: &str) -> RunConfig {
-    RunConfig::new(mode, RunConfig::profile_by_name(profile).expect("profile"), 1)
-}
-
-fn opts() -> ExploreOptions {
-    ExploreOptions {
-        bound_lines: 4,
-        bound_blocks: 4,
-        jobs: 2,
-        ..ExploreOptions::default()
-    }
-}
+mod common;
+use common::{config, opts, workload};
 
 #[test]
 fn safe_modes_keep_every_promise_on_generic_035() {

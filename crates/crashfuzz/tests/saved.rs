@@ -5,30 +5,15 @@
 
 use std::path::{Path, PathBuf};
 
-use crashfuzz::builtin::by_name;
 use crashfuzz::explore::{explore_recording, explore_saved};
 use crashfuzz::replay::{replay, replay_saved};
 use crashfuzz::saved::{SavedConfig, SavedRun, FORMAT_VERSION};
-use crashfuzz::{explore, record, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, Workload};
+use crashfuzz::{explore, record, Error, ExploreReport, ModeName};
 use nvme_ctrl::BLOCK;
 use pcie_sim::{BusTrace, TraceMode};
 
-fn workload(name: &str) -> Workload {
-    by_name(name).expect("built-in").remove(0)
-}
-
-fn config(mode: ModeName, profile: &str) -> RunConfig {
-    RunConfig::new(mode, RunConfig::profile_by_name(profile).expect("profile"), 1)
-}
-
-fn opts() -> ExploreOptions {
-    ExploreOptions {
-        bound_lines: 4,
-        bound_blocks: 4,
-        jobs: 2,
-        ..ExploreOptions::default()
-    }
-}
+mod common;
+use common::{config, opts, workload};
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("crashfuzz-saved-{}", std::process::id()));

@@ -62,21 +62,34 @@ pub fn machine(
     (ex, m, ctrl)
 }
 
+/// Probes the drive on port 0 of `machine`, makes a file system of `mode`
+/// on its `blocks` (one journal area per hardware queue, an eighth of the
+/// drive for the journals, then `tune` may change the options) and mounts
+/// it with `profile`, on core 0.
+pub async fn format_and_mount(
+    machine: &Machine,
+    mode: Mode,
+    blocks: u64,
+    tune: impl FnOnce(&mut MkfsOptions),
+    profile: FsProfile,
+) -> Result<(Rc<BlockDevice>, Rc<Fs>), FsError> {
+    let dev = BlockDevice::probe(machine, 0, probe_options(mode)).await?;
+    let ctx = Ctx::on(0);
+    let mut opts = MkfsOptions::new(mode);
+    opts.journal_areas = dev.queue_count() as u32;
+    opts.journal_blocks = Some((blocks / 8).max(256));
+    tune(&mut opts);
+    mkfs(&dev, ctx, &opts).await?;
+    let fs = mount(&dev, ctx, profile).await?;
+    Ok((dev, fs))
+}
+
 /// Makes and mounts a file system of `mode` on a fresh machine.
 pub fn new_fs(mode: Mode, profile: SsdProfile, blocks: u64, cores: usize) -> Result<TestFs, FsError> {
     let (ex, machine, ctrl) = machine(profile, blocks, cores, TraceMode::Off, 1);
     let m2 = machine.clone();
     let r = ex
-        .block_on(async move {
-            let dev = BlockDevice::probe(&m2, 0, probe_options(mode)).await?;
-            let ctx = Ctx::on(0);
-            let mut opts = MkfsOptions::new(mode);
-            opts.journal_areas = dev.queue_count() as u32;
-            opts.journal_blocks = Some((blocks / 8).max(256));
-            mkfs(&dev, ctx, &opts).await?;
-            let fs = mount(&dev, ctx, FsProfile::default()).await?;
-            Ok::<_, FsError>((dev, fs))
-        })
+        .block_on(async move { format_and_mount(&m2, mode, blocks, |_| {}, FsProfile::default()).await })
         .map_err(|e| FsError::Io(e.to_string()))?;
     let (dev, fs) = r?;
     Ok(TestFs {

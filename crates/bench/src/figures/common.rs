@@ -6,9 +6,8 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 
-use ccnvme::BlockDevice;
-use mqfs::testing::{machine, TestFs};
-use mqfs::{mkfs, mount, probe_options, Ctx, Fs, FsError, FsProfile, Ino, MkfsOptions, Mode};
+use mqfs::testing::{format_and_mount, machine, TestFs};
+use mqfs::{Ctx, Fs, FsError, FsProfile, Ino, Mode};
 use nvme_ctrl::SsdProfile;
 use pcie_sim::{Counters, EventKind, Purpose, SimDuration, SimTime, TraceMode};
 
@@ -129,16 +128,7 @@ impl Rig {
         let mode = self.mode;
         let blocks = self.blocks;
         let m2 = m.clone();
-        let r = ex.block_on(async move {
-            let dev = BlockDevice::probe(&m2, 0, probe_options(mode)).await?;
-            let ctx = Ctx::on(0);
-            let mut opts = MkfsOptions::new(mode);
-            opts.journal_areas = dev.queue_count() as u32;
-            opts.journal_blocks = Some((blocks / 8).max(256));
-            mkfs(&dev, ctx, &opts).await?;
-            let fs = mount(&dev, ctx, profile).await?;
-            Ok::<_, FsError>((dev, fs))
-        })?;
+        let r = ex.block_on(async move { format_and_mount(&m2, mode, blocks, |_| {}, profile).await })?;
         let (dev, fs) = r?;
         Ok(TestFs {
             ex,

@@ -11,8 +11,8 @@ use std::fmt;
 use std::rc::Rc;
 
 use ccnvme::BlockDevice;
-use mqfs::testing::{machine, TestFs};
-use mqfs::{mkfs, mount, probe_options, Ctx, FileType, Fs, FsError, FsProfile, Ino, MkfsOptions, Mode};
+use mqfs::testing::{format_and_mount, machine, TestFs};
+use mqfs::{mount, probe_options, Ctx, FileType, Fs, FsError, FsProfile, Ino, Mode};
 use nvme_ctrl::SsdProfile;
 use pcie_sim::{Machine, TraceMode};
 
@@ -47,15 +47,8 @@ pub fn setup_with(mode: Mode, blocks: u64, cores: usize, bytes_per_inode: u64) -
     let m2 = machine.clone();
     let r = ex
         .block_on(async move {
-            let dev = BlockDevice::probe(&m2, 0, probe_options(mode)).await?;
-            let ctx = Ctx::on(0);
-            let mut opts = MkfsOptions::new(mode);
-            opts.journal_areas = dev.queue_count() as u32;
-            opts.journal_blocks = Some((blocks / 8).max(256));
-            opts.bytes_per_inode = bytes_per_inode;
-            mkfs(&dev, ctx, &opts).await?;
-            let fs = mount(&dev, ctx, FsProfile::default()).await?;
-            Ok::<_, FsError>((dev, fs))
+            let tune = |o: &mut mqfs::MkfsOptions| o.bytes_per_inode = bytes_per_inode;
+            format_and_mount(&m2, mode, blocks, tune, FsProfile::default()).await
         })
         .unwrap_or_else(|e| panic!("{mode:?}: setup did not finish: {e}"));
     match r {

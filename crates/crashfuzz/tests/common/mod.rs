@@ -1,0 +1,27 @@
+//! What the crashfuzz integration tests share: built-in workloads by
+//! name, run configurations and the reduced exploration bounds that keep
+//! `cargo test` fast.
+#![allow(dead_code)]
+
+use crashfuzz::builtin::by_name;
+use crashfuzz::{ExploreOptions, ModeName, RunConfig, Workload};
+
+/// The built-in workload `name` (its first, for a family).
+pub fn workload(name: &str) -> Workload {
+    by_name(name).expect("built-in").remove(0)
+}
+
+/// `mode` on the drive profile named `profile`, seed 1.
+pub fn config(mode: ModeName, profile: &str) -> RunConfig {
+    RunConfig::new(mode, RunConfig::profile_by_name(profile).expect("profile"), 1)
+}
+
+/// Exploration bounded to 2^4 subsets per crash point, on two jobs.
+pub fn opts() -> ExploreOptions {
+    ExploreOptions {
+        bound_lines: 4,
+        bound_blocks: 4,
+        jobs: 2,
+        ..ExploreOptions::default()
+    }
+}
