@@ -4,10 +4,10 @@
 //!   per wall-second, on a file system of that mode on the Optane 905P
 //!   profile (one core, one thread; the file system is built outside the
 //!   timed part);
-//! - `bus_events/*`: trace events (TLPs, write-combining stores, device
-//!   events) simulated per wall-second, both for the synthetic PCIe stream
-//!   of `pcie-sim`'s `bus_events` bench and for the whole stack running
-//!   the mq fsync loop above;
+//! - `bus_events/mq_fsync_stack`: trace events (TLPs, write-combining
+//!   stores, device events) simulated per wall-second by the whole stack
+//!   running the mq fsync loop above (the bus alone is `pcie-sim`'s
+//!   `bus_events` bench);
 //! - `crash_states/generic_035_classic`: crash states explored and checked
 //!   (recovery, fsck, oracle) per wall-second by `crashfuzz::explore`, the
 //!   recording included, on every core of the machine.
@@ -22,12 +22,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use mqfs::testing::{new_fs, TestFs};
 use mqfs::{Ctx, Mode};
 use nvme_ctrl::SsdProfile;
-use pcie_sim::{BarKind, Executor, Machine, MachineProfile, Purpose, SimDuration, TraceMode};
 
 /// Appends + fsyncs per timed iteration.
 const FSYNCS: u64 = 200;
-/// Rounds of the synthetic bus stream per timed iteration.
-const STREAM_ROUNDS: u64 = 20_000;
 
 /// A fresh file system of `mode` with an empty `/f`; returns it and the
 /// file's inode.
@@ -61,47 +58,6 @@ fn fsync_loop((t, ino): (TestFs, mqfs::Ino)) -> (TestFs, u64) {
     (t, events)
 }
 
-/// The synthetic stream of `pcie-sim`'s `bus_events` bench: a device
-/// streaming 256-byte DMA writes with an MSI-X every 8, and a core storing
-/// 64-byte entries to the PMR with a fence every 4. Returns the number of
-/// trace events.
-fn bus_stream(mode: TraceMode, rounds: u64) -> u64 {
-    let ex = Executor::new(1);
-    let m = Machine::new(&ex, MachineProfile::default(), mode);
-    let dev = pcie_sim::testing::RegisterFile::attach(&m, Some(2 << 20), None);
-    let pmr = m.bar(0, BarKind::Pmr).expect("the device has a PMR");
-    let buf = m.memory().alloc(1 << 20).expect("1 MiB of host memory");
-    let port = dev.port.clone();
-    let sim = m.sim();
-    let s2 = sim.clone();
-    sim.spawn(async move {
-        let data = [0x11u8; 256];
-        for i in 0..rounds {
-            port.dma_write(buf.bus() + (i % 4096) * 256, &data, Purpose::DataBlock, 0)
-                .expect("DMA into host memory");
-            if i % 8 == 7 {
-                port.msix(0, 0);
-            }
-            s2.sleep(SimDuration::from_ns(70)).await;
-        }
-    });
-    let core = m.core(0).expect("core 0");
-    sim.spawn(async move {
-        let entry = [0x22u8; 64];
-        for i in 0..rounds {
-            core.wc_store(pmr + (i % 32768) * 64, &entry, Purpose::QueueEntry, 0)
-                .await
-                .expect("store to the PMR");
-            if i % 4 == 3 {
-                core.mfence().await.expect("fence");
-            }
-        }
-    });
-    ex.run();
-    let n = m.trace().len();
-    n
-}
-
 fn fsyncs(c: &mut Criterion) {
     let mut g = c.benchmark_group("fsync_4k");
     g.sample_size(10)
@@ -121,14 +77,9 @@ fn bus_events(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    let stream = bus_stream(TraceMode::Off, STREAM_ROUNDS);
-    g.throughput(Throughput::Elements(stream));
-    g.bench_function("pcie_stream_no_trace", |b| {
-        b.iter(|| bus_stream(TraceMode::Off, STREAM_ROUNDS))
-    });
-    g.bench_function("pcie_stream_full_trace", |b| {
-        b.iter(|| bus_stream(TraceMode::Full, STREAM_ROUNDS))
-    });
+    // The bus alone (a synthetic DMA and PMR stream) is pcie-sim's own
+    // bench, `cargo bench -p pcie-sim --bench bus_events`; this one is the
+    // whole stack: every bus event of mq fsyncs through MQFS and ccNVMe.
     let (_, stack) = fsync_loop(fresh(Mode::Mq));
     g.throughput(Throughput::Elements(stack));
     g.bench_function("mq_fsync_stack", |b| {
