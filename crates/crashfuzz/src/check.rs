@@ -43,7 +43,7 @@ pub struct CheckContext {
     /// Run CrashMonkey's sanity check (create and remove everywhere).
     pub sanity: bool,
     /// Verdicts by recovered image and promises (shared by the workers).
-    pub verdicts: Arc<Mutex<HashMap<u64, Vec<Failure>>>>,
+    pub verdicts: Arc<Mutex<HashMap<u128, Vec<Failure>>>>,
 }
 
 impl CheckContext {
@@ -122,9 +122,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let in_force: Vec<usize> = (0..cx.promises.len())
         .filter(|&i| cx.promises[i].covers(applied))
         .collect();
-    let promised = in_force.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &i| {
-        (h ^ i as u64).wrapping_mul(0x0100_0000_01b3)
-    });
+    let promised = crate::oracle::promises_key(&cx.promises, applied);
     // The promises stay shared: a state checks them by index (an atomic
     // promise can hold many file versions; cloning them per state would
     // copy them millions of times).
@@ -168,8 +166,10 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             }
         };
         log.push("mount: recovered".into());
-        let key =
-            drive_hash(&st, ctrl2.backend(), |b| !fs.is_journal_log_block(b)) ^ promised.rotate_left(31);
+        let key = pcie_sim::content_hash::combine(&[
+            drive_hash(&st, ctrl2.backend(), |b| !fs.is_journal_log_block(b)),
+            promised,
+        ]);
         let known = verdicts.lock().ok().and_then(|v| v.get(&key).cloned());
         if let Some(f) = known {
             log.push("verdict: as an earlier state that recovered to the same image".into());

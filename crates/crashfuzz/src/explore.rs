@@ -147,16 +147,6 @@ pub fn decode_choice(s: &str) -> Option<StateChoice> {
 }
 
 /// A hash of which promises are in force after `applied` trace entries.
-fn promise_signature(promises: &[crate::oracle::Promise], applied: usize) -> u64 {
-    promises
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.covers(applied))
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, (i, _)| {
-            (h ^ i as u64).wrapping_mul(0x0100_0000_01b3)
-        })
-}
-
 /// Records `w` under `cfg` and explores every crash state; violation ids
 /// start with `replay_of` (the workload's name).
 pub fn explore(
@@ -232,7 +222,7 @@ pub fn explore_recording(
     let (tx, rx) = crossbeam::channel::bounded::<nvme_ctrl::crash::CrashState>(256);
     let (rtx, rrx) = crossbeam::channel::unbounded::<(usize, StateChoice, Vec<Failure>, f64, bool)>();
     let jobs = opts.jobs.max(1);
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: HashSet<u128> = HashSet::new();
     let mut enum_err = None;
     std::thread::scope(|s| {
         for _ in 0..jobs {
@@ -261,7 +251,7 @@ pub fn explore_recording(
         drop(rtx);
         // (what the states are made of, promises in force, states, left out)
         // at the last point enumerated.
-        let mut last: Option<((u64, u64), u64, u64, u64)> = None;
+        let mut last: Option<((u64, u64), u128, u64, u64)> = None;
         let t_enum = Instant::now();
         let mut waiting = 0f64;
         for k in 0..explorer.points() {
@@ -275,7 +265,7 @@ pub fn explore_recording(
                     break;
                 }
             };
-            let promised = promise_signature(&cx.promises, k + 1);
+            let promised = crate::oracle::promises_key(&cx.promises, k + 1);
             if let Some((v, p, n, left_out)) = last {
                 if v == version && p == promised {
                     // Same states, same promises: all already seen.
@@ -307,13 +297,13 @@ pub fn explore_recording(
                 // A state is checked again when the promises in force differ:
                 // the same content can pass before an fsync returns and fail
                 // after.
-                let h = st.content_hash() ^ promised.rotate_left(29);
+                let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
                 if !seen.insert(h) {
                     report.states_deduplicated += 1;
                     continue;
                 }
                 if let Some((i, n)) = opts.shard {
-                    if h % n != i {
+                    if h % u128::from(n) != u128::from(i) {
                         continue;
                     }
                 }

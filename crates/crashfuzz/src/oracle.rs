@@ -101,6 +101,18 @@ impl Promise {
     }
 }
 
+/// A 128-bit key of the set of promises in force after `applied` trace
+/// entries. Crash states are told apart by their content combined with
+/// this key: the same content can pass before an fsync returns and fail
+/// after, so it is checked once per set of promises.
+pub fn promises_key(promises: &[Promise], applied: usize) -> pcie_sim::content_hash::ContentHash {
+    let mut bytes = Vec::new();
+    for (i, _) in promises.iter().enumerate().filter(|(_, p)| p.covers(applied)) {
+        bytes.extend_from_slice(&(i as u64).to_le_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_128(&bytes)
+}
+
 /// True if an operation on `op_path` can change what a promise about
 /// `promised` says (same path, one inside the other).
 pub fn touches(op_path: &str, promised: &str) -> bool {

@@ -12,6 +12,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use pcie_sim::content_hash::ContentHash;
 use pcie_sim::{BusLayout, BusTrace, CrashChoice, CrashCursor, Machine, PageStore, Pending};
 
 use crate::controller::{Controller, ControllerConfig};
@@ -40,17 +41,19 @@ pub struct CrashState {
     /// Media blocks that differ from the starting image.
     pub media: imbl::HashMap<u64, Block>,
     /// Hash of the media delta (see [`MediaCursor::state_hash`]).
-    pub media_hash: u64,
+    pub media_hash: ContentHash,
     /// Each delta block's contribution to `media_hash`.
-    pub block_hashes: imbl::HashMap<u64, u64>,
+    pub block_hashes: imbl::HashMap<u64, ContentHash>,
 }
 
 impl CrashState {
     /// A hash of the state's content (PMR bytes and media blocks), for
     /// skipping states already checked. Cheap: both halves are kept
     /// incrementally.
-    pub fn content_hash(&mut self) -> u64 {
-        self.pmr.content_hash().rotate_left(17) ^ self.media_hash
+    pub fn content_hash(&mut self) -> ContentHash {
+        // The PMR's terms and the media's are seeded by different address
+        // spaces, so they combine by XOR like the terms within each.
+        self.pmr.content_hash() ^ self.media_hash
     }
 }
 
@@ -215,9 +218,13 @@ impl<'t> Explorer<'t> {
 /// content over the same base gives an equal hash when the same blocks
 /// differ from the base (a block rewritten with its base content may make
 /// equal images hash differently, never different images equal).
-pub fn drive_hash(state: &CrashState, backend: &crate::Backend, relevant: impl Fn(u64) -> bool) -> u64 {
+pub fn drive_hash(
+    state: &CrashState,
+    backend: &crate::Backend,
+    relevant: impl Fn(u64) -> bool,
+) -> ContentHash {
     let written: std::collections::BTreeSet<u64> = backend.written().into_iter().collect();
-    let mut h = 0u64;
+    let mut h: ContentHash = 0;
     for (b, bh) in state.block_hashes.iter() {
         if relevant(*b) && !written.contains(b) {
             h ^= bh;

@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use pcie_sim::content_hash::{unit_term, ContentHash, Space};
 use pcie_sim::{BusTrace, EventKind, TraceMode};
 
 use crate::error::CtrlError;
@@ -36,19 +37,13 @@ pub struct PendingBlock {
     /// Trace index of the `DATA_IN` event that brought it.
     pub data_in: usize,
     /// Its contribution to a media delta's hash.
-    pub hash: u64,
+    pub hash: ContentHash,
 }
 
-/// The contribution of block `lba` holding `data` to a delta's hash.
-pub fn block_hash(lba: u64, data: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = (lba + 1).wrapping_mul(K) ^ 0x5bd1_e995;
-    for w in data.chunks_exact(8) {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K).rotate_left(27);
-    }
-    h
+/// The contribution of block `lba` holding `data` to a delta's hash
+/// ([`pcie_sim::content_hash`]).
+pub fn block_hash(lba: u64, data: &[u8]) -> ContentHash {
+    unit_term(Space::MediaBlock, lba, data)
 }
 
 /// Replays a controller's events from a trace.
@@ -60,8 +55,8 @@ pub struct MediaCursor<'t> {
     applied: usize,
     durable: imbl::HashMap<u64, Block>,
     /// XOR of the hash contributions of the durable blocks, and each one's.
-    durable_hash: u64,
-    durable_hashes: imbl::HashMap<u64, u64>,
+    durable_hash: ContentHash,
+    durable_hashes: imbl::HashMap<u64, ContentHash>,
     /// Pending blocks by block number, with the payload offset of the
     /// version (to recognise its MEDIA_WRITE).
     pending: std::collections::BTreeMap<u64, (PendingBlock, u64)>,
@@ -170,7 +165,7 @@ impl<'t> MediaCursor<'t> {
         self.changes
     }
 
-    fn make_durable(&mut self, lba: u64, data: Block, hash: u64) {
+    fn make_durable(&mut self, lba: u64, data: Block, hash: ContentHash) {
         self.durable.insert(lba, data);
         if let Some(old) = self.durable_hashes.insert(lba, hash) {
             self.durable_hash ^= old;
@@ -180,7 +175,7 @@ impl<'t> MediaCursor<'t> {
 
     /// A hash of the durable delta combined with the pending blocks at
     /// `landed`: equal for states with equal delta content.
-    pub fn state_hash(&self, pending: &[PendingBlock], landed: &[usize]) -> u64 {
+    pub fn state_hash(&self, pending: &[PendingBlock], landed: &[usize]) -> ContentHash {
         let mut h = self.durable_hash;
         for &i in landed {
             if let Some(p) = pending.get(i) {
@@ -195,7 +190,11 @@ impl<'t> MediaCursor<'t> {
 
     /// Per block of one crash state's delta (see [`MediaCursor::materialize`]),
     /// its hash contribution. Cheap: shares structure with the cursor.
-    pub fn block_hashes(&self, pending: &[PendingBlock], landed: &[usize]) -> imbl::HashMap<u64, u64> {
+    pub fn block_hashes(
+        &self,
+        pending: &[PendingBlock],
+        landed: &[usize],
+    ) -> imbl::HashMap<u64, ContentHash> {
         let mut h = self.durable_hashes.clone();
         for &i in landed {
             if let Some(p) = pending.get(i) {

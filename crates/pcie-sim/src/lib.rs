@@ -60,6 +60,7 @@
 
 pub mod addr;
 pub mod calibration;
+pub mod content_hash;
 pub mod cpu;
 pub mod endpoint;
 pub mod error;

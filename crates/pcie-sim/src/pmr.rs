@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use crate::content_hash::{unit_term, ContentHash, Space};
 use crate::time::SimDuration;
 
 const PAGE: usize = 4096;
@@ -23,11 +24,11 @@ pub struct PageStore {
     pages: Vec<Option<Arc<[u8; PAGE]>>>,
     /// Per page: its contribution to the content hash (0 for zero pages),
     /// or `None` if it was written since last computed.
-    page_hash: Vec<Option<u64>>,
+    page_hash: Vec<Option<ContentHash>>,
     /// Pages written since their hash was computed.
     dirty: Vec<usize>,
     /// XOR of every clean page's contribution.
-    total: u64,
+    total: ContentHash,
 }
 
 impl PartialEq for PageStore {
@@ -126,19 +127,20 @@ impl PageStore {
         v
     }
 
-    /// A 64-bit hash of the content: stores with equal bytes hash equal,
-    /// whatever pages they share. Kept incrementally: only pages written
-    /// since the last call are hashed again.
-    pub fn content_hash(&mut self) -> u64 {
+    /// A 128-bit hash of the content ([`crate::content_hash`]): stores
+    /// with equal bytes hash equal, whatever pages they share. Kept
+    /// incrementally: only pages written since the last call are hashed
+    /// again.
+    pub fn content_hash(&mut self) -> ContentHash {
         for p in std::mem::take(&mut self.dirty) {
             let h = match &self.pages[p] {
-                Some(page) => page_hash(p, page),
+                Some(page) => unit_term(Space::PmrPage, p as u64, &page[..]),
                 None => 0,
             };
             self.page_hash[p] = Some(h);
             self.total ^= h;
         }
-        self.total ^ self.len
+        self.total ^ ContentHash::from(self.len)
     }
 
     /// Number of pages that are not shared with any other store.
@@ -147,25 +149,6 @@ impl PageStore {
             .iter()
             .filter(|p| p.as_ref().is_some_and(|p| Arc::strong_count(p) == 1))
             .count()
-    }
-}
-
-/// A page's contribution to a store's hash: 0 for an all-zero page.
-fn page_hash(index: usize, page: &[u8; PAGE]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = (index as u64 + 1).wrapping_mul(K);
-    let mut any = 0u64;
-    for w in page.chunks_exact(8) {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        let v = u64::from_le_bytes(b);
-        any |= v;
-        h = (h ^ v).wrapping_mul(K).rotate_left(29);
-    }
-    if any == 0 {
-        0
-    } else {
-        h
     }
 }
 
