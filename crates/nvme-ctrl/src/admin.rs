@@ -245,6 +245,7 @@ impl Controller {
                 tail: 0,
                 pmr_doorbell,
                 inflight: Cell::new(0),
+                doorbells: Default::default(),
             },
         );
         Status::SUCCESS

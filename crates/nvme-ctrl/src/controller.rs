@@ -113,6 +113,9 @@ pub struct Controller {
     pub(crate) rr_served: Cell<u32>,
     /// Woken when a submission queue's in-flight count drops.
     pub(crate) sq_drained: Notify,
+    /// Write-type commands completed so far ([`crate::events::WRITE_DONE`]
+    /// events recorded).
+    pub(crate) writes_done: Cell<u64>,
     /// A weak handle to itself, for register callbacks that spawn tasks.
     me: RefCell<Option<Weak<Controller>>>,
 }
@@ -191,6 +194,7 @@ impl Controller {
             rr_next: Cell::new(0),
             rr_served: Cell::new(0),
             sq_drained: Notify::new(),
+            writes_done: Cell::new(0),
             me: RefCell::new(None),
         });
         *ctrl.me.borrow_mut() = Some(Rc::downgrade(&ctrl));
@@ -343,6 +347,7 @@ impl Controller {
                 tail: 0,
                 pmr_doorbell: None,
                 inflight: Cell::new(0),
+                doorbells: Default::default(),
             },
         );
         let me = self.clone();
@@ -408,7 +413,7 @@ impl Controller {
                         None => Err(WRITE_TO_INVALID_DOORBELL),
                         Some(sq) if value >= sq.size => Err(INVALID_DOORBELL_WRITE_VALUE),
                         Some(sq) => {
-                            sq.tail = value;
+                            sq.ring(value, self.writes_done.get());
                             Ok(())
                         }
                     }

@@ -14,8 +14,9 @@ use std::rc::Rc;
 use pcie_sim::{BusAddr, Purpose};
 
 use crate::controller::Controller;
+use crate::events;
 use crate::queues::{SqLocation, CQE_BYTES, SQE_BYTES};
-use crate::spec::command::SubmissionEntry;
+use crate::spec::command::{IoOpcode, SubmissionEntry};
 use crate::spec::completion::{CompletionEntry, Status};
 use crate::spec::features::{Arbitration, InterruptCoalescing, InterruptVectorConfig};
 
@@ -27,15 +28,50 @@ pub(crate) enum Outcome {
     Parked,
 }
 
+/// An entry the arbiter took for fetching.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Picked {
+    qid: u16,
+    slot: u32,
+    loc: SqLocation,
+    /// Write-type commands completed when the entry was submitted (its
+    /// doorbell took effect): what a Flush in it covers.
+    pub(crate) submitted_after: u64,
+}
+
 /// Attribution tag for the bus trace: queue and command identifier.
 pub(crate) fn attr(sqid: u16, cid: u16) -> u32 {
     ((sqid as u32) << 16) | cid as u32
 }
 
 impl Controller {
+    /// For a write-type I/O command (one that changes blocks): whether it
+    /// is durable at completion (FUA, or the cache disabled). `None` for
+    /// other commands.
+    fn write_kind(&self, sqe: &SubmissionEntry) -> Option<bool> {
+        match IoOpcode::try_from(sqe.opcode()) {
+            Ok(IoOpcode::Write | IoOpcode::WriteZeroes) => Some(sqe.fua() || !self.backend.cache_enabled()),
+            Ok(IoOpcode::DatasetManagement) if sqe.dsm_deallocate() => Some(!self.backend.cache_enabled()),
+            _ => None,
+        }
+    }
+
+    /// Records a write-type command's completion for the crash model of
+    /// the write cache (`power.rs`): [`events::WRITE_DONE`], or
+    /// [`events::WRITE_DONE_DURABLE`] when FUA or a disabled cache made it
+    /// durable at completion.
+    fn note_write_done(&self, qid: u16, sqe: &SubmissionEntry, durable: bool) {
+        let code = if durable {
+            events::WRITE_DONE_DURABLE
+        } else {
+            events::WRITE_DONE
+        };
+        self.port.record(code, 0, 0, &[], attr(qid, sqe.cid()));
+        self.writes_done.set(self.writes_done.get() + 1);
+    }
+
     /// Picks the next submission queue with work, round-robin with burst.
-    /// Returns (queue, slot, where the entry is).
-    fn arbitrate(&self) -> Option<(u16, u32, SqLocation)> {
+    fn arbitrate(&self) -> Option<Picked> {
         if !crate::spec::regs::Cc(self.regs.borrow().cc).en() {
             return None;
         }
@@ -54,8 +90,7 @@ impl Controller {
             if sq.pending() == 0 {
                 continue;
             }
-            let slot = sq.head;
-            sq.head = (sq.head + 1) % sq.size;
+            let (slot, submitted_after) = sq.take();
             sq.inflight.set(sq.inflight.get() + 1);
             let loc = match sq.location {
                 SqLocation::Host(_) => SqLocation::Host(sq.entry_addr(slot)),
@@ -70,7 +105,12 @@ impl Controller {
                 self.rr_served.set(served);
                 self.rr_next.set(qid);
             }
-            return Some((qid, slot, loc));
+            return Some(Picked {
+                qid,
+                slot,
+                loc,
+                submitted_after,
+            });
         }
         None
     }
@@ -92,7 +132,8 @@ impl Controller {
         }
     }
 
-    async fn run_command(self: Rc<Self>, (qid, slot, loc): (u16, u32, SqLocation), generation: u64) {
+    async fn run_command(self: Rc<Self>, picked: Picked, generation: u64) {
+        let Picked { qid, slot, loc, .. } = picked;
         let mut raw = [0u8; SQE_BYTES as usize];
         let fetched = match loc {
             SqLocation::Host(addr) => self
@@ -122,14 +163,26 @@ impl Controller {
         } else if qid == 0 {
             self.admin(qid, &sqe).await
         } else {
-            self.io(qid, &sqe).await
+            self.io(qid, &sqe, picked.submitted_after).await
         };
         if let Outcome::Done(status, dw0) = outcome {
             if !status.is_success() {
                 self.log_error(qid, sqe.cid(), status, &sqe);
             }
+            // A write durable at completion is so before the completion is
+            // posted (FUA: NVMe 1.4 6.15); a plain write counts as completed
+            // for a later Flush once its completion is posted (6.8).
+            let write = (qid != 0 && status.is_success())
+                .then(|| self.write_kind(&sqe))
+                .flatten();
+            if write == Some(true) {
+                self.note_write_done(qid, &sqe, true);
+            }
             self.post_completion(qid, sqe.cid(), status, dw0, generation)
                 .await;
+            if write == Some(false) {
+                self.note_write_done(qid, &sqe, false);
+            }
         }
         if let Some(sq) = self.sqs.borrow().get(&qid) {
             sq.inflight.set(sq.inflight.get().saturating_sub(1));

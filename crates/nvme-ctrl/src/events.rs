@@ -13,10 +13,22 @@ pub const DATA_IN: u16 = 1;
 /// block's content.
 pub const MEDIA_WRITE: u16 = 2;
 
-/// A Flush command completed: every write completed before it was
-/// submitted is on the media. (Informational: the model derives durability
-/// from the `MEDIA_WRITE` events.)
+/// A Flush command completed. `addr` is the number of [`WRITE_DONE`]
+/// events recorded before the Flush was submitted (its queue's doorbell
+/// took effect): those writes are on the media now (NVMe 1.4 6.8: the
+/// Flush applies to the commands completed before it was submitted).
 pub const FLUSH_DONE: u16 = 3;
+
+/// A write-type command (Write, Write Zeroes, Dataset Management with
+/// deallocate) completed successfully: its completion entry was posted.
+/// `attr` names the command, as on its [`DATA_IN`] events. With a volatile
+/// write cache its blocks are durable only after a later Flush covers it.
+pub const WRITE_DONE: u16 = 4;
+
+/// As [`WRITE_DONE`], for a write durable at its completion: FUA set
+/// (NVMe 1.4 6.15, Force Unit Access) or the Volatile Write Cache feature
+/// off (NVMe 1.4 5.21.1.6).
+pub const WRITE_DONE_DURABLE: u16 = 5;
 
 /// Name of an event code, for reports.
 pub fn name(code: u16) -> &'static str {
@@ -24,6 +36,8 @@ pub fn name(code: u16) -> &'static str {
         DATA_IN => "data-in",
         MEDIA_WRITE => "media-write",
         FLUSH_DONE => "flush-done",
+        WRITE_DONE => "write-done",
+        WRITE_DONE_DURABLE => "write-done-durable",
         _ => "device",
     }
 }

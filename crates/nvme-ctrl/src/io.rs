@@ -24,7 +24,14 @@ fn done(s: Status) -> Outcome {
 }
 
 impl Controller {
-    pub(crate) async fn io(self: &Rc<Self>, sqid: u16, sqe: &SubmissionEntry) -> Outcome {
+    /// Executes an I/O command; `submitted_after` is how many write-type
+    /// commands had completed when it was submitted (what a Flush covers).
+    pub(crate) async fn io(
+        self: &Rc<Self>,
+        sqid: u16,
+        sqe: &SubmissionEntry,
+        submitted_after: u64,
+    ) -> Outcome {
         if sqe.fuse() != 0 || sqe.psdt() != 0 {
             return done(Status::INVALID_FIELD);
         }
@@ -48,7 +55,7 @@ impl Controller {
             IoOpcode::Flush => {
                 self.sim.sleep(self.profile.admin_latency).await;
                 self.backend.flush().await;
-                self.port.record(events::FLUSH_DONE, 0, 0, &[], a);
+                self.port.record(events::FLUSH_DONE, submitted_after, 0, &[], a);
                 Ok(())
             }
             IoOpcode::WriteZeroes => self.write_zeroes(sqe, a).await,

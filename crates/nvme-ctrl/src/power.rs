@@ -1,23 +1,38 @@
 //! Power failure of the media: which media states a crash after trace
-//! entry `k` may leave (ARCHITECTURE.md 4, the rows for the write cache and
-//! multi-block writes).
+//! entry `k` may leave. This is the media half of the persistence envelope
+//! (`docs/architecture.md` 4, `docs/persistence.md`): what the NVMe
+//! specification allows, whatever the simulated destage timing did.
 //!
-//! Replayed from the controller's own trace events:
+//! Replayed from the controller's own trace events ([`crate::events`]):
 //!
-//! - a [`events::MEDIA_WRITE`] is durable;
-//! - a [`events::DATA_IN`] is durable at once on a drive whose cache is
-//!   power-loss protected or absent-and-protected (Optane: the data is in
-//!   the power-protected domain once the controller has it); on a drive with
-//!   a volatile cache it stays *pending* until a `MEDIA_WRITE` of that
-//!   version, and at a crash any subset of the pending blocks may have been
-//!   destaged (for each block: its newest pending version, or nothing);
-//! - a write of several blocks is torn at block granularity: each block has
-//!   its own events, and a crash point falls between any two of them.
+//! - On a drive whose cache is power-loss protected, or that has none, a
+//!   block is durable when its new content arrives in the controller
+//!   ([`events::DATA_IN`]).
+//! - On a drive with a volatile write cache, a block version that arrived
+//!   is *pending*: it may or may not be on the media at a crash. It becomes
+//!   durable when
+//!   - its command completes with FUA or with the cache disabled
+//!     ([`events::WRITE_DONE_DURABLE`]; NVMe 1.4 6.15 and 5.21.1.6), or
+//!   - a Flush completes that was submitted after its command completed
+//!     ([`events::FLUSH_DONE`] carries how many completions preceded the
+//!     Flush's submission; NVMe 1.4 6.8: "the flush applies to all commands
+//!     ... completed by the controller prior to the submission of the Flush
+//!     command").
+//!
+//!   A completion without FUA ([`events::WRITE_DONE`]) and the drive's own
+//!   destaging ([`events::MEDIA_WRITE`]) promise nothing: a block may hold
+//!   its durable content or any pending version newer than it (the cache
+//!   destages a block's versions in order; the last one destaged is on the
+//!   media). A version made durable ends every older pending version of
+//!   its block.
+//! - A write of several blocks tears at block granularity: each block has
+//!   its own events and versions.
 //!
 //! Durable content is kept as a persistent map of blocks over the image the
 //! run started from, so a crash state is that map (cloned in O(1)) plus the
-//! chosen pending blocks.
+//! chosen pending versions.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use pcie_sim::content_hash::{unit_term, ContentHash, Space};
@@ -27,12 +42,12 @@ use crate::error::CtrlError;
 use crate::events;
 use crate::media::{Block, Image, Media, BLOCK};
 
-/// A block that may or may not have been destaged at the crash point.
+/// A block version that may or may not be on the media at the crash point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingBlock {
     /// Media block number.
     pub block: u64,
-    /// Its newest content not known to be on the media.
+    /// The version's content.
     pub data: Block,
     /// Trace index of the `DATA_IN` event that brought it.
     pub data_in: usize,
@@ -46,6 +61,19 @@ pub fn block_hash(lba: u64, data: &[u8]) -> ContentHash {
     unit_term(Space::MediaBlock, lba, data)
 }
 
+/// A pending block version: its block and the trace index of its
+/// `DATA_IN` (versions of a block are ordered by it).
+type VersionKey = (u64, usize);
+
+/// A version not yet durable.
+#[derive(Debug)]
+struct Version {
+    data: Block,
+    hash: ContentHash,
+    /// The sequence number of its command's completion, once completed.
+    completed: Option<u64>,
+}
+
 /// Replays a controller's events from a trace.
 #[derive(Debug)]
 pub struct MediaCursor<'t> {
@@ -57,9 +85,13 @@ pub struct MediaCursor<'t> {
     /// XOR of the hash contributions of the durable blocks, and each one's.
     durable_hash: ContentHash,
     durable_hashes: imbl::HashMap<u64, ContentHash>,
-    /// Pending blocks by block number, with the payload offset of the
-    /// version (to recognise its MEDIA_WRITE).
-    pending: std::collections::BTreeMap<u64, (PendingBlock, u64)>,
+    /// Versions that arrived and are not durable (volatile cache only).
+    pending: BTreeMap<VersionKey, Version>,
+    /// Per command (its trace attribution), the versions it brought and
+    /// that have not completed.
+    in_command: BTreeMap<u32, Vec<VersionKey>>,
+    /// Write-type completions seen.
+    completions: u64,
     /// Bumped whenever the durable or pending blocks change.
     changes: u64,
 }
@@ -90,7 +122,9 @@ impl<'t> MediaCursor<'t> {
             durable: imbl::HashMap::new(),
             durable_hash: 0,
             durable_hashes: Default::default(),
-            pending: Default::default(),
+            pending: BTreeMap::new(),
+            in_command: BTreeMap::new(),
+            completions: 0,
             changes: 0,
         })
     }
@@ -119,44 +153,77 @@ impl<'t> MediaCursor<'t> {
         if e.kind != EventKind::Device || e.source != self.port {
             return;
         }
-        let payload = self.trace.payload(e);
-        let Some(data) = block_of(payload) else {
-            return;
-        };
-        let hash = block_hash(e.addr, payload);
-        if matches!(e.code, events::DATA_IN | events::MEDIA_WRITE) {
-            self.changes += 1;
-        }
         match e.code {
-            events::DATA_IN if self.volatile => {
-                self.pending.insert(
-                    e.addr,
-                    (
-                        PendingBlock {
-                            block: e.addr,
-                            data,
-                            data_in: i,
-                            hash,
-                        },
-                        e.payload,
-                    ),
-                );
-            }
             events::DATA_IN => {
-                self.make_durable(e.addr, data, hash);
-            }
-            events::MEDIA_WRITE => {
-                self.make_durable(e.addr, data, hash);
-                if self
-                    .pending
-                    .get(&e.addr)
-                    .is_some_and(|(_, off)| *off == e.payload)
-                {
-                    self.pending.remove(&e.addr);
+                let payload = self.trace.payload(e);
+                let Some(data) = block_of(payload) else {
+                    return;
+                };
+                let hash = block_hash(e.addr, payload);
+                self.changes += 1;
+                if self.volatile {
+                    let key = (e.addr, i);
+                    self.pending.insert(
+                        key,
+                        Version {
+                            data,
+                            hash,
+                            completed: None,
+                        },
+                    );
+                    self.in_command.entry(e.attr).or_default().push(key);
+                } else {
+                    self.make_durable(e.addr, data, hash);
                 }
+            }
+            events::WRITE_DONE | events::WRITE_DONE_DURABLE => {
+                let seq = self.completions;
+                self.completions += 1;
+                let keys = self.in_command.remove(&e.attr).unwrap_or_default();
+                if e.code == events::WRITE_DONE_DURABLE {
+                    for key in keys {
+                        self.version_durable(key);
+                    }
+                } else {
+                    for key in keys {
+                        if let Some(v) = self.pending.get_mut(&key) {
+                            v.completed = Some(seq);
+                        }
+                    }
+                }
+                self.changes += 1;
+            }
+            events::FLUSH_DONE => {
+                let covered: Vec<VersionKey> = self
+                    .pending
+                    .iter()
+                    .filter(|(_, v)| v.completed.is_some_and(|c| c < e.addr))
+                    .map(|(k, _)| *k)
+                    .collect();
+                // In key order: a block's newer version is made durable
+                // last, so it is what stays.
+                for key in covered {
+                    self.version_durable(key);
+                }
+                self.changes += 1;
             }
             _ => {}
         }
+    }
+
+    /// Pending version `key` is on the media for certain: it becomes the
+    /// block's durable content and ends every older pending version.
+    fn version_durable(&mut self, key: VersionKey) {
+        let (block, _) = key;
+        let Some(v) = self.pending.remove(&key) else {
+            // Already ended by a newer durable version of its block.
+            return;
+        };
+        let older: Vec<VersionKey> = self.pending.range((block, 0)..key).map(|(k, _)| *k).collect();
+        for k in older {
+            self.pending.remove(&k);
+        }
+        self.make_durable(block, v.data, v.hash);
     }
 
     /// A counter of changes to the durable and pending blocks. Equal at
@@ -173,17 +240,29 @@ impl<'t> MediaCursor<'t> {
         self.durable_hash ^= hash;
     }
 
-    /// A hash of the durable delta combined with the pending blocks at
+    /// The version each block ends with when the pending versions at
+    /// `landed` (indices into [`MediaCursor::pending`]) were destaged: for
+    /// each block, the newest landed version.
+    fn chosen<'p>(pending: &'p [PendingBlock], landed: &[usize]) -> BTreeMap<u64, &'p PendingBlock> {
+        let mut out: BTreeMap<u64, &PendingBlock> = BTreeMap::new();
+        for p in landed.iter().filter_map(|&i| pending.get(i)) {
+            let newer = out.get(&p.block).is_none_or(|q| q.data_in < p.data_in);
+            if newer {
+                out.insert(p.block, p);
+            }
+        }
+        out
+    }
+
+    /// A hash of the durable delta combined with the pending versions at
     /// `landed`: equal for states with equal delta content.
     pub fn state_hash(&self, pending: &[PendingBlock], landed: &[usize]) -> ContentHash {
         let mut h = self.durable_hash;
-        for &i in landed {
-            if let Some(p) = pending.get(i) {
-                if let Some(old) = self.durable_hashes.get(&p.block) {
-                    h ^= old;
-                }
-                h ^= p.hash;
+        for (b, p) in Self::chosen(pending, landed) {
+            if let Some(old) = self.durable_hashes.get(&b) {
+                h ^= old;
             }
+            h ^= p.hash;
         }
         h
     }
@@ -196,10 +275,8 @@ impl<'t> MediaCursor<'t> {
         landed: &[usize],
     ) -> imbl::HashMap<u64, ContentHash> {
         let mut h = self.durable_hashes.clone();
-        for &i in landed {
-            if let Some(p) = pending.get(i) {
-                h.insert(p.block, p.hash);
-            }
+        for (b, p) in Self::chosen(pending, landed) {
+            h.insert(b, p.hash);
         }
         h
     }
@@ -209,24 +286,34 @@ impl<'t> MediaCursor<'t> {
         &self.durable
     }
 
-    /// Blocks that may or may not have been destaged, by block number.
+    /// Block versions that may or may not be on the media, ordered by
+    /// block and then by arrival (oldest first).
     pub fn pending(&self) -> Vec<PendingBlock> {
-        self.pending.values().map(|(p, _)| p.clone()).collect()
+        self.pending
+            .iter()
+            .map(|(&(block, data_in), v)| PendingBlock {
+                block,
+                data: v.data.clone(),
+                data_in,
+                hash: v.hash,
+            })
+            .collect()
     }
 
-    /// The media delta of one crash state: the durable blocks plus the
-    /// pending blocks at `landed` (indices into [`MediaCursor::pending`]).
+    /// The media delta of one crash state: the durable blocks, and for
+    /// each block with versions at `landed` (indices into
+    /// [`MediaCursor::pending`]) the newest of them.
     pub fn materialize(
         &self,
         pending: &[PendingBlock],
         landed: &[usize],
     ) -> Result<imbl::HashMap<u64, Block>, CtrlError> {
+        if let Some(&i) = landed.iter().find(|&&i| i >= pending.len()) {
+            return Err(CtrlError::Crash(format!("no pending block {i}")));
+        }
         let mut delta = self.durable.clone();
-        for &i in landed {
-            let p = pending
-                .get(i)
-                .ok_or_else(|| CtrlError::Crash(format!("no pending block {i}")))?;
-            delta.insert(p.block, p.data.clone());
+        for (b, p) in Self::chosen(pending, landed) {
+            delta.insert(b, p.data.clone());
         }
         Ok(delta)
     }
@@ -234,5 +321,204 @@ impl<'t> MediaCursor<'t> {
     /// A media store for a fresh controller booting over a crash state.
     pub fn media(base: &Arc<Image>, delta: imbl::HashMap<u64, Block>) -> Media {
         Media::cow(base.clone(), delta)
+    }
+}
+
+#[cfg(test)]
+mod envelope_tests {
+    //! The write-cache rules against a brute-force statement of them.
+    //!
+    //! Random small histories of block versions arriving, commands
+    //! completing (with or without FUA) and Flushes completing are recorded
+    //! as device events; at every crash point the cursor's states (every
+    //! subset of its pending versions) must equal the states the NVMe rules
+    //! allow, computed directly: each block holds its newest version that is
+    //! certainly durable (completed with FUA, or completed before a
+    //! completed Flush was submitted; else its starting content) or any
+    //! version that arrived after that one.
+
+    use std::collections::BTreeSet;
+
+    use pcie_sim::trace::NO_PAYLOAD;
+    use pcie_sim::{BusTrace, EventKind, Purpose, SimTime, TraceEntry, TraceMode};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Command `cmd` brings a new version of `block`.
+        Arrive { cmd: u32, block: u64 },
+        /// Command `cmd` completes; `fua`: durable at completion.
+        Complete { cmd: u32, fua: bool },
+        /// A Flush submitted when `back` fewer completions had happened
+        /// than now completes.
+        Flush { back: u64 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0u32..3, 0u64..3).prop_map(|(cmd, block)| Step::Arrive { cmd, block }),
+            (0u32..3, any::<bool>()).prop_map(|(cmd, fua)| Step::Complete { cmd, fua }),
+            (0u64..3).prop_map(|back| Step::Flush { back }),
+        ]
+    }
+
+    /// One arrived version: block, content byte, command, completion
+    /// sequence, durable at completion.
+    #[derive(Clone, Debug)]
+    struct V {
+        block: u64,
+        value: u8,
+        cmd: u32,
+        completed: Option<u64>,
+        fua: bool,
+        /// Covered by a completed Flush.
+        flushed: bool,
+    }
+
+    type State = BTreeSet<(u64, u8)>;
+
+    fn record(trace: &mut BusTrace, code: u16, addr: u64, attr: u32, payload: &[u8]) {
+        trace.record(
+            TraceEntry {
+                time: SimTime::ZERO,
+                effect: SimTime::ZERO,
+                addr,
+                payload: NO_PAYLOAD,
+                len: payload.len() as u32,
+                attr,
+                kind: EventKind::Device,
+                purpose: Purpose::Other,
+                source: 0,
+                flags: 0,
+                code,
+                wire_bytes: 0,
+            },
+            payload,
+        );
+    }
+
+    /// The brute-force states after the versions in `vs`.
+    fn allowed(vs: &[V]) -> BTreeSet<State> {
+        let mut per_block: BTreeMap<u64, Vec<Option<u8>>> = BTreeMap::new();
+        for b in 0..3u64 {
+            let mine: Vec<&V> = vs.iter().filter(|v| v.block == b).collect();
+            let sure = mine
+                .iter()
+                .rposition(|v| v.flushed || (v.fua && v.completed.is_some()));
+            let mut options = vec![sure.map(|i| mine[i].value)];
+            let after = sure.map_or(0, |i| i + 1);
+            options.extend(mine[after..].iter().map(|v| Some(v.value)));
+            per_block.insert(b, options);
+        }
+        let mut out = BTreeSet::from([State::new()]);
+        for (b, options) in per_block {
+            let mut next = BTreeSet::new();
+            for s in &out {
+                for o in &options {
+                    let mut s = s.clone();
+                    if let Some(x) = o {
+                        s.insert((b, *x));
+                    }
+                    next.insert(s);
+                }
+            }
+            out = next;
+        }
+        out
+    }
+
+    /// The cursor's states at its current point.
+    fn enumerated(cur: &MediaCursor<'_>) -> BTreeSet<State> {
+        let pending = cur.pending();
+        let n = pending.len();
+        let mut out = BTreeSet::new();
+        for mask in 0u32..(1 << n) {
+            let landed: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
+            let delta = cur.materialize(&pending, &landed).expect("valid choice");
+            out.insert(delta.iter().map(|(b, d)| (*b, d[0])).collect());
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn media_states_are_exactly_what_nvme_allows(steps in prop::collection::vec(step(), 1..14)) {
+            let mut trace = BusTrace::new(TraceMode::Full);
+            let mut vs: Vec<V> = Vec::new();
+            let mut completions = 0u64;
+            let mut value = 0u8;
+            for s in &steps {
+                match *s {
+                    Step::Arrive { cmd, block } => {
+                        value += 1;
+                        record(&mut trace, events::DATA_IN, block, cmd, &[value; BLOCK]);
+                        vs.push(V { block, value, cmd, completed: None, fua: false, flushed: false });
+                    }
+                    Step::Complete { cmd, fua } => {
+                        let code = if fua { events::WRITE_DONE_DURABLE } else { events::WRITE_DONE };
+                        record(&mut trace, code, 0, cmd, &[]);
+                        for v in vs.iter_mut().filter(|v| v.cmd == cmd && v.completed.is_none()) {
+                            v.completed = Some(completions);
+                            v.fua = fua;
+                        }
+                        completions += 1;
+                    }
+                    Step::Flush { back } => {
+                        let covered = completions.saturating_sub(back);
+                        record(&mut trace, events::FLUSH_DONE, covered, 0, &[]);
+                        for v in vs.iter_mut().filter(|v| v.completed.is_some_and(|c| c < covered)) {
+                            v.flushed = true;
+                        }
+                    }
+                }
+            }
+            let mut cur = MediaCursor::new(&trace, 0, true).expect("full trace");
+            // Replay the brute force step by step alongside the cursor.
+            let mut seen: Vec<V> = Vec::new();
+            let mut completions = 0u64;
+            for (k, s) in steps.iter().enumerate() {
+                match *s {
+                    Step::Arrive { .. } => seen.push(vs[seen.len()].clone()),
+                    Step::Complete { .. } => completions += 1,
+                    Step::Flush { .. } => {}
+                }
+                // The brute force at point k: versions seen so far, with
+                // completion and flush facts as of point k.
+                let now: Vec<V> = seen
+                    .iter()
+                    .map(|v| {
+                        let mut v = v.clone();
+                        if v.completed.is_some_and(|c| c >= completions) {
+                            v.completed = None;
+                        }
+                        v.flushed = v.flushed && flushed_by(&steps[..=k], &v, &steps);
+                        v
+                    })
+                    .collect();
+                cur.advance_past(k).expect("in range");
+                prop_assert_eq!(enumerated(&cur), allowed(&now), "after step {}", k);
+            }
+        }
+    }
+
+    /// True if version `v` (whose completion sequence is fixed by the whole
+    /// history) is covered by a Flush among `prefix`.
+    fn flushed_by(prefix: &[Step], v: &V, _all: &[Step]) -> bool {
+        let Some(c) = v.completed else { return false };
+        let mut completions = 0u64;
+        for s in prefix {
+            match *s {
+                Step::Complete { .. } => completions += 1,
+                Step::Flush { back } => {
+                    if c < completions.saturating_sub(back) {
+                        return true;
+                    }
+                }
+                Step::Arrive { .. } => {}
+            }
+        }
+        false
     }
 }

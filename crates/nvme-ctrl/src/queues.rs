@@ -42,9 +42,38 @@ pub struct SubmissionQueue {
     pub pmr_doorbell: Option<u32>,
     /// Commands fetched from this queue and not yet completed.
     pub inflight: Cell<u32>,
+    /// Doorbell writes whose entries are not all taken yet, oldest first:
+    /// the tail each one set and how many write-type commands had completed
+    /// when it took effect (what a Flush among its entries covers).
+    pub doorbells: std::collections::VecDeque<(u32, u64)>,
 }
 
 impl SubmissionQueue {
+    /// The host rang the tail doorbell with `tail`, when `writes_done`
+    /// write-type commands had completed.
+    pub fn ring(&mut self, tail: u32, writes_done: u64) {
+        if tail != self.tail {
+            self.doorbells.push_back((tail, writes_done));
+        }
+        self.tail = tail;
+    }
+
+    /// Takes the entry at `head` for fetching; returns its slot and how
+    /// many write-type commands had completed when it was submitted.
+    pub fn take(&mut self) -> (u32, u64) {
+        let slot = self.head;
+        let submitted = self.doorbells.front().map(|d| d.1);
+        debug_assert!(
+            submitted.is_some(),
+            "an entry is taken only after a doorbell covered it"
+        );
+        self.head = (self.head + 1) % self.size;
+        if self.doorbells.front().is_some_and(|d| d.0 == self.head) {
+            self.doorbells.pop_front();
+        }
+        (slot, submitted.unwrap_or(0))
+    }
+
     /// Entries the host has submitted that the controller has not taken.
     pub fn pending(&self) -> u32 {
         (self.tail + self.size - self.head) % self.size

@@ -233,8 +233,11 @@ fn fua_and_flushed_writes_survive_every_crash_point_and_cached_writes_may_be_los
         !b_lost_after_cpl.is_empty(),
         "B, completed but not yet flushed, can be lost"
     );
-    // C can be lost only until its destage: from then on it is durable.
-    assert!(c_lost_after_cpl.iter().all(|&k| k < c_programmed[0]));
+    // The drive's own destage of C promises nothing (NVMe 1.4 6.8: only a
+    // Flush submitted after C completed does): C may still be lost after
+    // the run's timing programmed it. A model bound to that timing would
+    // have made C durable at its MEDIA_WRITE.
+    assert!(c_lost_after_cpl.iter().any(|&k| k >= c_programmed[0]));
     assert!(c_kept_after_cpl.iter().any(|&k| k >= c_programmed[0]));
 }
 
