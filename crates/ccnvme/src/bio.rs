@@ -3,7 +3,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use nvme_ctrl::spec::completion::Status;
+use nvme_spec::completion::Status;
 use pcie_sim::sync::Notify;
 use pcie_sim::HostAddr;
 

@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use nvme_ctrl::spec::command::SubmissionEntry;
+use nvme_spec::command::SubmissionEntry;
 use pcie_sim::{Core, HostAddr, Machine};
 
 use crate::bio::{Bio, BioFlags, BioOp};

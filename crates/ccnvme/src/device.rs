@@ -4,11 +4,11 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use nvme_ctrl::spec::command::{SubmissionEntry, VENDOR_CAP_OFFSET, VENDOR_CAP_PMR_QUEUES};
-use nvme_ctrl::spec::completion::Status;
-use nvme_ctrl::spec::features::{FeatureId, NumberOfQueues};
-use nvme_ctrl::spec::identify::{self, IdentifyController, IdentifyNamespace};
-use nvme_ctrl::spec::regs::{self, Cap, Cc, Csts};
+use nvme_spec::command::{SubmissionEntry, VENDOR_CAP_OFFSET, VENDOR_CAP_PMR_QUEUES};
+use nvme_spec::completion::Status;
+use nvme_spec::features::{FeatureId, NumberOfQueues};
+use nvme_spec::identify::{self, IdentifyController, IdentifyNamespace};
+use nvme_spec::regs::{self, Cap, Cc, Csts};
 use pcie_sim::{BarKind, BusAddr, Core, Machine, Purpose, SimDuration};
 
 use crate::bio::{Bio, BioFlags, BioOp, Done, TxId};

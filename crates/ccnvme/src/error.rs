@@ -1,6 +1,6 @@
 //! The driver's error type.
 
-use nvme_ctrl::spec::completion::Status;
+use nvme_spec::completion::Status;
 
 /// What can go wrong in the driver.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -20,8 +20,11 @@
 //! ## What it assumes of the device
 //!
 //! An NVMe 1.4 controller with a PMR whose reads order earlier writes
-//! (PMRCAP.PMRWBM bit 0), and the vendor-specific extension of `nvme-ctrl`
-//! that places a submission queue in the PMR and rings it from a PMR word.
+//! (PMRCAP.PMRWBM bit 0), and the vendor-specific extension that places a
+//! submission queue in the PMR and rings it from a PMR word
+//! (`nvme_spec::ccnvme`). The driver shares its NVMe structures with the
+//! controller emulator through `nvme-spec` and does not depend on the
+//! emulator.
 //!
 //! ## Deviations from Linux (deliberate, for exact counts)
 //!
@@ -42,12 +45,14 @@ pub mod psq;
 pub mod queue;
 pub mod recovery;
 pub mod traffic;
-pub mod txbench;
 
 pub use bio::{Bio, BioFlags, BioOp, Done, Lba, TxId};
 pub use device::{BlockDevice, DeviceInfo, ProbeOptions};
 pub use error::DriverError;
 pub use layout::PmrLayout;
+/// A read-only view of a drive's logical blocks, for checkers such as a
+/// file system's fsck (see [`nvme_spec::image`]).
+pub use nvme_spec::BlockSource;
 pub use profile::{DriverFaults, DriverProfile};
 pub use psq::{OpenTx, PersistentSq, TxHandle};
 pub use recovery::{Recovery, UnfinishedCmd, UnfinishedTx};

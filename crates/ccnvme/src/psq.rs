@@ -26,8 +26,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use nvme_ctrl::spec::command::{SubmissionEntry, TxFlags};
-use nvme_ctrl::spec::completion::Status;
+use nvme_spec::command::{SubmissionEntry, TxFlags};
+use nvme_spec::completion::Status;
 use pcie_sim::sync::{Notify, Semaphore};
 use pcie_sim::{BusAddr, Core, Machine, Purpose, SimTime};
 

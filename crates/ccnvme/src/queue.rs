@@ -7,10 +7,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use nvme_ctrl::queues::{CQE_BYTES, SQE_BYTES};
-use nvme_ctrl::spec::command::SubmissionEntry;
-use nvme_ctrl::spec::completion::CompletionEntry;
-use nvme_ctrl::spec::regs;
+use nvme_spec::command::SubmissionEntry;
+use nvme_spec::completion::CompletionEntry;
+use nvme_spec::regs;
+use nvme_spec::{CQE_BYTES, SQE_BYTES};
 use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::{BusAddr, Core, HostAddr, Machine, Purpose};
 

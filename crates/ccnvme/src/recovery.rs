@@ -8,7 +8,7 @@
 //! and are never parsed. A queue whose pointers or entries make no sense is
 //! reported as [`DriverError::CorruptPsq`] and nothing from it is used.
 
-use nvme_ctrl::spec::command::{IoOpcode, SubmissionEntry, TxFlags};
+use nvme_spec::command::{IoOpcode, SubmissionEntry, TxFlags};
 use pcie_sim::{BusAddr, Core, Purpose};
 
 use crate::bio::TxId;

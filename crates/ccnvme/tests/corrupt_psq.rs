@@ -5,8 +5,8 @@
 mod common;
 
 use ccnvme::{BlockDevice, DriverError, PmrLayout, ProbeOptions};
-use nvme_ctrl::spec::command::{SubmissionEntry, TxFlags};
 use nvme_ctrl::{Media, SsdProfile};
+use nvme_spec::command::{SubmissionEntry, TxFlags};
 use pcie_sim::{PageStore, TraceMode};
 use proptest::prelude::*;
 

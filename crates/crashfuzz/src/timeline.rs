@@ -45,8 +45,8 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use nvme_ctrl::events::{DATA_IN, FLUSH_DONE, MEDIA_WRITE};
-use nvme_ctrl::spec::regs::{decode_doorbell, Doorbell};
-use nvme_ctrl::spec::{AdminOpcode, CompletionEntry, IoOpcode, SubmissionEntry, TxFlags};
+use nvme_spec::regs::{decode_doorbell, Doorbell};
+use nvme_spec::{AdminOpcode, CompletionEntry, IoOpcode, SubmissionEntry, TxFlags};
 use pcie_sim::trace::{Direction, FLAG_UR, FLAG_WC, NO_PAYLOAD};
 use pcie_sim::{BarKind, EventKind, Purpose, TraceEntry};
 use serde::Serialize;

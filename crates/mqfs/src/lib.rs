@@ -14,6 +14,7 @@ pub mod ops;
 pub mod paths;
 pub mod profile;
 pub mod sync;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use error::FsError;

@@ -7,13 +7,14 @@ use pcie_sim::Purpose;
 
 use crate::controller::{Controller, AERL};
 use crate::engine::{attr, Outcome};
-use crate::queues::{CompletionQueue, CqSpace, SqLocation, SubmissionQueue, CQE_BYTES, SQE_BYTES};
-use crate::spec::command::{AdminOpcode, SubmissionEntry, VENDOR_CAP_OFFSET, VENDOR_CAP_PMR_QUEUES};
-use crate::spec::completion::Status;
-use crate::spec::features::{FeatureId, InterruptVectorConfig, NumberOfQueues, VolatileWriteCache};
-use crate::spec::identify::{self, IdentifyController, IdentifyNamespace, LbaFormat};
-use crate::spec::log::{self, SmartLog};
-use crate::spec::regs::Cap;
+use crate::queues::{CompletionQueue, CqSpace, SqLocation, SubmissionQueue};
+use nvme_spec::command::{AdminOpcode, SubmissionEntry, VENDOR_CAP_OFFSET, VENDOR_CAP_PMR_QUEUES};
+use nvme_spec::completion::Status;
+use nvme_spec::features::{FeatureId, InterruptVectorConfig, NumberOfQueues, VolatileWriteCache};
+use nvme_spec::identify::{self, IdentifyController, IdentifyNamespace, LbaFormat};
+use nvme_spec::log::{self, SmartLog};
+use nvme_spec::regs::Cap;
+use nvme_spec::{CQE_BYTES, SQE_BYTES};
 
 fn done(s: Status) -> Outcome {
     Outcome::Done(s, 0)
@@ -100,7 +101,7 @@ impl Controller {
             fr: identify::ascii_field::<8>("1.0"),
             mdts: self.profile.mdts,
             cntlid: 1,
-            ver: crate::spec::regs::VS_1_4,
+            ver: nvme_spec::regs::VS_1_4,
             acl: 3,
             aerl: AERL,
             elpe: 63,

@@ -15,9 +15,9 @@ use crate::error::CtrlError;
 use crate::media::{Media, BLOCK};
 use crate::profile::SsdProfile;
 use crate::queues::{CompletionQueue, CqSpace, SqLocation, SubmissionQueue};
-use crate::spec::aer::{AsyncEvent, AsyncEventType, INVALID_DOORBELL_WRITE_VALUE, WRITE_TO_INVALID_DOORBELL};
-use crate::spec::log::ErrorLogEntry;
-use crate::spec::regs::{self, Cap, Cc, Csts, Doorbell, ShutdownNotification, ShutdownStatus};
+use nvme_spec::aer::{AsyncEvent, AsyncEventType, INVALID_DOORBELL_WRITE_VALUE, WRITE_TO_INVALID_DOORBELL};
+use nvme_spec::log::ErrorLogEntry;
+use nvme_spec::regs::{self, Cap, Cc, Csts, Doorbell, ShutdownNotification, ShutdownStatus};
 
 /// Size of BAR0 (registers and doorbells).
 pub const BAR0_BYTES: u64 = 0x4000;
@@ -268,7 +268,7 @@ impl Controller {
                 me.post_completion(
                     sqid,
                     cid,
-                    crate::spec::completion::Status::SUCCESS,
+                    nvme_spec::completion::Status::SUCCESS,
                     ev.to_dw0(),
                     generation,
                 )
@@ -453,7 +453,7 @@ impl Controller {
         self.raise_event(AsyncEvent {
             kind: AsyncEventType::Error,
             info,
-            log_page: crate::spec::log::ERROR_INFORMATION,
+            log_page: nvme_spec::log::ERROR_INFORMATION,
         });
     }
 

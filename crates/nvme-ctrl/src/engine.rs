@@ -15,10 +15,11 @@ use pcie_sim::{BusAddr, Purpose};
 
 use crate::controller::Controller;
 use crate::events;
-use crate::queues::{SqLocation, CQE_BYTES, SQE_BYTES};
-use crate::spec::command::{IoOpcode, SubmissionEntry};
-use crate::spec::completion::{CompletionEntry, Status};
-use crate::spec::features::{Arbitration, InterruptCoalescing, InterruptVectorConfig};
+use crate::queues::SqLocation;
+use nvme_spec::command::{IoOpcode, SubmissionEntry};
+use nvme_spec::completion::{CompletionEntry, Status};
+use nvme_spec::features::{Arbitration, InterruptCoalescing, InterruptVectorConfig};
+use nvme_spec::{CQE_BYTES, SQE_BYTES};
 
 /// What executing a command produced.
 pub(crate) enum Outcome {
@@ -72,7 +73,7 @@ impl Controller {
 
     /// Picks the next submission queue with work, round-robin with burst.
     fn arbitrate(&self) -> Option<Picked> {
-        if !crate::spec::regs::Cc(self.regs.borrow().cc).en() {
+        if !nvme_spec::regs::Cc(self.regs.borrow().cc).en() {
             return None;
         }
         let burst = match Arbitration::from_dw(self.features.borrow().arbitration).burst {

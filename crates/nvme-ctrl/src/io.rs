@@ -16,8 +16,8 @@ use crate::engine::{attr, Outcome};
 use crate::events;
 use crate::media::{Block, BLOCK};
 use crate::prp::PAGE;
-use crate::spec::command::{DsmRange, IoOpcode, SubmissionEntry};
-use crate::spec::completion::Status;
+use nvme_spec::command::{DsmRange, IoOpcode, SubmissionEntry};
+use nvme_spec::completion::Status;
 
 fn done(s: Status) -> Outcome {
     Outcome::Done(s, 0)

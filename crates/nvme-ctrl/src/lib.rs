@@ -1,8 +1,13 @@
 //! # nvme-ctrl: an NVMe controller with a Persistent Memory Region
+//!
+//! The controller emulator. The NVMe data structures it decodes and encodes (commands,
+//! completions, registers, identify, features, the ccNVMe fields) are in the `nvme-spec`
+//! crate, which the host driver uses too.
 #![deny(unsafe_code)]
 
 pub mod admin;
 pub mod backend;
+pub mod block_source;
 pub mod controller;
 pub mod crash;
 pub mod engine;
@@ -15,7 +20,6 @@ pub mod power;
 pub mod profile;
 pub mod prp;
 pub mod queues;
-pub mod spec;
 pub mod testing;
 
 pub use backend::Backend;

@@ -9,8 +9,8 @@ use rand::Rng;
 use crate::controller::{Controller, ControllerConfig};
 use crate::media::Media;
 use crate::profile::SsdProfile;
-use crate::spec::command::SubmissionEntry;
 use crate::testing::TestHost;
+use nvme_spec::command::SubmissionEntry;
 
 /// Measurements of one profile.
 #[derive(Clone, Copy, Debug, PartialEq)]

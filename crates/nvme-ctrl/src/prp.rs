@@ -4,7 +4,7 @@
 use pcie_sim::{BusAddr, Purpose};
 
 use crate::controller::Controller;
-use crate::spec::completion::Status;
+use nvme_spec::completion::Status;
 
 /// Host memory page size (CC.MPS = 0).
 pub const PAGE: u64 = 4096;

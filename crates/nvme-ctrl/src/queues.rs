@@ -2,13 +2,9 @@
 
 use std::cell::Cell;
 
+use nvme_spec::SQE_BYTES;
 use pcie_sim::sync::Notify;
 use pcie_sim::SimTime;
-
-/// Bytes per submission queue entry (CC.IOSQES = 6).
-pub const SQE_BYTES: u64 = 64;
-/// Bytes per completion queue entry (CC.IOCQES = 4).
-pub const CQE_BYTES: u64 = 16;
 
 /// Where a submission queue lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,7 +12,7 @@ pub enum SqLocation {
     /// Host memory at this bus address (fetched by DMA).
     Host(u64),
     /// The controller's PMR at this byte offset (read locally, no DMA).
-    /// Vendor-specific extension (see `spec::command`).
+    /// Vendor-specific extension (see `nvme_spec::ccnvme`).
     Pmr(u64),
 }
 

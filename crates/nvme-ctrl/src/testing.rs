@@ -10,10 +10,10 @@ use std::rc::Rc;
 
 use pcie_sim::{BarKind, BusAddr, Core, HostAddr, Machine, PcieError, Purpose, SimDuration};
 
-use crate::queues::{CQE_BYTES, SQE_BYTES};
-use crate::spec::command::SubmissionEntry;
-use crate::spec::completion::CompletionEntry;
-use crate::spec::regs::{self, Cc, Csts};
+use nvme_spec::command::SubmissionEntry;
+use nvme_spec::completion::CompletionEntry;
+use nvme_spec::regs::{self, Cc, Csts};
+use nvme_spec::{CQE_BYTES, SQE_BYTES};
 
 /// Errors of the test driver.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,10 +4,10 @@
 
 mod common;
 
-use nvme_ctrl::spec::command::SubmissionEntry;
-use nvme_ctrl::spec::identify::{self, IdentifyController, IdentifyNamespace};
-use nvme_ctrl::spec::regs::{self, Cap};
 use nvme_ctrl::SsdProfile;
+use nvme_spec::command::SubmissionEntry;
+use nvme_spec::identify::{self, IdentifyController, IdentifyNamespace};
+use nvme_spec::regs::{self, Cap};
 use pcie_sim::{EventKind, Purpose, TraceMode};
 
 #[test]

@@ -5,10 +5,10 @@
 
 mod common;
 
-use nvme_ctrl::spec::command::SubmissionEntry;
-use nvme_ctrl::spec::features::{FeatureId, NumberOfQueues};
-use nvme_ctrl::spec::regs::{self, PmrCap};
 use nvme_ctrl::SsdProfile;
+use nvme_spec::command::SubmissionEntry;
+use nvme_spec::features::{FeatureId, NumberOfQueues};
+use nvme_spec::regs::{self, PmrCap};
 use pcie_sim::{BarKind, BusAddr, EventKind, Purpose, TraceMode};
 
 #[test]
@@ -110,7 +110,7 @@ fn number_of_queues_and_write_cache_switch() {
             ))
             .await
             .unwrap();
-        assert_eq!(c.status, nvme_ctrl::spec::completion::Status::INVALID_FIELD);
+        assert_eq!(c.status, nvme_spec::completion::Status::INVALID_FIELD);
     })
     .unwrap();
 }
@@ -166,7 +166,7 @@ fn pmr_submission_queue_rung_through_a_pmr_doorbell_word() {
         m2.interrupts().wait(1).await.unwrap();
         let mut raw = [0u8; 16];
         m2.memory().read(cq, &mut raw).unwrap();
-        let e = nvme_ctrl::spec::completion::CompletionEntry::from_bytes(&raw);
+        let e = nvme_spec::completion::CompletionEntry::from_bytes(&raw);
         assert!(e.status.is_success());
         assert_eq!((e.cid, e.sq_head, e.phase), (9, 1, true));
         let _ = BusAddr(0);

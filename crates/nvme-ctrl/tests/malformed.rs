@@ -9,17 +9,15 @@
 
 mod common;
 
-use nvme_ctrl::spec::aer::{
-    AsyncEvent, AsyncEventType, INVALID_DOORBELL_WRITE_VALUE, WRITE_TO_INVALID_DOORBELL,
-};
-use nvme_ctrl::spec::command::{AdminOpcode, DsmRange, IoOpcode, SubmissionEntry};
-use nvme_ctrl::spec::completion::{CompletionEntry, Status};
-use nvme_ctrl::spec::identify;
-use nvme_ctrl::spec::log::{self, ErrorLogEntry};
-use nvme_ctrl::spec::regs::{self, Cap};
-use nvme_ctrl::spec::TxFlags;
 use nvme_ctrl::testing::TestHost;
 use nvme_ctrl::SsdProfile;
+use nvme_spec::aer::{AsyncEvent, AsyncEventType, INVALID_DOORBELL_WRITE_VALUE, WRITE_TO_INVALID_DOORBELL};
+use nvme_spec::command::{AdminOpcode, DsmRange, IoOpcode, SubmissionEntry};
+use nvme_spec::completion::{CompletionEntry, Status};
+use nvme_spec::identify;
+use nvme_spec::log::{self, ErrorLogEntry};
+use nvme_spec::regs::{self, Cap};
+use nvme_spec::TxFlags;
 use pcie_sim::{EventKind, Machine, Purpose, SimDuration, TraceMode};
 
 /// Blocks of media in these tests.

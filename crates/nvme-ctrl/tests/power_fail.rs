@@ -12,9 +12,9 @@ mod common;
 use std::collections::HashMap;
 
 use nvme_ctrl::events;
-use nvme_ctrl::spec::command::SubmissionEntry;
-use nvme_ctrl::spec::completion::Status;
 use nvme_ctrl::{Block, MediaCursor, SsdProfile};
+use nvme_spec::command::SubmissionEntry;
+use nvme_spec::completion::Status;
 use pcie_sim::{BusTrace, EventKind, Purpose, TraceMode};
 
 /// One crash state: the media blocks that differ from the zeroed start.

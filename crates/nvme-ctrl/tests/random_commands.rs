@@ -42,11 +42,11 @@ mod common;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use nvme_ctrl::spec::command::{DsmRange, IoOpcode, SubmissionEntry};
-use nvme_ctrl::spec::completion::CompletionEntry;
-use nvme_ctrl::spec::regs;
-use nvme_ctrl::spec::TxFlags;
 use nvme_ctrl::SsdProfile;
+use nvme_spec::command::{DsmRange, IoOpcode, SubmissionEntry};
+use nvme_spec::completion::CompletionEntry;
+use nvme_spec::regs;
+use nvme_spec::TxFlags;
 use pcie_sim::{EventKind, Purpose, SimDuration, TraceMode};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;

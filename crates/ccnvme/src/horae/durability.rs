@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use nvme_ctrl::spec::completion::Status;
+use nvme_spec::completion::Status;
 
 use super::layout;
 use super::{EntryId, OrderingQueue, Progress, RawEntry};

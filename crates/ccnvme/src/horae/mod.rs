@@ -80,7 +80,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use nvme_ctrl::spec::completion::Status;
+use nvme_spec::completion::Status;
 use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::{BusAddr, Core, Purpose, SimDuration};
 

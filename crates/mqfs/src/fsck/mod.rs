@@ -494,14 +494,5 @@ mod tests {
         assert_eq!(got, vec![(1, 2), (127, 128)]);
         assert_eq!(bits_at(&[0xff, 0x01], 4), 0x1f);
         assert_eq!(bits_at(&[0xff; 4], 30), 0b11);
-        let img = vec![7u8; BLOCK * 2 + 100];
-        let mut buf = [0u8; BLOCK];
-        assert_eq!(BlockSource::blocks(&img), 2);
-        BlockSource::read(&img, 1, &mut buf);
-        assert_eq!(buf[0], 7);
-        BlockSource::read(&img, 2, &mut buf);
-        assert_eq!(buf[0], 0);
-        BlockSource::read(&img, u64::MAX, &mut buf);
-        assert_eq!(buf[0], 0);
     }
 }

@@ -6,6 +6,8 @@ use super::bits::{le16, le32, put};
 
 /// Size of a completion queue entry in bytes (CC.IOCQES = 4).
 pub const CQE_SIZE: usize = 16;
+/// [`CQE_SIZE`] as a byte count for queue address arithmetic (slot × entry size).
+pub const CQE_BYTES: u64 = CQE_SIZE as u64;
 
 /// A completion queue entry (NVMe 1.4 Figure 121).
 ///

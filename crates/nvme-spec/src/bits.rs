@@ -15,7 +15,7 @@ macro_rules! bitfields {
         pub const fn $set(self, v: bool) -> Self {
             Self((self.0 & !((1 as $raw) << $bit)) | ((v as $raw) << $bit))
         }
-        $crate::spec::bits::bitfields!($raw; $($rest)*);
+        $crate::bits::bitfields!($raw; $($rest)*);
     };
     ($raw:ty; $(#[$m:meta])* $get:ident, $set:ident : $ty:ty = $hi:literal : $lo:literal; $($rest:tt)*) => {
         $(#[$m])*
@@ -28,7 +28,7 @@ macro_rules! bitfields {
             let mask: $raw = <$raw>::MAX >> (<$raw>::BITS - ($hi - $lo + 1));
             Self((self.0 & !(mask << $lo)) | (((v as $raw) & mask) << $lo))
         }
-        $crate::spec::bits::bitfields!($raw; $($rest)*);
+        $crate::bits::bitfields!($raw; $($rest)*);
     };
 }
 pub(crate) use bitfields;

@@ -4,9 +4,11 @@
 //! thread) and by thread count (4 KiB transactions). Prints the measured
 //! ratios beside the paper's claims. `FIG10_QUICK=1` runs a small sweep.
 
-use ccnvme::txbench::{run, Approach, TxResult};
+mod txbench;
+
 use nvme_ctrl::SsdProfile;
 use pcie_sim::SimDuration;
+use txbench::{run, Approach, TxResult};
 
 fn measure(p: &SsdProfile, a: Approach, threads: usize, blocks: usize, d: SimDuration) -> TxResult {
     run(p, a, threads, blocks, d).unwrap_or_else(|e| panic!("{} x{threads} {blocks} blocks: {e}", a.name()))

@@ -26,10 +26,10 @@ use pcie_sim::{
 };
 use rand::Rng;
 
-use crate::bio::{Bio, BioFlags, TxId};
-use crate::device::{BlockDevice, ProbeOptions};
-use crate::error::DriverError;
-use crate::horae::OrderingQueue;
+use ccnvme::bio::{Bio, BioFlags, TxId};
+use ccnvme::device::{BlockDevice, ProbeOptions};
+use ccnvme::error::DriverError;
+use ccnvme::horae::OrderingQueue;
 
 /// How a transaction is made atomic (and durable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,6 +10,8 @@ pub use super::ccnvme::{TxFlags, VENDOR_CAP_OFFSET, VENDOR_CAP_PMR_QUEUES};
 
 /// Size of a submission queue entry in bytes (CC.IOSQES = 6).
 pub const SQE_SIZE: usize = 64;
+/// [`SQE_SIZE`] as a byte count for queue address arithmetic (slot × entry size).
+pub const SQE_BYTES: u64 = SQE_SIZE as u64;
 
 /// A submission queue entry as sixteen little-endian command dwords (NVMe 1.4 Figure 105).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]

@@ -156,7 +156,7 @@ impl SmartLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::completion::Status;
+    use crate::completion::Status;
 
     #[test]
     fn error_log_entry_round_trip() {
