@@ -4,7 +4,7 @@
 //! # Log layout
 //!
 //! An area is `area_blocks` blocks: block 0 is its superblock
-//! ([`AreaSuper`]), blocks `1..area_blocks` a ring (offset `area_blocks - 1`
+//! ([`AreaSuper`](crate::journal::format::AreaSuper)), blocks `1..area_blocks` a ring (offset `area_blocks - 1`
 //! is followed by offset 1). A transaction of sequence number `seq` is, from
 //! its first offset on, with every block of the formats in
 //! [`format`](super::format):
