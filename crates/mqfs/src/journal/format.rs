@@ -1,9 +1,38 @@
-//! On-disk formats of the journal areas: the area superblock, descriptor
-//! blocks (a JBD2-style descriptor, or MQFS's JH with transaction id and
-//! home-to-journal mappings), revoke blocks and commit blocks. Each carries
-//! a magic, the sequence number of its transaction and a CRC-32; every
-//! journaled block's CRC is in its descriptor tag (JBD2's checksum v3), so
-//! a torn or stale block is recognised.
+//! On-disk formats of the journal blocks both journals write (the log
+//! they form is in the `log` module): the area superblock, descriptor
+//! blocks (JBD2's descriptor; MQFS's last one is its JH, ccNVMe 5.1, with
+//! the global transaction id), revoke blocks and commit blocks (JBD2
+//! only). Each is one 4 KiB block, little-endian, sealed by a CRC-32 of
+//! bytes 0..4092 in bytes 4092..4096, and opens with the same header: an
+//! 8-byte magic naming its type at 0 and, but for the superblock, the
+//! sequence number of its transaction in its area at 8. Every journaled
+//! copy's CRC is in its descriptor tag (JBD2's checksum v3), so a torn or
+//! stale block is recognised.
+//!
+//! | block | bytes | field |
+//! |---|---|---|
+//! | area superblock | 0..8 | magic `MQJSB001` |
+//! | | 8..12 | area index |
+//! | | 16..24 | head: offset of the first live log block (>= 1) |
+//! | | 24..32 | sequence number of the transaction at the head |
+//! | | 32..40 | `home_below` (MQFS; 0 in JBD2) |
+//! | descriptor | 0..8 | magic `MQJDESC1` |
+//! | | 8..16 | sequence number |
+//! | | 16..24 | transaction id (MQFS; the sequence number in JBD2) |
+//! | | 24..28 | tag count (at most [`TAGS_PER_DESC`]) |
+//! | | 28 | 1 on the transaction's last descriptor |
+//! | | 48 + 24 i.. | tag i: home block (8), log offset of the copy (8), CRC-32 of the copy (4), 4 zero |
+//! | revoke | 0..8 | magic `MQJRVK01` |
+//! | | 8..16 | sequence number |
+//! | | 16..20 | count (at most [`REVOKES_PER_BLOCK`]) |
+//! | | 24 + 8 i.. | revoked home block i |
+//! | commit | 0..8 | magic `MQJCMT01` |
+//! | | 8..16 | sequence number |
+//! | | 16..20 | blocks of the transaction before it |
+//!
+//! Unlike JBD2 (Linux `include/linux/jbd2.h`), blocks are not big-endian,
+//! the header holds no block type field (the magic is the type), and the
+//! commit block has no timestamp.
 
 use crate::error::FsError;
 use crate::layout::{crc, BLOCK};
@@ -38,6 +67,22 @@ fn sealed(b: &[u8]) -> bool {
     b.len() >= BLOCK && u32_at(b, BLOCK - 4) == crc(&b[..BLOCK - 4])
 }
 
+/// A block opening with the common header: `magic` at 0 and, if given,
+/// the sequence number at 8.
+fn with_header(magic: u64, seq: Option<u64>) -> Box<[u8; BLOCK]> {
+    let mut b = Box::new([0u8; BLOCK]);
+    b[0..8].copy_from_slice(&magic.to_le_bytes());
+    if let Some(seq) = seq {
+        b[8..16].copy_from_slice(&seq.to_le_bytes());
+    }
+    b
+}
+
+/// True if `b` is a whole sealed block of type `magic`.
+fn is_block(b: &[u8], magic: u64) -> bool {
+    b.len() >= BLOCK && u64_at(b, 0) == magic && sealed(b)
+}
+
 /// The superblock of one journal area (its block 0).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AreaSuper {
@@ -58,8 +103,7 @@ pub struct AreaSuper {
 impl AreaSuper {
     /// Encodes into a block.
     pub fn encode(&self) -> Box<[u8; BLOCK]> {
-        let mut b = Box::new([0u8; BLOCK]);
-        b[0..8].copy_from_slice(&JSB_MAGIC.to_le_bytes());
+        let mut b = with_header(JSB_MAGIC, None);
         b[8..12].copy_from_slice(&self.area.to_le_bytes());
         b[16..24].copy_from_slice(&self.head.to_le_bytes());
         b[24..32].copy_from_slice(&self.seq.to_le_bytes());
@@ -70,7 +114,7 @@ impl AreaSuper {
 
     /// Decodes and checks it against the area's size.
     pub fn decode(b: &[u8], area: u32, area_blocks: u64) -> Result<AreaSuper, FsError> {
-        if b.len() < BLOCK || u64_at(b, 0) != JSB_MAGIC || !sealed(b) {
+        if !is_block(b, JSB_MAGIC) {
             return Err(FsError::Corrupt(format!("journal area {area}: bad superblock")));
         }
         let s = AreaSuper {
@@ -115,9 +159,7 @@ pub struct Descriptor {
 impl Descriptor {
     /// Encodes into a block (at most [`TAGS_PER_DESC`] tags).
     pub fn encode(&self) -> Box<[u8; BLOCK]> {
-        let mut b = Box::new([0u8; BLOCK]);
-        b[0..8].copy_from_slice(&DESC_MAGIC.to_le_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        let mut b = with_header(DESC_MAGIC, Some(self.seq));
         b[16..24].copy_from_slice(&self.txid.to_le_bytes());
         let n = self.tags.len().min(TAGS_PER_DESC);
         b[24..28].copy_from_slice(&(n as u32).to_le_bytes());
@@ -134,7 +176,7 @@ impl Descriptor {
 
     /// Decodes; `None` if the block is not a sealed descriptor.
     pub fn decode(b: &[u8]) -> Option<Descriptor> {
-        if b.len() < BLOCK || u64_at(b, 0) != DESC_MAGIC || !sealed(b) {
+        if !is_block(b, DESC_MAGIC) {
             return None;
         }
         let n = u32_at(b, 24) as usize;
@@ -172,9 +214,7 @@ pub struct Revoke {
 impl Revoke {
     /// Encodes (at most [`REVOKES_PER_BLOCK`] blocks).
     pub fn encode(&self) -> Box<[u8; BLOCK]> {
-        let mut b = Box::new([0u8; BLOCK]);
-        b[0..8].copy_from_slice(&REVOKE_MAGIC.to_le_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        let mut b = with_header(REVOKE_MAGIC, Some(self.seq));
         let n = self.blocks.len().min(REVOKES_PER_BLOCK);
         b[16..20].copy_from_slice(&(n as u32).to_le_bytes());
         for (i, x) in self.blocks.iter().take(n).enumerate() {
@@ -186,7 +226,7 @@ impl Revoke {
 
     /// Decodes; `None` if not a sealed revoke block.
     pub fn decode(b: &[u8]) -> Option<Revoke> {
-        if b.len() < BLOCK || u64_at(b, 0) != REVOKE_MAGIC || !sealed(b) {
+        if !is_block(b, REVOKE_MAGIC) {
             return None;
         }
         let n = u32_at(b, 16) as usize;
@@ -200,7 +240,7 @@ impl Revoke {
     }
 }
 
-/// A commit block (classic journaling).
+/// A commit block (JBD2 only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Commit {
     /// Sequence number of the committed transaction.
@@ -212,9 +252,7 @@ pub struct Commit {
 impl Commit {
     /// Encodes into a block.
     pub fn encode(&self) -> Box<[u8; BLOCK]> {
-        let mut b = Box::new([0u8; BLOCK]);
-        b[0..8].copy_from_slice(&COMMIT_MAGIC.to_le_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        let mut b = with_header(COMMIT_MAGIC, Some(self.seq));
         b[16..20].copy_from_slice(&self.blocks.to_le_bytes());
         seal(&mut b);
         b
@@ -222,7 +260,7 @@ impl Commit {
 
     /// Decodes; `None` if not a sealed commit block.
     pub fn decode(b: &[u8]) -> Option<Commit> {
-        if b.len() < BLOCK || u64_at(b, 0) != COMMIT_MAGIC || !sealed(b) {
+        if !is_block(b, COMMIT_MAGIC) {
             return None;
         }
         Some(Commit {

@@ -32,13 +32,10 @@ use pcie_sim::HostAddr;
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino};
-use crate::journal::format::{AreaSuper, Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
-use crate::layout::{crc, BLOCK};
+use crate::journal::format::{AreaSuper, Commit};
+use crate::journal::log::{self, lay_out, log_blocks, End, Replay, RevokeScope, Ring};
+use crate::layout::BLOCK;
 use crate::ops::GATE;
-
-/// A committed transaction found by recovery: (sequence, (home, log
-/// offset) of each copy, revoked blocks).
-type Found = (u64, Vec<(u64, u64)>, Vec<u64>);
 
 /// A committed transaction still in the log.
 struct LiveTx {
@@ -79,8 +76,7 @@ struct State {
 
 /// The journal.
 pub(crate) struct Jbd {
-    area_start: u64,
-    area_blocks: u64,
+    ring: Ring,
     horae: Option<Rc<OrderingQueue>>,
     st: RefCell<State>,
     commit_lock: Mutex<()>,
@@ -101,8 +97,10 @@ impl Jbd {
         let s = fs.sb.borrow();
         let (tail, seq) = next.unwrap_or((sb.head, sb.seq));
         Rc::new(Jbd {
-            area_start: s.area_start(0),
-            area_blocks: s.area_blocks,
+            ring: Ring {
+                start: s.area_start(0),
+                blocks: s.area_blocks,
+            },
             horae,
             st: RefCell::new(State {
                 running: Running::default(),
@@ -146,17 +144,6 @@ impl Jbd {
         if was_running || st.journaled.contains(&b) {
             st.running.revokes.insert(b);
         }
-    }
-
-    /// Log blocks between two offsets (the log is [1, area_blocks)).
-    fn used(&self, st: &State) -> u64 {
-        let ring = self.area_blocks - 1;
-        (st.tail + ring - st.head) % ring
-    }
-
-    fn advance(&self, pos: u64, by: u64) -> u64 {
-        let ring = self.area_blocks - 1;
-        (pos - 1 + by) % ring + 1
     }
 
     /// The commit thread: commits whenever asked, until stopped.
@@ -265,55 +252,21 @@ impl Jbd {
         };
         fs.cycles(ctx, fs.profile.journal_block_cycles * snapshots.len() as u64)
             .await;
-        let ndesc = snapshots.len().div_ceil(TAGS_PER_DESC).max(1);
-        let nrev = revokes.len().div_ceil(REVOKES_PER_BLOCK);
-        let need = (ndesc + snapshots.len() + nrev + 1) as u64;
+        let need = log_blocks(snapshots.len(), revokes.len()) + 1;
         self.make_room(fs, ctx, need).await?;
-        // Lay the transaction out in the log.
+        // Lay the transaction out in the log, the commit block after it.
         let start = self.st.borrow().tail;
-        let mut pos = start;
-        let mut log: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
-        for chunk in snapshots.chunks(TAGS_PER_DESC) {
-            let desc_pos = pos;
-            pos = self.advance(pos, 1);
-            let mut tags = Vec::new();
-            for (home, copy) in chunk {
-                tags.push(Tag {
-                    home: *home,
-                    journal: pos,
-                    crc: crc(&copy[..]),
-                });
-                log.push((self.area_start + pos, copy.clone()));
-                pos = self.advance(pos, 1);
-            }
-            let d = Descriptor {
-                seq,
-                txid: seq,
-                last: false,
-                tags,
-            };
-            log.insert(log.len() - chunk.len(), (self.area_start + desc_pos, d.encode()));
-        }
-        for chunk in revokes.chunks(REVOKES_PER_BLOCK) {
-            log.push((
-                self.area_start + pos,
-                Revoke {
-                    seq,
-                    blocks: chunk.to_vec(),
-                }
-                .encode(),
-            ));
-            pos = self.advance(pos, 1);
-        }
+        let laid = lay_out(self.ring, start, seq, seq, &snapshots, &revokes);
+        let log = laid.blocks;
         let commit = (
-            self.area_start + pos,
+            self.ring.start + laid.end,
             Commit {
                 seq,
                 blocks: log.len() as u32,
             }
             .encode(),
         );
-        pos = self.advance(pos, 1);
+        let pos = self.ring.advance(laid.end, 1);
         match &self.horae {
             None => {
                 // Ordered data first, then the log blocks, then the commit
@@ -388,13 +341,13 @@ impl Jbd {
     /// Checkpoints until `need` log blocks are free (or the log would be
     /// fuller than the watermark).
     async fn make_room(&self, fs: &Fs, ctx: Ctx, need: u64) -> Result<(), FsError> {
-        let ring = self.area_blocks - 1;
+        let ring = self.ring.len();
         if need + 1 > ring {
             return Err(FsError::NoSpace);
         }
         let full = {
             let st = self.st.borrow();
-            let used = self.used(&st) + need;
+            let used = self.ring.used(st.head, st.tail) + need;
             used * 100 > ring * fs.profile.checkpoint_watermark as u64
         };
         if full {
@@ -437,7 +390,7 @@ impl Jbd {
             seq,
             home_below: 0,
         };
-        fs.write_all(ctx, &[(self.area_start, jsb.encode())], BioFlags::FUA)
+        fs.write_all(ctx, &[(self.ring.start, jsb.encode())], BioFlags::FUA)
             .await?;
         let mut st = self.st.borrow_mut();
         st.live.clear();
@@ -455,101 +408,32 @@ impl Jbd {
     }
 
     /// Replays the log of area 0 (mount after a crash): every transaction
-    /// with a valid commit record, in order, honouring revokes. Returns the
-    /// log position and sequence number after the last one.
+    /// with a valid commit record, in order, honouring revokes (a revoke in
+    /// transaction T hides copies from T and earlier). Returns the log
+    /// position and sequence number after the last one.
     pub(crate) async fn recover(fs: &Fs, ctx: Ctx, jsb: &AreaSuper) -> Result<(u64, u64), FsError> {
-        let (area_start, area_blocks) = {
+        let ring = {
             let s = fs.sb.borrow();
-            (s.area_start(0), s.area_blocks)
+            Ring {
+                start: s.area_start(0),
+                blocks: s.area_blocks,
+            }
         };
-        let ring = area_blocks - 1;
-        let adv = |p: u64, by: u64| (p - 1 + by) % ring + 1;
-        let mut pos = jsb.head;
-        let mut seq = jsb.seq;
-        let mut txs: Vec<Found> = Vec::new();
-        let mut scanned = 0u64;
-        'outer: loop {
-            let tx_start = pos;
-            let mut tags: Vec<(u64, u64)> = Vec::new();
-            let mut revokes = Vec::new();
-            let mut blocks = 0u64;
-            loop {
-                if scanned >= ring {
-                    break 'outer;
-                }
-                let b = fs.read_raw(ctx, area_start + pos).await?;
-                scanned += 1;
-                if let Some(d) = Descriptor::decode(&b[..]).filter(|d| d.seq == seq) {
-                    for t in &d.tags {
-                        if t.journal == 0 || t.journal >= area_blocks {
-                            break 'outer;
-                        }
-                        let copy = fs.read_raw(ctx, area_start + t.journal).await?;
-                        if crc(&copy[..]) != t.crc {
-                            break 'outer;
-                        }
-                        tags.push((t.home, t.journal));
-                    }
-                    blocks += 1 + d.tags.len() as u64;
-                    pos = adv(pos, 1 + d.tags.len() as u64);
-                    scanned += d.tags.len() as u64;
-                } else if let Some(r) = Revoke::decode(&b[..]).filter(|r| r.seq == seq) {
-                    revokes.extend(r.blocks);
-                    blocks += 1;
-                    pos = adv(pos, 1);
-                } else if let Some(c) = Commit::decode(&b[..]).filter(|c| c.seq == seq) {
-                    if c.blocks as u64 != blocks {
-                        break 'outer;
-                    }
-                    pos = adv(pos, 1);
-                    txs.push((seq, tags, revokes));
-                    seq += 1;
-                    continue 'outer;
-                } else {
-                    pos = tx_start;
-                    break 'outer;
-                }
-            }
-        }
-        // Revokes: a revoke in transaction T hides copies from T and earlier.
-        let mut revoked: HashMap<u64, u64> = HashMap::new();
-        for (s, _, r) in &txs {
-            for b in r {
-                let e = revoked.entry(*b).or_insert(*s);
-                *e = (*e).max(*s);
-            }
-        }
-        // Ordered by home block: recovery reads the log in a fixed order.
-        let mut replay: std::collections::BTreeMap<u64, u64> = Default::default();
-        for (s, tags, _) in &txs {
-            for (home, j) in tags {
-                if revoked.get(home).is_some_and(|r| r >= s) {
-                    continue;
-                }
-                replay.insert(*home, *j);
-            }
-        }
-        let mut writes = Vec::new();
-        let sb = fs.sb.borrow().clone();
-        for (home, j) in replay {
-            if home == 0 || home >= sb.journal_start {
-                return Err(FsError::Corrupt(format!("journal replays block {home}")));
-            }
-            writes.push((home, fs.read_raw(ctx, area_start + j).await?));
-        }
-        writes.sort_by_key(|(b, _)| *b);
-        if !writes.is_empty() {
-            fs.write_all(ctx, &writes, BioFlags::NONE).await?;
-            fs.flush(ctx).await?;
-        }
+        let found = log::scan(fs, ctx, ring, jsb.head, jsb.seq, End::CommitBlock).await?;
+        Replay::resolve(
+            found.txs.iter().map(|t| (ring.start, t)),
+            RevokeScope::ThisAndEarlier,
+        )
+        .apply(fs, ctx)
+        .await?;
         let jsb = AreaSuper {
             area: 0,
-            head: pos,
-            seq,
+            head: found.pos,
+            seq: found.seq,
             home_below: 0,
         };
-        fs.write_all(ctx, &[(area_start, jsb.encode())], BioFlags::FUA)
+        fs.write_all(ctx, &[(ring.start, jsb.encode())], BioFlags::FUA)
             .await?;
-        Ok((pos, seq))
+        Ok((found.pos, found.seq))
     }
 }

@@ -4,10 +4,14 @@
 //!   after the previous completes, then flushes;
 //! - `Jbd` (Ext4 with JBD2, and HoraeFS): ordered metadata journaling in one
 //!   journal area, committed by a separate commit thread;
-//! - `Mq` (MQFS): multi-queue journaling on ccNVMe (see `mq.rs`).
+//! - `Mq` (MQFS): multi-queue journaling on ccNVMe (see `mq`).
+//!
+//! Both journals write the block formats of [`format`] in the one log
+//! layout of `log`, whose scanner and replay both recoveries run.
 
 pub mod format;
 pub mod jbd;
+pub(crate) mod log;
 pub mod mq;
 
 use std::rc::Rc;

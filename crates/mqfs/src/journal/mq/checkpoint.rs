@@ -7,15 +7,15 @@ impl MqJournal {
     /// Checkpoints until `need` log blocks fit in `area` under the
     /// watermark.
     pub(super) async fn make_room(&self, fs: &Fs, ctx: Ctx, area: &Area, need: u64) -> Result<(), FsError> {
-        if need + 1 > area.ring() {
+        if need + 1 > area.ring().len() {
             return Err(FsError::NoSpace);
         }
         loop {
             let (used, live) = {
                 let a = area.st.borrow();
-                (area.used(&a), a.live.len())
+                (area.ring().used(a.head, a.tail), a.live.len())
             };
-            let limit = area.ring() * fs.profile.checkpoint_watermark as u64 / 100;
+            let limit = area.ring().len() * fs.profile.checkpoint_watermark as u64 / 100;
             if used + need <= limit.max(need + 1) {
                 return Ok(());
             }

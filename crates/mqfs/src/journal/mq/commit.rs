@@ -1,10 +1,55 @@
-//! Running one transaction: snapshot taken, blocks written as one ccNVMe
-//! transaction behind its journal description block, versions indexed,
-//! waits for atomicity or durability.
+//! Running one transaction, in named phases:
+//!
+//! 1. [`MqJournal::plan`]: room in the area (checkpointing if needed) and
+//!    the layout of the copies, the JH and the revokes in the log
+//!    ([`lay_out`]);
+//! 2. [`MqJournal::submit`]: the blocks into host pages and one ccNVMe
+//!    transaction on the caller's queue, REQ_TX, then the JH REQ_TX_COMMIT
+//!    (ccNVMe 5.1), its doorbell rung in id order (checklist M9);
+//! 3. [`MqJournal::record`]: only once the transaction is committed
+//!    (atomic), the area's tail and sequence number, its checkpoint queue
+//!    and the version indexes take it;
+//! 4. [`MqJournal::track`], [`MqJournal::wait`]: durability bookkeeping in
+//!    the background, and the caller's wait for durability.
+//!
+//! An error in phases 1 and 2 leaves the journal as if the transaction had
+//! never started (dropping the open transaction rolls the P-SQ tail back):
+//! no sequence number is used up, no log space taken, nothing waits for it
+//! at the front of the checkpoint queue and no index holds a version of
+//! it, so later transactions and checkpoints go on.
 
 use super::*;
+use crate::journal::log::{lay_out, log_blocks, Write};
+
+use ccnvme::TxHandle;
+
+/// A transaction laid out in its area's log, not submitted yet.
+pub(super) struct Planned {
+    /// Area sequence number.
+    seq: u64,
+    /// Log offset right after it.
+    end: u64,
+    /// Data written to its home.
+    homes: Vec<Write>,
+    /// Journaled (home, copy).
+    copies: Vec<Write>,
+    /// The log blocks but the JH.
+    log: Vec<Write>,
+    /// The JH (the last descriptor).
+    jh: Write,
+}
+
+/// A submitted transaction: atomic, its pages still the device's.
+pub(super) struct Submitted {
+    handle: TxHandle,
+    core: usize,
+    pages: Vec<HostAddr>,
+}
 
 impl MqJournal {
+    /// Runs transaction `txid` of `items` and `revokes` on `area` (the
+    /// caller holds the area's lock). The in-memory journal changes only
+    /// if it is committed (see the module doc).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn run_tx(
         self: &Rc<Self>,
@@ -15,97 +60,133 @@ impl MqJournal {
         items: Vec<Item>,
         revokes: Vec<u64>,
         kind: SyncKind,
-    ) -> Result<(), FsError> {
-        let copies = items.iter().filter(|i| matches!(i, Item::Copy(..))).count();
-        // One descriptor per TAGS_PER_DESC copies; the last is the JH.
-        let ndesc = copies.div_ceil(TAGS_PER_DESC).max(1);
-        let nrev = revokes.len().div_ceil(REVOKES_PER_BLOCK);
-        let need = (ndesc + copies + nrev) as u64;
-        self.make_room(fs, ctx, area, need).await?;
-        fs.cycles(ctx, fs.profile.journal_block_cycles * items.len() as u64)
-            .await;
-        // Lay out: [descriptor, its copies] per group of TAGS_PER_DESC
-        // copies (the last descriptor is the JH, the commit), then revokes.
-        let (start_pos, seq) = {
-            let mut a = area.st.borrow_mut();
-            let seq = a.next_seq;
-            a.next_seq += 1;
-            (a.tail, seq)
-        };
-        let mut writes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
-        let mut homes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
-        let mut copy_items = Vec::new();
+    ) -> Result<(), TxError> {
+        let planned = self.plan(fs, ctx, area, txid, items, &revokes).await?;
+        let sub = self.submit(fs, ctx, txid, &planned).await?;
+        let durable = self.record(area, txid, planned);
+        self.track(fs, txid, &sub, durable);
+        if kind.atomic_only() {
+            return Ok(());
+        }
+        self.wait(fs, txid, &sub).await.map_err(TxError::Committed)
+    }
+
+    /// Phase 1: room in `area` and the layout, from its tail.
+    async fn plan(
+        &self,
+        fs: &Fs,
+        ctx: Ctx,
+        area: &Area,
+        txid: u64,
+        items: Vec<Item>,
+        revokes: &[u64],
+    ) -> Result<Planned, FsError> {
+        let mut homes = Vec::new();
+        let mut copies = Vec::new();
         for it in items {
             match it {
                 Item::Home(home, data) => homes.push((home, data)),
-                Item::Copy(home, data) => copy_items.push((home, data)),
+                Item::Copy(home, data) => copies.push((home, data)),
             }
         }
-        let mut journaled = Vec::new();
-        let mut pos = start_pos;
-        let mut jh_pos = start_pos;
-        let mut tags = Vec::new();
-        let mut groups = copy_items.chunks(TAGS_PER_DESC).peekable();
-        if groups.peek().is_none() {
-            pos = area.advance(pos, 1);
-        }
-        while let Some(group) = groups.next() {
-            let desc_pos = pos;
-            pos = area.advance(pos, 1);
-            tags = Vec::with_capacity(group.len());
-            for (home, data) in group {
-                tags.push(Tag {
-                    home: *home,
-                    journal: pos,
-                    crc: crc(&data[..]),
-                });
-                writes.push((area.start + pos, data.clone()));
-                journaled.push((*home, data.clone()));
-                pos = area.advance(pos, 1);
-            }
-            if groups.peek().is_some() {
-                let d = Descriptor {
-                    seq,
-                    txid,
-                    last: false,
-                    tags: std::mem::take(&mut tags),
-                };
-                writes.push((area.start + desc_pos, d.encode()));
-            } else {
-                jh_pos = desc_pos;
-            }
-        }
-        for chunk in revokes.chunks(REVOKES_PER_BLOCK) {
-            writes.push((
-                area.start + pos,
-                Revoke {
-                    seq,
-                    blocks: chunk.to_vec(),
-                }
-                .encode(),
-            ));
-            pos = area.advance(pos, 1);
-        }
-        let jh = Descriptor {
+        self.make_room(fs, ctx, area, log_blocks(copies.len(), revokes.len()))
+            .await?;
+        fs.cycles(
+            ctx,
+            fs.profile.journal_block_cycles * (homes.len() + copies.len()) as u64,
+        )
+        .await;
+        let (tail, seq) = {
+            let a = area.st.borrow();
+            (a.tail, a.next_seq)
+        };
+        let mut laid = lay_out(area.ring(), tail, seq, txid, &copies, revokes);
+        let jh = laid.blocks.remove(laid.last);
+        Ok(Planned {
             seq,
-            txid,
-            last: true,
-            tags,
+            end: laid.end,
+            homes,
+            copies,
+            log: laid.blocks,
+            jh,
+        })
+    }
+
+    /// Phase 2: one ccNVMe transaction, committed after every lower id
+    /// (global prefix rule). On error, the pages go back to the pool and
+    /// the open transaction is dropped (the P-SQ forgets it).
+    async fn submit(
+        self: &Rc<Self>,
+        fs: &Fs,
+        ctx: Ctx,
+        txid: u64,
+        p: &Planned,
+    ) -> Result<Submitted, FsError> {
+        let core = ctx.core % fs.machine.core_count().max(1);
+        let cpu = fs.machine.core(core)?;
+        // One command per block (the convention Table 1 counts), unless
+        // that would not fit a transaction.
+        let fits = p.homes.len() + p.log.len() < fs.dev.max_tx_commands();
+        let per_cmd = if fits {
+            1
+        } else {
+            (fs.dev.info().max_transfer / BLOCK as u64).max(1) as usize
+        };
+        let mut runs = runs_of(p.homes.clone(), per_cmd);
+        let logged = runs_of(p.log.clone(), per_cmd);
+        // A transaction holds a bounded number of commands; home writes past
+        // that go out first, FUA, and the transaction waits for them (they
+        // are new blocks or fsync data, invisible until it commits).
+        let room = fs.dev.max_tx_commands().saturating_sub(logged.len() + 1);
+        if runs.len() > room {
+            let early: Vec<Write> = runs.split_off(room).into_iter().flatten().collect();
+            fs.write_all(ctx, &early, BioFlags::FUA).await?;
         }
-        .encode();
-        let durable_flag = Rc::new(Cell::new(false));
-        {
-            let mut a = area.st.borrow_mut();
-            a.tail = pos;
-            a.live.push_back(LiveTx {
-                txid,
-                end: pos,
-                seq,
-                blocks: journaled.iter().map(|(h, d)| (*h, d.clone())).collect(),
-                durable: durable_flag.clone(),
-            });
+        let mut pages: Vec<HostAddr> = Vec::new();
+        let r = async {
+            let mut tx = fs.dev.begin_tx(core, TxId(txid)).await?;
+            for run in runs.iter().chain(logged.iter()) {
+                let mut bio_pages = Vec::with_capacity(run.len());
+                for (_, data) in run {
+                    let page = fs.take_page_pub()?;
+                    pages.push(page);
+                    cpu.write_mem(page, &data[..]).await?;
+                    bio_pages.push(page);
+                }
+                fs.dev.tx_add(&mut tx, &Bio::write(run[0].0, bio_pages)).await?;
+            }
+            let jh_page = fs.take_page_pub()?;
+            pages.push(jh_page);
+            cpu.write_mem(jh_page, &p.jh.1[..]).await?;
+            let me = self.clone();
+            let wait_turn = async move {
+                if me.opts.rule == RecoveryRule::GlobalPrefix {
+                    while me.turn.get() < txid {
+                        me.turn_notify.notified().await;
+                    }
+                }
+            };
+            let h = tx
+                .commit_after(&Bio::write(p.jh.0, vec![jh_page]), wait_turn)
+                .await?;
+            Ok::<_, FsError>(h)
         }
-        for (home, _) in &journaled {
+        .await;
+        match r {
+            Ok(handle) => Ok(Submitted { handle, core, pages }),
+            Err(e) => {
+                fs.pages.borrow_mut().extend(pages);
+                Err(e)
+            }
+        }
+    }
+
+    /// Phase 3: the committed transaction enters the area's log (tail,
+    /// sequence number, checkpoint queue) and the version indexes, and
+    /// the next id may ring. Returns its durability flag.
+    fn record(&self, area: &Area, txid: u64, p: Planned) -> Rc<Cell<bool>> {
+        let durable = Rc::new(Cell::new(false));
+        for (home, _) in &p.copies {
             self.tree(*home)
                 .borrow_mut()
                 .entry(*home)
@@ -115,62 +196,33 @@ impl MqJournal {
                     state: VState::Log,
                 });
         }
-        // Submit: blocks REQ_TX, then the JH REQ_TX_COMMIT.
-        let core = ctx.core % fs.machine.core_count().max(1);
-        let cpu = fs.machine.core(core)?;
-        // One command per block (the convention Table 1 counts), unless
-        // that would not fit a transaction.
-        let fits = homes.len() + writes.len() < fs.dev.max_tx_commands();
-        let per_cmd = if fits {
-            1
-        } else {
-            (fs.dev.info().max_transfer / BLOCK as u64).max(1) as usize
-        };
-        let mut runs = runs_of(homes, per_cmd);
-        let copies = runs_of(writes, per_cmd);
-        // A transaction holds a bounded number of commands; home writes past
-        // that go out first, FUA, and the transaction waits for them (they
-        // are new blocks or fsync data, invisible until it commits).
-        let room = fs.dev.max_tx_commands().saturating_sub(copies.len() + 1);
-        if runs.len() > room {
-            let early: Vec<(u64, Box<[u8; BLOCK]>)> = runs.split_off(room).into_iter().flatten().collect();
-            fs.write_all(ctx, &early, BioFlags::FUA).await?;
+        {
+            let mut a = area.st.borrow_mut();
+            debug_assert_eq!(a.next_seq, p.seq, "the area lock serializes its transactions");
+            a.next_seq = p.seq + 1;
+            a.tail = p.end;
+            a.live.push_back(LiveTx {
+                txid,
+                end: p.end,
+                seq: p.seq,
+                blocks: p.copies,
+                durable: durable.clone(),
+            });
         }
-        let mut pages: Vec<HostAddr> = Vec::new();
-        let mut tx = fs.dev.begin_tx(core, TxId(txid)).await?;
-        for run in runs.iter().chain(copies.iter()) {
-            let mut bio_pages = Vec::with_capacity(run.len());
-            for (_, data) in run {
-                let page = fs.take_page_pub()?;
-                cpu.write_mem(page, &data[..]).await?;
-                pages.push(page);
-                bio_pages.push(page);
-            }
-            fs.dev.tx_add(&mut tx, &Bio::write(run[0].0, bio_pages)).await?;
-        }
-        let jh_page = fs.take_page_pub()?;
-        cpu.write_mem(jh_page, &jh[..]).await?;
-        pages.push(jh_page);
-        let me = self.clone();
-        let wait_turn = async move {
-            if me.opts.rule == RecoveryRule::GlobalPrefix {
-                while me.turn.get() < txid {
-                    me.turn_notify.notified().await;
-                }
-            }
-        };
-        let h = tx
-            .commit_after(&Bio::write(area.start + jh_pos, vec![jh_page]), wait_turn)
-            .await?;
-        if self.turn.get() == txid {
-            self.turn.set(txid + 1);
-            self.turn_notify.notify_waiters();
-        }
-        // Durability bookkeeping runs whether or not the caller waits.
+        self.pass_turn(txid);
+        durable
+    }
+
+    /// Phase 4a: when the device reports the transaction durable (or
+    /// failed), whether or not the caller waits: its pages back to the
+    /// pool, its flag set, its id no longer pending, the frees it carried
+    /// released.
+    fn track(self: &Rc<Self>, fs: &Fs, txid: u64, sub: &Submitted, durable_flag: Rc<Cell<bool>>) {
         let me = self.clone();
         let dev = fs.dev.clone();
-        let durable = h.durable.clone();
-        let recycled = pages;
+        let durable = sub.handle.durable.clone();
+        let core = sub.core;
+        let recycled = sub.pages.clone();
         let pool: Rc<RefCell<Vec<HostAddr>>> = fs.pages.clone();
         fs.machine.sim().spawn(async move {
             let s = dev.wait(core, &durable).await;
@@ -184,25 +236,36 @@ impl MqJournal {
             }
             me.pending_notify.notify_waiters();
         });
-        if kind.atomic_only() {
-            return Ok(());
-        }
-        let s = fs.dev.wait(core, &h.durable).await;
+    }
+
+    /// Phase 4b: waits until the transaction is durable and, under the
+    /// global prefix rule, every lower id too (recovery keeps a prefix).
+    async fn wait(&self, fs: &Fs, txid: u64, sub: &Submitted) -> Result<(), FsError> {
+        let s = fs.dev.wait(sub.core, &sub.handle.durable).await;
         if !s.is_success() {
             fs.readonly.set(true);
             return Err(FsError::Io(s.to_string()));
         }
         if self.opts.rule == RecoveryRule::GlobalPrefix {
-            // Every lower id durable too: recovery keeps a prefix.
-            loop {
-                let lowest = self.pending.borrow().iter().next().copied();
-                match lowest {
-                    Some(l) if l < txid => self.pending_notify.notified().await,
-                    _ => break,
-                }
-            }
+            self.wait_durable_below(txid).await;
         }
         Ok(())
+    }
+}
+
+/// How a transaction failed.
+#[derive(Debug)]
+pub(super) enum TxError {
+    /// Before it committed: the journal is as if it never started.
+    NotCommitted(FsError),
+    /// After it committed (the device failed it): the file system is
+    /// read-only.
+    Committed(FsError),
+}
+
+impl From<FsError> for TxError {
+    fn from(e: FsError) -> Self {
+        TxError::NotCommitted(e)
     }
 }
 

@@ -32,24 +32,26 @@
 //!   the anomaly.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, TxId};
 use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::HostAddr;
 
+use crate::cache::CachedBlock;
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, InodeState};
-use crate::journal::format::{AreaSuper, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
-use crate::layout::{crc, BLOCK};
+use crate::journal::format::AreaSuper;
+use crate::journal::log::Ring;
+use crate::layout::BLOCK;
 use crate::ops::GATE;
 
 mod checkpoint;
 mod commit;
 mod recovery;
 
-use commit::HeldLock;
+use commit::{HeldLock, TxError};
 pub(crate) use recovery::recover;
 
 /// How recovery treats unfinished transactions across queues.
@@ -154,14 +156,11 @@ struct Area {
 }
 
 impl Area {
-    fn ring(&self) -> u64 {
-        self.blocks - 1
-    }
-    fn used(&self, st: &AreaState) -> u64 {
-        (st.tail + self.ring() - st.head) % self.ring()
-    }
-    fn advance(&self, pos: u64, by: u64) -> u64 {
-        (pos - 1 + by) % self.ring() + 1
+    fn ring(&self) -> Ring {
+        Ring {
+            start: self.start,
+            blocks: self.blocks,
+        }
     }
 }
 
@@ -172,6 +171,8 @@ pub(crate) struct MqJournal {
     opts: MqOptions,
     /// Next transaction id allowed to ring its doorbell (global prefix).
     turn: Cell<u64>,
+    /// Ids above `turn` that failed before ringing: the turn skips them.
+    abandoned: RefCell<BTreeSet<u64>>,
     turn_notify: Notify,
     /// Transaction ids taken and not yet durable.
     pending: RefCell<BTreeSet<u64>>,
@@ -189,6 +190,71 @@ pub(crate) struct MqJournal {
     bitmaps: Vec<u64>,
     blocks_per_group: u64,
     groups_start: u64,
+}
+
+/// A transaction's snapshot, taken under the gate.
+struct Snapshot {
+    txid: u64,
+    items: Vec<Item>,
+    revokes: Vec<u64>,
+    /// Page locks held until it is durable (shadow paging off).
+    held: Vec<HeldLock>,
+    undo: Undo,
+}
+
+/// What a snapshot took from the file system's dirty state, to give back
+/// if its transaction fails before committing: the metadata blocks it
+/// marked journaled and took from the inodes' dirty sets, the data pages
+/// it marked clean, the new-block sets it emptied, the size flags it
+/// cleared, the blocks it took off the data-journaling set, and (given
+/// back apart) its revokes.
+#[derive(Default)]
+struct Undo {
+    meta: Vec<u64>,
+    journaled: Vec<Rc<CachedBlock>>,
+    pages: Vec<Rc<CachedBlock>>,
+    /// (owner, None for the transaction's own inode; blocks taken).
+    new_blocks: Vec<(Option<Rc<InodeState>>, BTreeSet<u64>)>,
+    size_dirty: Vec<Option<Rc<InodeState>>>,
+    journal_data: Vec<u64>,
+}
+
+impl MqJournal {
+    /// Makes everything `undo` took dirty again, the metadata (pulled from
+    /// other inodes too) and `revokes` on `st`, whose next transaction
+    /// journals them (or whichever transaction entangles with it first).
+    fn restore(&self, st: &InodeState, undo: Undo, revokes: Vec<u64>) {
+        let Undo {
+            meta,
+            journaled,
+            pages,
+            new_blocks,
+            size_dirty,
+            journal_data,
+        } = undo;
+        for c in &journaled {
+            // A new version: `needs_journal` again (the journaled mark
+            // only grows).
+            drop(c.modify());
+        }
+        st.dirty_meta.borrow_mut().extend(meta);
+        st.revokes.borrow_mut().extend(revokes);
+        for p in &pages {
+            p.set_dirty(true);
+        }
+        for (owner, blocks) in new_blocks {
+            owner
+                .as_deref()
+                .unwrap_or(st)
+                .new_blocks
+                .borrow_mut()
+                .extend(blocks);
+        }
+        for owner in size_dirty {
+            owner.as_deref().unwrap_or(st).size_dirty.set(true);
+        }
+        self.journal_data.borrow_mut().extend(journal_data);
+    }
 }
 
 /// A block of a transaction before it is laid out.
@@ -228,6 +294,7 @@ impl MqJournal {
                 .collect(),
             opts,
             turn: Cell::new(next_txid),
+            abandoned: RefCell::new(BTreeSet::new()),
             turn_notify: Notify::new(),
             pending: RefCell::new(BTreeSet::new()),
             pending_notify: Notify::new(),
@@ -269,6 +336,18 @@ impl MqJournal {
         for (b, t) in self.held.borrow_mut().iter_mut() {
             if t.is_none() && self.bitmap_of(*b).is_some_and(|bm| journaled.contains(&bm)) {
                 *t = Some(txid);
+            }
+        }
+    }
+
+    /// Transaction `txid` failed before it committed: the frees tied to it
+    /// are not durable with it (a later transaction journaling their
+    /// bitmap takes them). The tie itself is made with the snapshot, under
+    /// the gate, where it is known which frees the bitmap copy carries.
+    fn untie_frees(&self, txid: u64) {
+        for t in self.held.borrow_mut().values_mut() {
+            if *t == Some(txid) {
+                *t = None;
             }
         }
     }
@@ -333,38 +412,51 @@ impl MqJournal {
         fs.gate.acquire(GATE).await;
         let snap = self.snapshot(fs, st, kind);
         fs.gate.release(GATE);
-        let (txid, items, revokes, held) = match snap {
-            Some(s) => s,
-            None => {
-                // Nothing left to journal, but an earlier transaction (an
-                // fatomic of this inode, or another inode's that took its
-                // blocks, see `entangled`) may still be in flight: a
-                // durable sync waits for every transaction drawn so far.
-                if !kind.atomic_only() {
-                    let upto = fs.next_txid.get();
-                    self.wait_durable_below(upto).await;
-                }
-                return Ok(());
+        let Some(snap) = snap else {
+            // Nothing left to journal, but an earlier transaction (an
+            // fatomic of this inode, or another inode's that took its
+            // blocks, see `entangled`) may still be in flight: a durable
+            // sync waits for every transaction drawn so far.
+            if !kind.atomic_only() {
+                let upto = fs.next_txid.get();
+                self.wait_durable_below(upto).await;
             }
+            return Ok(());
         };
-        let r = self.run_tx(fs, ctx, area, txid, items, revokes, kind).await;
+        let Snapshot {
+            txid,
+            items,
+            revokes,
+            held,
+            undo,
+        } = snap;
+        let r = self
+            .run_tx(fs, ctx, area, txid, items, revokes.clone(), kind)
+            .await;
         drop(held);
-        if r.is_err() {
-            self.abandon(txid);
+        match r {
+            Ok(()) => Ok(()),
+            Err(TxError::NotCommitted(e)) => {
+                // As if it never started: what it took is dirty again,
+                // for the next transaction of this inode (or of one
+                // entangled with it).
+                self.restore(st, undo, revokes);
+                self.untie_frees(txid);
+                self.abandon(txid);
+                Err(e)
+            }
+            Err(TxError::Committed(e)) => {
+                self.abandon(txid);
+                Err(e)
+            }
         }
-        r
     }
 
     /// Takes the transaction's snapshot; None if there is nothing to do.
-    #[allow(clippy::type_complexity)]
-    fn snapshot(
-        &self,
-        fs: &Fs,
-        st: &InodeState,
-        kind: SyncKind,
-    ) -> Option<(u64, Vec<Item>, Vec<u64>, Vec<HeldLock>)> {
+    fn snapshot(&self, fs: &Fs, st: &InodeState, kind: SyncKind) -> Option<Snapshot> {
         let mut items = Vec::new();
         let mut held = Vec::new();
+        let mut undo = Undo::default();
         let journal_data = self.journal_data.borrow().clone();
         let include_meta = !kind.data_only() || st.size_dirty.get();
         let mut meta_items = Vec::new();
@@ -377,6 +469,7 @@ impl MqJournal {
             let (meta, more_revokes, pulled) = Self::entangled(fs, st, meta);
             st.revokes.borrow_mut().extend(more_revokes);
             owners = pulled;
+            undo.meta.extend(meta.iter().copied());
             for b in meta {
                 let Some(c) = fs.bufs.get(b) else { continue };
                 if !c.needs_journal() {
@@ -384,21 +477,28 @@ impl MqJournal {
                 }
                 meta_items.push(Item::Copy(b, c.snapshot()));
                 c.set_journaled(c.version());
+                undo.journaled.push(c.clone());
                 if !self.opts.shadow_paging {
                     if let Some(g) = HeldLock::take(c.clone()) {
                         held.push(g);
                     }
                 }
             }
-            st.size_dirty.set(false);
+            if st.size_dirty.replace(false) {
+                undo.size_dirty.push(None);
+            }
         }
         // Data first: this inode's, and that of every inode whose metadata
         // the transaction carries (ordered mode: metadata never reaches the
         // media without the data it points to).
-        self.data_items(st, st, kind, &journal_data, &mut items);
+        let own = self.data_items(st, st, kind, &journal_data, &mut items, &mut undo);
+        undo.new_blocks.push((None, own));
         for o in &owners {
-            self.data_items(o, st, kind, &journal_data, &mut items);
-            o.size_dirty.set(false);
+            let taken = self.data_items(o, st, kind, &journal_data, &mut items, &mut undo);
+            undo.new_blocks.push((Some(o.clone()), taken));
+            if o.size_dirty.replace(false) {
+                undo.size_dirty.push(Some(o.clone()));
+            }
         }
         items.extend(meta_items);
         let revokes: Vec<u64> = std::mem::take(&mut *st.revokes.borrow_mut())
@@ -418,11 +518,18 @@ impl MqJournal {
             })
             .collect();
         self.tie_frees(txid, &journaled);
-        Some((txid, items, revokes, held))
+        Some(Snapshot {
+            txid,
+            items,
+            revokes,
+            held,
+            undo,
+        })
     }
 
     /// The dirty data pages of `owner` as transaction items (the
     /// transaction belongs to `tx_owner`, which takes any revokes).
+    /// Returns the owner's new blocks it took.
     fn data_items(
         &self,
         owner: &InodeState,
@@ -430,7 +537,8 @@ impl MqJournal {
         kind: SyncKind,
         journal_data: &HashSet<u64>,
         items: &mut Vec<Item>,
-    ) {
+        undo: &mut Undo,
+    ) -> BTreeSet<u64> {
         let new_blocks = std::mem::take(&mut *owner.new_blocks.borrow_mut());
         for (fb, page) in owner.pages.dirty() {
             let Some(home) = Fs::bmap(owner, fb) else {
@@ -438,6 +546,7 @@ impl MqJournal {
             };
             let data = page.snapshot();
             page.set_dirty(false);
+            undo.pages.push(page.clone());
             // An atomic sync journals overwrites (their old content must
             // survive a discard, checklist M12); reused blocks being
             // checkpointed are journaled too (5.4 case 1).
@@ -461,8 +570,8 @@ impl MqJournal {
                 }
                 _ => {}
             }
-            if journal {
-                self.journal_data.borrow_mut().remove(&home);
+            if journal && self.journal_data.borrow_mut().remove(&home) {
+                undo.journal_data.push(home);
             }
             items.push(if journal {
                 Item::Copy(home, data)
@@ -470,6 +579,7 @@ impl MqJournal {
                 Item::Home(home, data)
             });
         }
+        new_blocks
     }
 
     /// Closes `meta` over entanglement: a metadata block is shared by the
@@ -535,8 +645,27 @@ impl MqJournal {
         self.pending.borrow_mut().remove(&txid);
         self.pending_notify.notify_waiters();
         if self.turn.get() == txid {
-            self.turn.set(txid + 1);
-            self.turn_notify.notify_waiters();
+            self.pass_turn(txid);
+        } else if self.turn.get() < txid {
+            // A lower id has not rung yet: when it does, the turn skips
+            // this one (else every later id would wait for it forever).
+            self.abandoned.borrow_mut().insert(txid);
         }
+    }
+
+    /// Transaction `txid` rang its doorbell (or failed at its turn): the
+    /// next id not abandoned may ring.
+    fn pass_turn(&self, txid: u64) {
+        if self.turn.get() != txid {
+            return;
+        }
+        let mut next = txid + 1;
+        let mut abandoned = self.abandoned.borrow_mut();
+        while abandoned.remove(&next) {
+            next += 1;
+        }
+        drop(abandoned);
+        self.turn.set(next);
+        self.turn_notify.notify_waiters();
     }
 }

@@ -1,0 +1,505 @@
+//! The one log layout both journals write, and the one scanner and replay
+//! both recoveries run.
+//!
+//! # Log layout
+//!
+//! An area is `area_blocks` blocks: block 0 is its superblock
+//! ([`AreaSuper`](crate::journal::format::AreaSuper)), blocks `1..area_blocks` a ring (offset `area_blocks - 1`
+//! is followed by offset 1). A transaction of sequence number `seq` is, from
+//! its first offset on, with every block of the formats in
+//! [`format`](super::format):
+//!
+//! ```text
+//! descriptor(seq, last = false), its copies   (zero or more times)
+//! descriptor(seq, last = true),  its copies   (exactly once)
+//! revoke(seq)                                 (zero or more)
+//! commit(seq, blocks)                         (JBD2 only, see End)
+//! ```
+//!
+//! A descriptor holds at most [`TAGS_PER_DESC`] tags and its copies are the
+//! blocks right after it, in tag order (a tag's `journal` field is that
+//! offset); a transaction without copies still has its (empty) last
+//! descriptor. Sequence numbers of an area's transactions follow each other
+//! without gaps from the superblock's `seq` at its `head`.
+//!
+//! What ends a transaction is the journal's business ([`End`]): classic
+//! journaling (JBD2, Linux `fs/jbd2/recovery.c`) writes a commit block,
+//! whose block count must match, behind an ordering point; MQFS writes no
+//! commit block, its last descriptor (the JH, ccNVMe 5.1) is the ccNVMe
+//! transaction's REQ_TX_COMMIT request, and the driver's recovery reports
+//! which transactions did not finish.
+//!
+//! On-disk change from the two journals' former writers: JBD2's last
+//! descriptor is now flagged `last` too, and a JBD2 transaction that only
+//! revokes writes an empty descriptor (it wrote none before; the log space
+//! was already reserved for it, and no workload of the benches writes one).
+//!
+//! # Scan and replay
+//!
+//! [`scan`] walks an area from its head while transactions are whole:
+//! right sequence number, tags pointing at the blocks right after their
+//! descriptor, copies matching their CRC, the end the journal asks for. It
+//! stops at the first block that breaks this and reports the offset and
+//! sequence number a new transaction starts at (those of the first
+//! incomplete transaction). [`Replay`] then applies revokes and writes the
+//! newest surviving copy of each home block home.
+
+use std::collections::{BTreeMap, HashMap};
+
+use ccnvme::BioFlags;
+
+use crate::error::FsError;
+use crate::fs::{Ctx, Fs};
+use crate::journal::format::{Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
+use crate::layout::{crc, BLOCK};
+
+/// A block and its content, addressed on the device.
+pub(crate) type Write = (u64, Box<[u8; BLOCK]>);
+
+/// The geometry of one journal area's ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ring {
+    /// Device block of the area's superblock (offset 0).
+    pub start: u64,
+    /// Blocks in the area, superblock included.
+    pub blocks: u64,
+}
+
+impl Ring {
+    /// Log blocks (the ring is offsets `1..blocks`).
+    pub fn len(&self) -> u64 {
+        self.blocks - 1
+    }
+
+    /// The offset `by` blocks after `pos`, wrapping past the end.
+    pub fn advance(&self, pos: u64, by: u64) -> u64 {
+        (pos - 1 + by) % self.len() + 1
+    }
+
+    /// Log blocks from `head` up to (not including) `tail`.
+    pub fn used(&self, head: u64, tail: u64) -> u64 {
+        (tail + self.len() - head) % self.len()
+    }
+}
+
+/// Log blocks a transaction of `copies` copies and `revokes` revoked
+/// blocks takes, commit block not included.
+pub(crate) fn log_blocks(copies: usize, revokes: usize) -> u64 {
+    let descriptors = copies.div_ceil(TAGS_PER_DESC).max(1);
+    (descriptors + copies + revokes.div_ceil(REVOKES_PER_BLOCK)) as u64
+}
+
+/// A transaction laid out in the log (commit block not included).
+pub(crate) struct Layout {
+    /// Every block, in log order, at its device block.
+    pub blocks: Vec<Write>,
+    /// Index in `blocks` of the last descriptor (MQFS's JH).
+    pub last: usize,
+    /// Offset right after the transaction.
+    pub end: u64,
+}
+
+/// Lays out transaction `seq` (global id `txid`) with `copies` (home,
+/// content) and `revokes` from offset `pos` of `ring`, as the module doc
+/// says. Takes [`log_blocks`] blocks.
+pub(crate) fn lay_out(
+    ring: Ring,
+    pos: u64,
+    seq: u64,
+    txid: u64,
+    copies: &[Write],
+    revokes: &[u64],
+) -> Layout {
+    let mut blocks = Vec::with_capacity(log_blocks(copies.len(), revokes.len()) as usize);
+    let mut pos = pos;
+    let mut last = 0;
+    let groups: Vec<&[Write]> = if copies.is_empty() {
+        vec![&[]]
+    } else {
+        copies.chunks(TAGS_PER_DESC).collect()
+    };
+    for (i, group) in groups.iter().enumerate() {
+        let desc_pos = pos;
+        pos = ring.advance(pos, 1);
+        let mut tags = Vec::with_capacity(group.len());
+        let mut body = Vec::with_capacity(group.len());
+        for (home, data) in group.iter() {
+            tags.push(Tag {
+                home: *home,
+                journal: pos,
+                crc: crc(&data[..]),
+            });
+            body.push((ring.start + pos, data.clone()));
+            pos = ring.advance(pos, 1);
+        }
+        let is_last = i + 1 == groups.len();
+        if is_last {
+            last = blocks.len();
+        }
+        let d = Descriptor {
+            seq,
+            txid,
+            last: is_last,
+            tags,
+        };
+        blocks.push((ring.start + desc_pos, d.encode()));
+        blocks.extend(body);
+    }
+    for chunk in revokes.chunks(REVOKES_PER_BLOCK) {
+        let r = Revoke {
+            seq,
+            blocks: chunk.to_vec(),
+        };
+        blocks.push((ring.start + pos, r.encode()));
+        pos = ring.advance(pos, 1);
+    }
+    Layout {
+        blocks,
+        last,
+        end: pos,
+    }
+}
+
+/// What ends a transaction in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// A commit block with the transaction's block count (JBD2).
+    CommitBlock,
+    /// The revokes after the last descriptor (MQFS: the ccNVMe driver
+    /// tells unfinished transactions apart, not the log).
+    LastDescriptor,
+}
+
+/// A whole transaction found by [`scan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// Area sequence number.
+    pub seq: u64,
+    /// Global transaction id (the sequence number in JBD2).
+    pub txid: u64,
+    /// (home, log offset) of every copy, in log order.
+    pub tags: Vec<(u64, u64)>,
+    /// Revoked home blocks.
+    pub revokes: Vec<u64>,
+}
+
+/// What [`scan`] found in one area.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Scanned {
+    /// The whole transactions, in log order.
+    pub txs: Vec<Found>,
+    /// Offset where the next transaction goes (the first incomplete one's
+    /// start, or the end of the last whole one).
+    pub pos: u64,
+    /// Sequence number of the next transaction.
+    pub seq: u64,
+}
+
+/// Walks the log of `ring` from offset `head`, whose transaction has
+/// sequence number `seq`, as the module doc says.
+pub(crate) async fn scan(
+    fs: &Fs,
+    ctx: Ctx,
+    ring: Ring,
+    head: u64,
+    seq: u64,
+    end: End,
+) -> Result<Scanned, FsError> {
+    let mut out = Scanned {
+        txs: Vec::new(),
+        pos: head,
+        seq,
+    };
+    let mut budget = ring.len();
+    while let Some((tx, next, used)) = scan_tx(fs, ctx, ring, out.pos, out.seq, end, budget).await? {
+        out.txs.push(tx);
+        out.pos = next;
+        out.seq += 1;
+        budget -= used;
+    }
+    Ok(out)
+}
+
+/// Reads one transaction at `pos`: `Some((it, offset after it, blocks
+/// read))` if it is whole within `budget` log blocks.
+async fn scan_tx(
+    fs: &Fs,
+    ctx: Ctx,
+    ring: Ring,
+    pos: u64,
+    seq: u64,
+    end: End,
+    budget: u64,
+) -> Result<Option<(Found, u64, u64)>, FsError> {
+    let mut found = Found {
+        seq,
+        txid: seq,
+        tags: Vec::new(),
+        revokes: Vec::new(),
+    };
+    let mut next = pos;
+    let mut used = 0u64;
+    // Reads the block at `next`, within the budget.
+    macro_rules! read_next {
+        () => {{
+            if used >= budget {
+                return Ok(None);
+            }
+            used += 1;
+            fs.read_raw(ctx, ring.start + next).await?
+        }};
+    }
+    // Descriptors and their copies, up to the last descriptor.
+    loop {
+        let b = read_next!();
+        let Some(d) = Descriptor::decode(&b[..]).filter(|d| d.seq == seq) else {
+            return Ok(None);
+        };
+        next = ring.advance(next, 1);
+        for t in &d.tags {
+            if t.journal != next {
+                return Ok(None);
+            }
+            let copy = read_next!();
+            if crc(&copy[..]) != t.crc {
+                return Ok(None);
+            }
+            found.tags.push((t.home, t.journal));
+            next = ring.advance(next, 1);
+        }
+        if d.last {
+            found.txid = d.txid;
+            break;
+        }
+    }
+    // Revokes, then the end.
+    loop {
+        if used >= budget {
+            return Ok((end == End::LastDescriptor).then_some((found, next, used)));
+        }
+        let b = read_next!();
+        if let Some(r) = Revoke::decode(&b[..]).filter(|r| r.seq == seq) {
+            found.revokes.extend(r.blocks);
+            next = ring.advance(next, 1);
+            continue;
+        }
+        return Ok(match end {
+            End::LastDescriptor => Some((found, next, used - 1)),
+            End::CommitBlock => Commit::decode(&b[..])
+                .filter(|c| c.seq == seq && u64::from(c.blocks) == used - 1)
+                .map(|_| (found, ring.advance(next, 1), used)),
+        });
+    }
+}
+
+/// Which transactions a revoke hides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RevokeScope {
+    /// Its own and every earlier one (JBD2: `jbd2_journal_test_revoke`).
+    ThisAndEarlier,
+    /// Only earlier ones (MQFS: a transaction may journal the new content
+    /// of a block it revokes older copies of, ccNVMe 5.4).
+    Earlier,
+}
+
+/// The copies recovery writes home: for each home block, the newest
+/// surviving copy.
+#[derive(Default)]
+pub(crate) struct Replay {
+    /// Home block -> device block of its copy.
+    copies: BTreeMap<u64, u64>,
+}
+
+impl Replay {
+    /// The newest copy of each home block among `txs` (each with the
+    /// device block its area starts at), in the order given (oldest
+    /// first), that no revoke within `scope` hides. Revokes are keyed by
+    /// transaction id.
+    pub fn resolve<'a>(
+        txs: impl IntoIterator<Item = (u64, &'a Found)> + Clone,
+        scope: RevokeScope,
+    ) -> Replay {
+        let mut revoked: HashMap<u64, u64> = HashMap::new();
+        for (_, t) in txs.clone() {
+            for b in &t.revokes {
+                let e = revoked.entry(*b).or_insert(t.txid);
+                *e = (*e).max(t.txid);
+            }
+        }
+        let mut copies = BTreeMap::new();
+        for (start, t) in txs {
+            for (home, j) in &t.tags {
+                let hidden = revoked.get(home).is_some_and(|r| match scope {
+                    RevokeScope::ThisAndEarlier => *r >= t.txid,
+                    RevokeScope::Earlier => *r > t.txid,
+                });
+                if !hidden {
+                    copies.insert(*home, start + j);
+                }
+            }
+        }
+        Replay { copies }
+    }
+
+    /// Writes the copies home, in home order, then flushes. A copy whose
+    /// home is the superblock or in the journal is corruption.
+    pub async fn apply(self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        let journal_start = fs.sb.borrow().journal_start;
+        let mut writes = Vec::with_capacity(self.copies.len());
+        for (home, at) in self.copies {
+            if home == 0 || home >= journal_start {
+                return Err(FsError::Corrupt(format!("journal replays block {home}")));
+            }
+            writes.push((home, fs.read_raw(ctx, at).await?));
+        }
+        if !writes.is_empty() {
+            fs.write_all(ctx, &writes, BioFlags::NONE).await?;
+            fs.flush(ctx).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(home: u64, fill: u8) -> Write {
+        (home, Box::new([fill; BLOCK]))
+    }
+
+    #[test]
+    fn layout_puts_each_descriptor_before_its_copies_and_flags_the_last() {
+        let ring = Ring {
+            start: 1000,
+            blocks: 8,
+        };
+        let copies: Vec<Write> = (0..3).map(|i| copy(10 + i, i as u8)).collect();
+        // Offset 6 of a 7-block ring: the copies wrap to offsets 7, 1, 2.
+        let l = lay_out(ring, 6, 4, 40, &copies, &[99]);
+        let at: Vec<u64> = l.blocks.iter().map(|(b, _)| b - ring.start).collect();
+        assert_eq!(at, vec![6, 7, 1, 2, 3]);
+        assert_eq!(l.end, 4);
+        assert_eq!(l.last, 0);
+        let d = Descriptor::decode(&l.blocks[0].1[..]).unwrap_or_else(|| panic!("not a descriptor"));
+        assert!(d.last);
+        assert_eq!(d.txid, 40);
+        assert_eq!(
+            d.tags.iter().map(|t| t.journal).collect::<Vec<_>>(),
+            vec![7, 1, 2]
+        );
+        assert_eq!(
+            Revoke::decode(&l.blocks[4].1[..]).map(|r| r.blocks),
+            Some(vec![99])
+        );
+        assert_eq!(log_blocks(3, 1), 5);
+        // Without copies, an empty last descriptor still opens it.
+        let l = lay_out(ring, 1, 1, 1, &[], &[5]);
+        assert_eq!(l.blocks.len() as u64, log_blocks(0, 1));
+        assert!(Descriptor::decode(&l.blocks[0].1[..]).is_some_and(|d| d.last && d.tags.is_empty()));
+    }
+
+    /// Writes `txs` (copies, revokes) from offset 1 of area 0 of a fresh
+    /// classic file system, each with a commit block if `end` asks, spoils
+    /// the log with `spoil` (device block, byte to flip), and scans.
+    fn write_and_scan(
+        txs: &[(Vec<Write>, Vec<u64>)],
+        end: End,
+        spoil: impl Fn(&[u64]) -> u64 + 'static,
+    ) -> Scanned {
+        let t = crate::testing::new_fs(
+            crate::Mode::Classic,
+            nvme_ctrl::SsdProfile::optane_905p(),
+            4096,
+            1,
+        )
+        .unwrap_or_else(|e| panic!("new_fs: {e}"));
+        let fs = t.fs.clone();
+        let txs = txs.to_vec();
+        let run = async move {
+            let ctx = Ctx::on(0);
+            let ring = {
+                let sb = fs.sb.borrow();
+                Ring {
+                    start: sb.area_start(0),
+                    blocks: sb.area_blocks,
+                }
+            };
+            let (mut pos, mut starts, mut writes) = (1, Vec::new(), Vec::new());
+            for (i, (copies, revokes)) in txs.iter().enumerate() {
+                let seq = 10 + i as u64;
+                starts.push(ring.start + pos);
+                let l = lay_out(ring, pos, seq, seq, copies, revokes);
+                pos = l.end;
+                let n = l.blocks.len() as u32;
+                writes.extend(l.blocks);
+                if end == End::CommitBlock {
+                    writes.push((ring.start + pos, Commit { seq, blocks: n }.encode()));
+                    pos = ring.advance(pos, 1);
+                }
+            }
+            let bad = spoil(&starts);
+            for (b, d) in writes.iter_mut() {
+                if *b == bad {
+                    d[100] ^= 1;
+                }
+            }
+            fs.write_all(ctx, &writes, BioFlags::NONE).await?;
+            scan(&fs, ctx, ring, 1, 10, end).await
+        };
+        t.ex.block_on(run)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_scan_takes_whole_transactions_and_stops_at_the_first_broken_one() {
+        let txs = vec![
+            (vec![copy(7, 1), copy(8, 2)], vec![]),
+            (vec![copy(9, 3)], vec![4, 5]),
+            (vec![copy(7, 4)], vec![]),
+        ];
+        for end in [End::CommitBlock, End::LastDescriptor] {
+            let all = write_and_scan(&txs, end, |_| 0);
+            assert_eq!(all.txs.len(), 3, "{end:?}");
+            assert_eq!(all.seq, 13);
+            assert_eq!(all.txs[0].tags, vec![(7, 2), (8, 3)]);
+            assert_eq!(all.txs[1].revokes, vec![4, 5]);
+            // A torn copy of the second transaction: the scan keeps the
+            // first and restarts the log at the second's first block.
+            let torn = write_and_scan(&txs, end, |s| s[1] + 1);
+            assert_eq!(torn.txs.len(), 1, "{end:?}");
+            assert_eq!(
+                (torn.pos, torn.seq),
+                (
+                    all.txs[0].tags.len() as u64 + 2 + u64::from(end == End::CommitBlock),
+                    11
+                )
+            );
+        }
+        // JBD2: a torn commit block ends the log before its transaction.
+        let no_commit = write_and_scan(&txs, End::CommitBlock, |s| s[2] - 1);
+        assert_eq!(no_commit.txs.len(), 1);
+    }
+
+    #[test]
+    fn a_revoke_hides_by_scope() {
+        let a = Found {
+            seq: 1,
+            txid: 5,
+            tags: vec![(7, 3)],
+            revokes: vec![],
+        };
+        let b = Found {
+            seq: 2,
+            txid: 6,
+            tags: vec![(8, 9)],
+            revokes: vec![7, 8],
+        };
+        let txs = [(100, &a), (100, &b)];
+        let newest = Replay::resolve(txs, RevokeScope::Earlier).copies;
+        assert_eq!(newest, BTreeMap::from([(8, 109)]));
+        let jbd = Replay::resolve(txs, RevokeScope::ThisAndEarlier).copies;
+        assert!(jbd.is_empty());
+    }
+}
