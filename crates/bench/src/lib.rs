@@ -36,6 +36,9 @@ pub enum Error {
     /// Drawing a plot failed.
     #[error("plot: {0}")]
     Plot(String),
+    /// Writing a CSV table failed.
+    #[error("csv: {0}")]
+    Csv(#[from] csv::Error),
 }
 
 /// The directory results go to: `$CARGO_TARGET_DIR` if set (a relative

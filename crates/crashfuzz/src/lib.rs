@@ -6,7 +6,8 @@
 //! The pipeline:
 //!
 //! 1. [`mod@record`]: run the workload once with a full bus trace, noting what
-//!    every completed persistence point promised ([`oracle::Promise`]).
+//!    every completed persistence point promised ([`oracle::Promise`], made
+//!    by the [`PromiseBuilder`]).
 //! 2. [`mod@explore`]: walk the trace point by point; at each, enumerate the
 //!    states the persistence model allows (pending write-combining lines,
 //!    in-flight posted writes, volatile-cache blocks), skip states whose
@@ -20,6 +21,25 @@
 //! one recorded elsewhere, e.g. by a FUSE mount of MQFS) and explored or
 //! replayed from it, and exported as a Chrome/Perfetto timeline
 //! ([`timeline`]).
+//!
+//! # The API for recorders elsewhere
+//!
+//! A program that records a run of its own (`mqfs mount --record` does,
+//! for what real programs do through FUSE) uses only these items,
+//! re-exported here; the modules behind them are crashfuzz's own:
+//!
+//! - [`SavedConfig`], [`SavedRun`] and [`machine_profile`]: the machine a
+//!   run boots, and the run as a file (`SavedRun::push_op`,
+//!   `SavedRun::push_promise`, `SavedRun::finish`, `SavedRun::save`; the
+//!   recipe is in [`saved`]); [`ModeName`] and [`RunConfig`] name its mode
+//!   and drive profile;
+//! - [`PromiseBuilder`] (with [`OpId`] and [`Durable`]): what every
+//!   persistence point promises and until when, the same rules the
+//!   built-in recorder follows; its [`Promise`]s ([`Expect`], with
+//!   [`Kind`]) go into the run;
+//! - [`OpRecord`]: one operation, for timelines and reports;
+//! - [`explore_saved`], [`explore_recording`], [`ExploreOptions`],
+//!   [`ExploreReport`] and [`Error`]: exploring what was recorded.
 
 pub mod builtin;
 pub mod campaign;
@@ -28,6 +48,7 @@ pub mod error;
 pub mod explore;
 pub mod model;
 pub mod oracle;
+pub mod promises;
 pub mod record;
 pub mod replay;
 pub mod saved;
@@ -37,6 +58,9 @@ pub mod workload;
 pub use campaign::Campaign;
 pub use error::Error;
 pub use explore::{explore, explore_recording, explore_saved, ExploreOptions, ExploreReport, Violation};
-pub use record::{record, ModeName, Recording, RunConfig};
+pub use model::Kind;
+pub use oracle::{Expect, Promise};
+pub use promises::{Durable, OpId, PromiseBuilder};
+pub use record::{machine_profile, record, ModeName, OpRecord, Recording, RunConfig};
 pub use saved::{SavedConfig, SavedRun};
 pub use workload::{parse, Op, Workload};

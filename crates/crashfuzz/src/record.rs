@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::BlockDevice;
-use mqfs::{mkfs, mount, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode, RecoveryRule};
+use mqfs::{mkfs, mount, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode, RecoveryRule, SyncKind};
 use nvme_ctrl::{Controller, ControllerConfig, Image, Media, SsdProfile};
 use pcie_sim::{
     BusLayout, BusTrace, CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, SimTime,
@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::model::{Kind, Model};
-use crate::oracle::{touches, Expect, Promise};
+use crate::oracle::Promise;
+use crate::promises::{Durable, OpId, PromiseBuilder};
 use crate::workload::{pattern, Op, Workload, FILL_SEED};
 
 /// The consistency configurations crashfuzz explores.
@@ -346,10 +347,9 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         .map_err(failed("mount"))?;
     let shared = Rc::new(RefCell::new(Shared {
         model: Model::default(),
-        promises: Vec::new(),
+        promises: PromiseBuilder::new(mode),
         versions: HashMap::new(),
         refused: Vec::new(),
-        spans: Vec::new(),
         fresh: Default::default(),
     }));
     // The base tree: what the setup left.
@@ -389,7 +389,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
             for op in ops {
                 let start = m3.trace().len() as usize;
                 let start_time = m3.sim().now();
-                let span = sh.borrow_mut().begin(&op, start, mode);
+                let id = sh.borrow_mut().begin(&op, start);
                 let r = run_op(&fs, c, &op).await;
                 let end = m3.trace().len() as usize;
                 log.borrow_mut().push(OpRecord {
@@ -403,7 +403,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
                     end_ps: m3.sim().now().as_ps(),
                     error: r.as_ref().err().map(|e| e.to_string()),
                 });
-                sh.borrow_mut().end(&op, r, span, end, mode);
+                sh.borrow_mut().end(&op, r, id, end);
             }
         }));
     }
@@ -424,7 +424,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         layout: m.layout(),
         base_pmr,
         base_media,
-        promises: sh.promises.clone(),
+        promises: sh.promises.promises().to_vec(),
         refused: sh.refused.clone(),
         ops: {
             let mut v = oplog.borrow().clone();
@@ -547,29 +547,33 @@ pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
 /// State shared by the threads of a recorded run.
 struct Shared {
     model: Model,
-    promises: Vec<Promise>,
+    /// The promises, and the operations whose start ends them.
+    promises: PromiseBuilder,
     /// Contents each file path had at its persistence points.
     versions: HashMap<String, Vec<Vec<u8>>>,
     refused: Vec<(String, String)>,
-    /// Every operation started so far: trace positions and paths.
-    spans: Vec<Span>,
     /// Names made since their directory was last made durable: fdatasync
     /// does not promise them (it persists data, not the name).
     fresh: std::collections::BTreeSet<String>,
 }
 
-/// When an operation ran (`end` is `None` while it runs) and what it
-/// changes.
-struct Span {
-    start: usize,
-    end: Option<usize>,
-    paths: Vec<String>,
+/// The sync an operation is, if any: its path and kind (`sync` is not one:
+/// it syncs the whole tree).
+fn sync_of(op: &Op) -> Option<(&String, SyncKind)> {
+    match op {
+        Op::Fsync(p) => Some((p, SyncKind::Fsync)),
+        Op::Fdatasync(p) => Some((p, SyncKind::Fdatasync)),
+        Op::Fatomic(p) => Some((p, SyncKind::Fatomic)),
+        Op::Fdataatomic(p) => Some((p, SyncKind::Fdataatomic)),
+        _ => None,
+    }
 }
 
 impl Shared {
     /// An operation starts after `start` trace entries: promises about what
-    /// it may change stop holding.
-    fn begin(&mut self, op: &Op, start: usize, mode: ModeName) -> usize {
+    /// it may change stop holding; a rename of a durable file and an
+    /// atomic sync promise from here.
+    fn begin(&mut self, op: &Op, start: usize) -> OpId {
         // The paths the operation changes, and every other name of the
         // same files (a write through one hard link changes them all).
         let mut owned: Vec<String> = Vec::new();
@@ -577,77 +581,27 @@ impl Shared {
             owned.extend(self.model.aliases(p));
             owned.push(p.to_string());
         }
-        self.spans.push(Span {
-            start,
-            end: None,
-            paths: owned.clone(),
-        });
-        let paths: Vec<&str> = owned.iter().map(String::as_str).collect();
-        if !paths.is_empty() {
-            for p in self.promises.iter_mut().filter(|p| p.until == usize::MAX) {
-                if p.expect
-                    .paths()
-                    .iter()
-                    .any(|pp| paths.iter().any(|op_p| touches(op_p, pp)))
-                {
-                    // The state after `start` entries has none of this
-                    // operation's effects (see `Promise::until`).
-                    p.until = start + 1;
-                }
-            }
-        }
-        // Renaming a file whose name and current content are durable (a
-        // promise about both ended just now, by this rename): it must be
-        // under exactly one of its names from now on. A promise ended at
-        // the same trace position by an earlier operation that changed
-        // the content (a buffered write) does not count: the content is
-        // then not durable.
+        let id = self.promises.begin(owned, start);
         if let Op::Rename(from, to) = op {
-            let current = self.model.content(from);
-            let durable = self.promises.iter().any(|p| {
-                p.until == start + 1
-                    && matches!(&p.expect, Expect::File { path, content, if_present: false }
-                        if path == from && Some(content) == current.as_ref())
-            });
-            if durable && self.model.kind(from) == Some(Kind::File) && mode != ModeName::None {
-                if let Some(content) = current {
-                    self.promises.push(Promise {
-                        expect: Expect::Rename {
-                            from: from.clone(),
-                            to: to.clone(),
-                            content,
-                        },
-                        from: start,
-                        until: usize::MAX,
-                        op: op.to_string(),
-                    });
+            if self.model.kind(from) == Some(Kind::File) {
+                if let Some(content) = self.model.content(from) {
+                    self.promises.renamed(id, from, to, content, op.to_string());
                 }
             }
         }
-        if let Op::Fatomic(p) | Op::Fdataatomic(p) = op {
+        if let Some((p, kind)) = sync_of(op) {
             // On a directory, fatomic makes its changes atomic with the
             // file operations in the same transaction; the tree checks
             // cover that, so only files get a version promise.
-            if mode.is_mq() && self.model.kind(p) == Some(Kind::File) {
+            if self.promises.atomic_only(kind) && self.model.kind(p) == Some(Kind::File) {
                 // Atomic from the moment it starts: the file is one of its
                 // synced versions, old or new.
-                let mut versions = self.versions.get(p).cloned().unwrap_or_default();
-                versions.push(Vec::new());
-                if let Some(c) = self.model.content(p) {
-                    versions.push(c);
-                }
-                self.promises.push(Promise {
-                    expect: Expect::Atomic {
-                        path: p.clone(),
-                        versions,
-                    },
-                    from: start,
-                    until: usize::MAX,
-                    op: op.to_string(),
-                });
+                let earlier = self.versions.get(p).cloned().unwrap_or_default();
+                let now = self.model.content(p);
+                self.promises.atomic(id, p, earlier, now, op.to_string());
             }
         }
-        self.spans.len() - 1
+        id
     }
 
     /// Keeps [`Shared::fresh`]: names made since their directory became
@@ -720,82 +674,34 @@ impl Shared {
         }
     }
 
-    /// True if an operation other than span `me` that changes something
-    /// `touched` accepts ran at any time during span `me`: then what a
-    /// sync ending now persisted is not determined by the model.
-    fn overlapped(&self, me: usize, touched: impl Fn(&str) -> bool) -> bool {
-        let start = self.spans[me].start;
-        self.spans
-            .iter()
-            .enumerate()
-            .any(|(i, s)| i != me && s.end.is_none_or(|e| e > start) && s.paths.iter().any(|p| touched(p)))
-    }
-
-    /// An operation (span `span`) ended after `end` trace entries.
-    fn end(&mut self, op: &Op, r: Result<(), FsError>, span: usize, end: usize, mode: ModeName) {
-        self.spans[span].end = Some(end);
+    /// An operation `id` ended after `end` trace entries.
+    fn end(&mut self, op: &Op, r: Result<(), FsError>, id: OpId, end: usize) {
+        // A refused operation promises nothing.
+        self.promises.end(id, end, r.is_ok());
         if let Err(e) = r {
             self.refused.push((op.to_string(), e.to_string()));
-            // A refused atomic sync promises nothing.
-            if matches!(op, Op::Fatomic(_) | Op::Fdataatomic(_)) {
-                if let Some(p) = self.promises.last_mut() {
-                    if p.until == usize::MAX && matches!(p.expect, Expect::Atomic { .. }) {
-                        p.until = p.from;
-                    }
-                }
-            }
             return;
         }
         self.model.apply(op);
         self.track_names(op);
         self.note_versions(op);
-        let durable = match op {
-            Op::Fsync(p) | Op::Fdatasync(p) => Some(p.clone()),
-            // fatomic promises durability nowhere but in the mq modes it
-            // promises atomicity (above); elsewhere it is fsync.
-            Op::Fatomic(p) | Op::Fdataatomic(p) if !mode.is_mq() => Some(p.clone()),
-            _ => None,
-        };
-        let durable = durable.filter(|p| !self.overlapped(span, |q| touches(q, p)));
-        let data_only = matches!(op, Op::Fdatasync(_) | Op::Fdataatomic(_));
-        let name_optional = data_only && durable.as_ref().is_some_and(|p| self.fresh.contains(p));
-        if let Some(p) = &durable {
-            if !data_only {
-                self.fresh.remove(p);
-            }
-            match self.model.kind(p) {
-                Some(Kind::File) => {
-                    if let Some(content) = self.model.content(p) {
-                        self.promises.push(Promise {
-                            expect: Expect::File {
-                                path: p.clone(),
-                                content,
-                                if_present: name_optional,
-                            },
-                            from: end,
-                            until: usize::MAX,
-                            op: op.to_string(),
-                        });
-                    }
+        if let Some((p, kind)) = sync_of(op) {
+            if !self.promises.atomic_only(kind) && !self.promises.overlapped(id, p) {
+                let data_only = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
+                let name_durable = !self.fresh.contains(p);
+                if !data_only {
+                    self.fresh.remove(p);
                 }
-                Some(Kind::Dir) => {
-                    if let Some(entries) = self.model.entries(p) {
-                        self.promises.push(Promise {
-                            expect: Expect::Dir {
-                                path: p.clone(),
-                                entries,
-                                if_present: name_optional,
-                            },
-                            from: end,
-                            until: usize::MAX,
-                            op: op.to_string(),
-                        });
-                    }
+                let state = match self.model.kind(p) {
+                    Some(Kind::File) => self.model.content(p).map(Durable::File),
+                    Some(Kind::Dir) => self.model.entries(p).map(Durable::Dir),
+                    _ => None,
+                };
+                if let Some(state) = state {
+                    self.promises
+                        .synced(id, kind, p, state, name_durable, op.to_string());
                 }
-                _ => {}
             }
-        }
-        if let Op::Fsync(p) | Op::Fdatasync(p) | Op::Fatomic(p) | Op::Fdataatomic(p) = op {
             if let Some(c) = self.model.content(p) {
                 self.versions.entry(p.clone()).or_default().push(c);
             }
@@ -808,15 +714,7 @@ impl Shared {
                     }
                 }
             }
-            if self.overlapped(span, |_| true) {
-                return;
-            }
-            self.promises.push(Promise {
-                expect: Expect::Tree(self.model.tree()),
-                from: end,
-                until: usize::MAX,
-                op: op.to_string(),
-            });
+            self.promises.synced_tree(id, self.model.tree(), op.to_string());
         }
     }
 }

@@ -170,7 +170,7 @@ use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::Error;
-use crate::oracle::{touches, Promise};
+use crate::oracle::Promise;
 use crate::record::{machine_profile, mode_label, Fault, ModeName, OpRecord, Recording, RunConfig};
 use crate::workload::Workload;
 
@@ -292,16 +292,7 @@ impl SavedRun {
     /// from the state after `at + 1` entries on (step 4; see
     /// [`Promise::until`]).
     pub fn end_promises(&mut self, path: &str, at: usize) {
-        for p in self
-            .recording
-            .promises
-            .iter_mut()
-            .filter(|p| p.until == usize::MAX)
-        {
-            if p.expect.paths().iter().any(|pp| touches(path, pp)) {
-                p.until = (at + 1).max(p.from);
-            }
-        }
+        crate::promises::end_promises(&mut self.recording.promises, path, at);
     }
 
     /// Adds an operation (for timelines and reports); one that failed is

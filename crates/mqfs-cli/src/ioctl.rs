@@ -15,8 +15,10 @@
 //! if (ioctl(fd, MQFS_IOC_FATOMIC) != 0) perror("fatomic");
 //! ```
 //!
-//! `examples/fatomic.rs` is the same from Rust with `libc::ioctl`; the
-//! [`fatomic`] and [`fdataatomic`] functions here wrap it for tests.
+//! `examples/fatomic.rs` is the same from Rust; the [`fatomic`] and
+//! [`fdataatomic`] functions here wrap it with the `nix` crate's
+//! `ioctl_none!` (the request encodings are nix's `request_code_none!`, the
+//! `_IO` macro of Linux's `asm-generic/ioctl.h`).
 //!
 //! This is the crate's only `unsafe` code: the `ioctl` system call itself.
 #![allow(unsafe_code)]
@@ -28,10 +30,12 @@ use std::os::unix::io::AsRawFd;
 /// The ioctl type (magic) byte of MQFS.
 pub const MAGIC: u8 = b'M';
 
-/// `_IO(type, nr)` of Linux's asm-generic/ioctl.h: direction "none" and
-/// size 0, so FUSE forwards the request without copying any argument.
+/// `_IO(type, nr)` of Linux's asm-generic/ioctl.h (nix's
+/// `request_code_none!`): direction "none" and size 0, so FUSE forwards the
+/// request without copying any argument. FUSE hands the adapter the low 32
+/// bits, which hold the whole encoding.
 pub const fn io(ty: u8, nr: u8) -> u32 {
-    ((ty as u32) << 8) | nr as u32
+    nix::request_code_none!(ty, nr) as u32
 }
 
 /// `fatomic` of the open file.
@@ -40,7 +44,24 @@ pub const FATOMIC: u32 = io(MAGIC, 1);
 /// `fdataatomic` of the open file.
 pub const FDATAATOMIC: u32 = io(MAGIC, 2);
 
-/// Calls the `_IO` (argument-less) ioctl `request` on `file`.
+/// The system calls, as nix generates them.
+mod sys {
+    nix::ioctl_none!(
+        /// `ioctl(fd, FATOMIC)`.
+        fatomic,
+        super::MAGIC,
+        1
+    );
+    nix::ioctl_none!(
+        /// `ioctl(fd, FDATAATOMIC)`.
+        fdataatomic,
+        super::MAGIC,
+        2
+    );
+}
+
+/// Calls the `_IO` (argument-less) ioctl `request` on `file` (any number,
+/// e.g. one MQFS does not know, to see it refused).
 pub fn raw(file: &File, request: u32) -> io::Result<()> {
     if (request >> 16) != 0 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -49,21 +70,24 @@ pub fn raw(file: &File, request: u32) -> io::Result<()> {
     // above), which takes no argument: the kernel reads and writes no user
     // memory for it, and the descriptor is open while `file` is borrowed.
     let r = unsafe { libc::ioctl(file.as_raw_fd(), request as libc::Ioctl) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    nix::errno::Errno::result(r).map(drop).map_err(io::Error::from)
 }
 
 /// Calls MQFS's `fatomic` on `file`.
 pub fn fatomic(file: &File) -> io::Result<()> {
-    raw(file, FATOMIC)
+    // SAFETY: an `_IO` request takes no argument, so the kernel touches no
+    // user memory; the descriptor is open while `file` is borrowed.
+    unsafe { sys::fatomic(file.as_raw_fd()) }
+        .map(drop)
+        .map_err(io::Error::from)
 }
 
 /// Calls MQFS's `fdataatomic` on `file`.
 pub fn fdataatomic(file: &File) -> io::Result<()> {
-    raw(file, FDATAATOMIC)
+    // SAFETY: as for `fatomic`.
+    unsafe { sys::fdataatomic(file.as_raw_fd()) }
+        .map(drop)
+        .map_err(io::Error::from)
 }
 
 #[cfg(test)]
@@ -74,6 +98,7 @@ mod tests {
     fn numbers_are_linux_io_encodings() {
         assert_eq!(FATOMIC, 0x4d01);
         assert_eq!(FDATAATOMIC, 0x4d02);
+        assert_eq!(io(MAGIC, 9), 0x4d09);
         // Not an MQFS file: the kernel says so.
         let f = File::open("/dev/null").unwrap();
         assert!(fatomic(&f).is_err());

@@ -52,7 +52,7 @@ impl Rig {
     /// (`crashfuzz::SavedConfig::machine`), so a recorded mount runs on
     /// the machine it is explored on.
     pub fn machine_profile(header: &Header) -> MachineProfile {
-        crashfuzz::record::machine_profile(header.queues as usize, DRAM_BYTES)
+        crashfuzz::machine_profile(header.queues as usize, DRAM_BYTES)
     }
 
     /// Boots a machine shaped by `header` over `media` and `pmr`.

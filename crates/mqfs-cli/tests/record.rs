@@ -15,9 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use common::{fsck_ok, image_bytes, is_mounted, mkfs, mqfs, ok, output, require, Mount, TempDir};
-use crashfuzz::explore::{explore_recording, explore_saved};
-use crashfuzz::oracle::Expect;
-use crashfuzz::{ExploreOptions, ExploreReport, SavedRun};
+use crashfuzz::{explore_recording, explore_saved, Expect, ExploreOptions, ExploreReport, SavedRun};
 use mqfs_cli::ioctl::fatomic;
 
 /// Small bounds and two workers: each exploration takes about a second.
@@ -220,7 +218,7 @@ fn tampered_promises_are_caught() {
         .find(|p| matches!(p.expect, Expect::Dir { .. }))
         .unwrap();
     if let Expect::Dir { entries, .. } = &mut p.expect {
-        entries.insert("ghost".into(), crashfuzz::model::Kind::File);
+        entries.insert("ghost".into(), crashfuzz::Kind::File);
     }
     let r = explore(&phantom);
     assert!(

@@ -32,21 +32,24 @@ impl Table {
         self.rows.push(row);
     }
 
-    /// The CSV text (cells with a comma or quote are quoted).
-    pub fn csv(&self) -> String {
-        let cell = |c: &str| {
-            if c.contains([',', '"', '\n']) {
-                format!("\"{}\"", c.replace('"', "\"\""))
-            } else {
-                c.to_string()
-            }
-        };
-        let mut out = String::new();
-        for row in std::iter::once(&self.header).chain(self.rows.iter()) {
-            let line: Vec<String> = row.iter().map(|c| cell(c)).collect();
-            let _ = writeln!(out, "{}", line.join(","));
+    /// Writes the header and the rows as CSV (RFC 4180, with `\n` line
+    /// ends; the `csv` crate quotes a cell with a comma, quote or line
+    /// break) to `w`. Every row has the header's width.
+    fn write_to<W: std::io::Write>(&self, w: W) -> Result<(), csv::Error> {
+        let mut out = csv::Writer::from_writer(w);
+        out.write_record(&self.header)?;
+        for row in &self.rows {
+            out.write_record(row)?;
         }
-        out
+        out.flush()?;
+        Ok(())
+    }
+
+    /// The CSV text.
+    pub fn csv(&self) -> BenchResult<String> {
+        let mut out = Vec::new();
+        self.write_to(&mut out)?;
+        String::from_utf8(out).map_err(|e| BenchError::Invalid(format!("csv: {e}")))
     }
 
     /// The table as markdown.
@@ -62,7 +65,11 @@ impl Table {
 
     /// Writes the CSV to `path`.
     pub fn write_csv(&self, path: &Path) -> BenchResult<()> {
-        std::fs::write(path, self.csv())?;
+        let file = std::fs::File::create(path).map_err(|source| BenchError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.write_to(std::io::BufWriter::new(file))?;
         Ok(())
     }
 }
@@ -292,7 +299,10 @@ mod tests {
     fn csv_quotes_what_needs_it() {
         let mut t = Table::new(&["a", "b"]);
         t.push(vec!["1,5".into(), "say \"hi\"".into()]);
-        assert_eq!(t.csv(), "a,b\n\"1,5\",\"say \"\"hi\"\"\"\n");
+        assert_eq!(t.csv().unwrap(), "a,b\n\"1,5\",\"say \"\"hi\"\"\"\n");
+        // A row of another width is refused, not written.
+        t.push(vec!["only one".into()]);
+        assert!(t.csv().is_err());
         assert!(t.markdown().starts_with("| a | b |\n|---|---|\n"));
     }
 

@@ -15,7 +15,10 @@
 //! just before it runs on the simulated machine and to [`Recorder::end`]
 //! just after it returns (trace positions [`At`]), and tells
 //! [`Recorder::learned`] every name a reply gives the kernel. The recorder
-//! then:
+//! turns requests into paths and contents and hands them to crashfuzz's
+//! [`crashfuzz::PromiseBuilder`], which applies the same rules as for the
+//! built-in workloads (it uses crashfuzz's public API only). So the
+//! recording:
 //!
 //! - ends the promises about every path an operation can change before it
 //!   starts: both names of a rename or link, the new or removed name, and
@@ -65,8 +68,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crashfuzz::model::Kind;
-use crashfuzz::{ModeName, RunConfig, SavedConfig, SavedRun};
+use crashfuzz::{Kind, ModeName, RunConfig, SavedConfig, SavedRun};
 use mqfs::{Ino, SyncKind};
 use pcie_sim::{Machine, SimTime};
 
@@ -133,7 +135,7 @@ pub enum Req {
 /// An operation under way (from [`Recorder::begin`] to [`Recorder::end`]).
 #[derive(Debug)]
 pub struct Begun {
-    span: usize,
+    id: crashfuzz::OpId,
     req: Req,
     label: String,
     core: usize,

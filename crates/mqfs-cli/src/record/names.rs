@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crashfuzz::model::Kind;
+use crashfuzz::Kind;
 use mqfs::layout::ROOT_INO;
 use mqfs::{FileType, Ino};
 

@@ -4,10 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crashfuzz::model::Kind;
-use crashfuzz::oracle::{touches, Expect, Promise};
-use crashfuzz::record::OpRecord;
-use crashfuzz::SavedRun;
+use crashfuzz::{Durable, Kind, ModeName, OpId, OpRecord, Promise, PromiseBuilder, SavedRun};
 use mqfs::{FileType, Ino, Mode, SyncKind};
 use pcie_sim::BusTrace;
 
@@ -15,22 +12,13 @@ use super::names::{kind_of, History, Names};
 use super::{At, Begun, Make, Read, Recorded, Req, Wanted};
 use crate::error::CliError;
 
-/// When a change ran (`end` is `None` while it runs) and what it changes.
-#[derive(Debug)]
-struct Span {
-    start: usize,
-    end: Option<usize>,
-    paths: Vec<String>,
-}
-
 /// A sync that returned without error, waiting for what it promises.
 #[derive(Debug)]
 struct Synced {
+    id: OpId,
     ino: Ino,
     kind: SyncKind,
     path: String,
-    start: usize,
-    end: usize,
     label: String,
 }
 
@@ -41,9 +29,8 @@ pub struct Recorder {
     file: PathBuf,
     names: Names,
     history: History,
-    /// fatomic promises atomicity only (`mq` mode); elsewhere it is fsync.
-    atomic_only: bool,
-    spans: Vec<Span>,
+    /// The promises, and the operations whose start ends them.
+    promises: PromiseBuilder,
     synced: Option<Synced>,
     /// Files with a known history written since their content was last
     /// noted (`mq` mode only: nothing else needs versions).
@@ -70,17 +57,27 @@ impl Recorder {
             file: file.to_path_buf(),
             names: Names::default(),
             history: History::default(),
-            atomic_only: mode == Mode::Mq,
-            spans: Vec::new(),
+            promises: PromiseBuilder::new(ModeName::of_fs_mode(mode)),
             synced: None,
             dirty: BTreeSet::new(),
             sync_returned: false,
         }
     }
 
-    /// The run so far.
+    /// The run so far (its promises are added at [`Recorder::finish`]).
     pub fn run(&self) -> &SavedRun {
         &self.run
+    }
+
+    /// The promises so far.
+    pub fn promises(&self) -> &[Promise] {
+        self.promises.promises()
+    }
+
+    /// True if versions of files are kept: fatomic promises atomicity
+    /// only (`mq` mode; elsewhere it is fsync).
+    fn keeps_versions(&self) -> bool {
+        self.promises.atomic_only(SyncKind::Fatomic)
     }
 
     /// A reply told the kernel that `parent/name` is `ino`; `looked_up`
@@ -170,16 +167,9 @@ impl Recorder {
         self.synced = None;
         self.sync_returned = false;
         let (label, paths, sync_path) = self.describe(&req);
-        for p in &paths {
-            self.run.end_promises(p, at.entries);
-        }
-        self.spans.push(Span {
-            start: at.entries,
-            end: None,
-            paths,
-        });
+        let id = self.promises.begin(paths, at.entries);
         Some(Begun {
-            span: self.spans.len() - 1,
+            id,
             req,
             label,
             core,
@@ -191,21 +181,16 @@ impl Recorder {
     /// The operation returned (`at`: just after), with `error` if it
     /// failed.
     pub fn end(&mut self, b: Begun, at: At, error: Option<String>) {
-        if let Some(s) = self.spans.get_mut(b.span) {
-            s.end = Some(at.entries);
-        }
         let ok = error.is_none();
+        self.promises.end(b.id, at.entries, ok);
         self.push_op(b.label.clone(), b.core, b.start, at, error);
         if ok {
-            self.changed(&b, at);
-        }
-        if self.spans.iter().all(|s| s.end.is_some()) {
-            self.spans.clear();
+            self.changed(&b);
         }
     }
 
     /// Keeps the names and histories after operation `b` succeeded.
-    fn changed(&mut self, b: &Begun, at: At) {
+    fn changed(&mut self, b: &Begun) {
         match &b.req {
             Req::Make(Make::File, p, n) => {
                 if let Some(path) = self.names.path(*p, n) {
@@ -223,7 +208,7 @@ impl Recorder {
             }
             Req::Write(ino, ..) | Req::Setattr(ino, Some(_)) => {
                 let known = |p: &String| self.history.versions(p).is_some();
-                if self.atomic_only && self.names.paths_of(*ino).iter().any(known) {
+                if self.keeps_versions() && self.names.paths_of(*ino).iter().any(known) {
                     self.dirty.insert(*ino);
                 }
             }
@@ -239,20 +224,12 @@ impl Recorder {
             Req::Sync(ino, kind) => {
                 self.sync_returned = true;
                 let Some(path) = b.sync_path.clone() else { return };
-                let (s, e) = (b.start.entries, at.entries);
-                let overlapped = self.spans.iter().enumerate().any(|(i, sp)| {
-                    i != b.span
-                        && sp.start < e
-                        && sp.end.is_none_or(|x| x > s)
-                        && sp.paths.iter().any(|q| touches(q, &path))
-                });
-                if !overlapped {
+                if !self.promises.overlapped(b.id, &path) {
                     self.synced = Some(Synced {
+                        id: b.id,
                         ino: *ino,
                         kind: *kind,
                         path,
-                        start: s,
-                        end: e,
                         label: b.label.clone(),
                     });
                 }
@@ -276,56 +253,27 @@ impl Recorder {
     /// [`Recorder::wanted`] asked for.
     pub fn promise(&mut self, read: Read) {
         let Some(s) = self.synced.take() else { return };
-        let data_only = matches!(s.kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
-        let atomic = self.atomic_only && matches!(s.kind, SyncKind::Fatomic | SyncKind::Fdataatomic);
-        let (expect, from) = match read {
+        let atomic = self.promises.atomic_only(s.kind);
+        match read {
             // fatomic of a directory: its changes are atomic with the
             // files' in the same transaction; nothing to promise alone.
-            Read::Dir(_) if atomic => return,
-            Read::Dir(entries) => (
-                Expect::Dir {
-                    path: s.path,
-                    entries,
-                    if_present: data_only,
-                },
-                s.end,
-            ),
+            Read::Dir(_) if atomic => {}
+            Read::Dir(entries) => {
+                self.promises
+                    .synced(s.id, s.kind, &s.path, Durable::Dir(entries), false, s.label);
+            }
             Read::File(content) => {
                 let before = self.history.versions(&s.path);
                 self.note(s.ino, &content);
                 if !atomic {
-                    let path = s.path;
-                    (
-                        Expect::File {
-                            path,
-                            content,
-                            if_present: data_only,
-                        },
-                        s.end,
-                    )
-                } else {
-                    let Some(mut versions) = before else { return };
-                    for v in [Vec::new(), content] {
-                        if !versions.contains(&v) {
-                            versions.push(v);
-                        }
-                    }
-                    (
-                        Expect::Atomic {
-                            path: s.path,
-                            versions,
-                        },
-                        s.start,
-                    )
+                    self.promises
+                        .synced(s.id, s.kind, &s.path, Durable::File(content), false, s.label);
+                } else if let Some(before) = before {
+                    self.promises
+                        .atomic(s.id, &s.path, before, Some(content), s.label);
                 }
             }
-        };
-        self.run.push_promise(Promise {
-            expect,
-            from,
-            until: usize::MAX,
-            op: s.label,
-        });
+        }
     }
 
     /// The files to read after the sync that just returned: written since
@@ -350,6 +298,9 @@ impl Recorder {
     /// run.
     pub fn finish(mut self, trace: BusTrace) -> Result<Recorded, CliError> {
         let entries = trace.entries().len();
+        for p in self.promises.into_promises() {
+            self.run.push_promise(p);
+        }
         self.run.finish(trace).map_err(CliError::Record)?;
         let bytes = self.run.save(&self.file).map_err(CliError::Record)?;
         let r = &self.run.recording;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crashfuzz::oracle::{Expect, Promise};
+use crashfuzz::{Expect, Promise};
 use mqfs::layout::ROOT_INO;
 use mqfs::{FileType, Mode};
 use nvme_ctrl::{Image, SsdProfile};
@@ -37,7 +37,7 @@ fn op(r: &mut Recorder, req: Req, start: usize, end: usize) {
 }
 
 fn promises(r: &Recorder) -> &[Promise] {
-    &r.run().recording.promises
+    r.promises()
 }
 
 #[test]
