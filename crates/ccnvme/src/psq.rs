@@ -29,7 +29,7 @@ use std::rc::Rc;
 use nvme_spec::command::{SubmissionEntry, TxFlags};
 use nvme_spec::completion::Status;
 use pcie_sim::sync::{Notify, Semaphore};
-use pcie_sim::{BusAddr, Core, Machine, Purpose, SimTime};
+use pcie_sim::{BusAddr, Core, Machine, PersistSkips, Purpose, SimTime};
 
 use crate::bio::{Bio, BioFlags, BioOp, Done, TxId};
 use crate::command::{build_command, PrpPool};
@@ -202,35 +202,25 @@ impl PersistentSq {
         Ok(())
     }
 
-    /// Makes the lines of `[from, to)` persistent: clflush each line, mfence,
-    /// then a zero-length read (ccNVMe Figure 4(a) steps 2-3).
+    /// Makes the slots `[from, from + count)` persistent (ccNVMe Figure 4(a)
+    /// steps 2-3): [`Core::persist_wc`] over their lines, the flush read
+    /// at the PMR's start.
     async fn flush_slots(&self, from: u32, count: u32, a: u32) -> Result<(), DriverError> {
-        if !self.faults.no_fence {
-            for i in 0..count {
+        let slots: Vec<(BusAddr, u64)> = (0..count)
+            .map(|i| {
                 let slot = (from + i) % self.layout.slots;
-                self.core
-                    .clflush(self.pmr + self.layout.slot(self.index, slot))
-                    .await?;
-            }
-            self.core.mfence().await?;
-        }
-        self.flush_read(a).await
-    }
-
-    /// The zero-length read that cannot pass the posted writes before it
-    /// (through the PMR's write-combining mapping: it does not itself
-    /// drain the WC buffers, the fence before it does).
-    async fn flush_read(&self, a: u32) -> Result<(), DriverError> {
-        if !self.faults.no_flush_read {
-            self.core
-                .wc_read(self.pmr, &mut [], Purpose::FlushRead, a)
-                .await?;
-        }
+                (
+                    self.pmr + self.layout.slot(self.index, slot),
+                    crate::layout::ENTRY,
+                )
+            })
+            .collect();
+        self.core.persist_wc(&slots, self.pmr, a, self.skips()).await?;
         Ok(())
     }
 
-    /// A persistent 4-byte write of a queue pointer: store, clflush, mfence,
-    /// zero-length read.
+    /// A persistent 4-byte write of a queue pointer
+    /// ([`Core::persistent_write`]).
     async fn persist_word(
         &self,
         offset: u64,
@@ -238,13 +228,18 @@ impl PersistentSq {
         purpose: Purpose,
         a: u32,
     ) -> Result<(), DriverError> {
-        let addr = self.pmr + offset;
-        self.core.wc_store(addr, &value.to_le_bytes(), purpose, a).await?;
-        if !self.faults.no_fence {
-            self.core.clflush(addr).await?;
-            self.core.mfence().await?;
+        self.core
+            .persistent_write(self.pmr + offset, &value.to_le_bytes(), purpose, a, self.skips())
+            .await?;
+        Ok(())
+    }
+
+    /// The steps of a persistent write the fault switches leave out.
+    fn skips(&self) -> PersistSkips {
+        PersistSkips {
+            fence: self.faults.no_fence,
+            read: self.faults.no_flush_read,
         }
-        self.flush_read(a).await
     }
 
     /// Commits: flushes the entries, then persists P-SQDB (the doorbell).

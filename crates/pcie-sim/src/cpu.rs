@@ -20,10 +20,22 @@ use crate::error::PcieError;
 use crate::machine::{Inner, ReadDone};
 use crate::time::{Cycles, SimDuration, SimTime};
 use crate::trace::{EventKind, Purpose, TraceEntry, FLAG_LINE_START, FLAG_WC, NO_PAYLOAD};
-use crate::wc::WcLine;
+use crate::wc::{WcLine, LINE};
 
 /// Largest single uncached read the model accepts (1 MiB).
 pub const MAX_MMIO_READ: usize = 1 << 20;
+
+/// Steps of a persistent write ([`Core::persist_wc`]) to leave out: fault
+/// injection only, to show a crash checker catches their absence. A correct
+/// caller leaves both false.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PersistSkips {
+    /// Skip the `clflush`es and the `mfence`: the lines may stay in the WC
+    /// buffers (and be lost) after the read.
+    pub fence: bool,
+    /// Skip the zero-length read: the lines may still be on the link.
+    pub read: bool,
+}
 
 /// A handle to one simulated core.
 #[derive(Clone)]
@@ -183,9 +195,17 @@ impl Core {
     /// `clflush` of the line holding `addr`: a buffered WC line leaves.
     pub async fn clflush(&self, addr: BusAddr) -> Result<(), PcieError> {
         let _g = self.occupy().await;
-        let mut out = Vec::new();
-        self.state().wc.borrow_mut().flush_line(addr.0, &mut out);
-        self.emit_lines(&out).await?;
+        let line = addr.0 & !(LINE as u64 - 1);
+        if self.state().wc.borrow().lines().iter().any(|l| l.addr == line) {
+            // The line leaves the buffer when its slot comes, so the buffer
+            // and the trace agree at every point (the crash model replays
+            // the departure at the line's first TLP).
+            self.line_slot().await;
+            let taken = self.state().wc.borrow_mut().take_line(line);
+            if let Some(l) = taken {
+                self.emit_line(&l)?;
+            }
+        }
         let c = self.machine.profile.cpu.clflush_cycles;
         self.machine.sim.sleep(self.time_of(c)).await;
         Ok(())
@@ -248,6 +268,73 @@ impl Core {
         attr: u32,
     ) -> Result<(), PcieError> {
         self.read(addr, buf, purpose, attr, false).await
+    }
+
+    /// A persistent MMIO write: stores `data` at `addr` through the
+    /// write-combining mapping, then makes it persistent as
+    /// [`Core::persist_wc`] does (reading at the line of `addr`). At return
+    /// the bytes are in the device (for a PMR: persistent).
+    pub async fn persistent_write(
+        &self,
+        addr: BusAddr,
+        data: &[u8],
+        purpose: Purpose,
+        attr: u32,
+        skip: PersistSkips,
+    ) -> Result<(), PcieError> {
+        self.wc_store(addr, data, purpose, attr).await?;
+        let read_at = BusAddr(addr.0 & !(LINE as u64 - 1));
+        self.persist_wc(&[(addr, data.len() as u64)], read_at, attr, skip)
+            .await
+    }
+
+    /// Makes earlier WC stores to `ranges` (bus address, length) persistent:
+    /// `clflush` of every line the ranges touch, `mfence`, then a
+    /// zero-length read at `read_at` (a WC-mapped address of the same
+    /// device), counted as one [`Purpose::FlushRead`] MMIO read.
+    ///
+    /// Why each step (ccNVMe 4.3, Figure 4(a); Horae's persistent MMIO):
+    /// - `clflush` + `mfence` empty the WC buffers and wait until the
+    ///   lines are globally visible, that is posted writes in the root
+    ///   port (Intel SDM Vol. 3A 11.3.1 and Vol. 2A CLFLUSH: the fence
+    ///   orders the flushes). Visible is not arrived: the writes may still
+    ///   be on the link.
+    /// - The zero-length read goes out behind them and a read request may
+    ///   not pass a posted write (PCIe 3.0 2.4.1, Table 2-39, row B column
+    ///   2), so its completion proves the writes reached the device.
+    ///
+    /// The read is a read through the *WC mapping* ([`Core::wc_read`]), as
+    /// the drivers map the PMR, not an uncached read: per the SDM a WC read
+    /// does not drain the WC buffers, so the fence is what sends the lines
+    /// and the read only proves their arrival. An uncached read
+    /// ([`Core::mmio_read`]) would drain the buffers itself and hide a
+    /// missing fence, which fault injection must be able to show.
+    ///
+    /// `skip` leaves steps out (fault injection; a correct caller passes
+    /// [`PersistSkips::default`]).
+    pub async fn persist_wc(
+        &self,
+        ranges: &[(BusAddr, u64)],
+        read_at: BusAddr,
+        attr: u32,
+        skip: PersistSkips,
+    ) -> Result<(), PcieError> {
+        if !skip.fence {
+            for &(addr, len) in ranges {
+                let first = addr.0 & !(LINE as u64 - 1);
+                let end = addr.0 + len.max(1);
+                let mut line = first;
+                while line < end {
+                    self.clflush(BusAddr(line)).await?;
+                    line += LINE as u64;
+                }
+            }
+            self.mfence().await?;
+        }
+        if !skip.read {
+            self.wc_read(read_at, &mut [], Purpose::FlushRead, attr).await?;
+        }
+        Ok(())
     }
 
     async fn read(
@@ -320,62 +407,85 @@ impl Core {
             // time; a failure here (the BAR moved) drops them, as hardware
             // would.
             let _ = self.drain_wc().await;
-            break;
+            // Lines stored while the drain waited for its slots stay
+            // buffered; they get their own idle period.
+            seen = self.state().wc_stores.get();
         }
         self.state().evictor.set(false);
     }
 
-    /// Sends every buffered WC line (before an uncached access or a fence).
+    /// Sends every buffered WC line (before an uncached access or a fence),
+    /// oldest first. Each line leaves the buffer when its slot comes (not
+    /// all at once), so the buffer holds exactly the lines whose first TLP
+    /// is not in the trace yet: a store that arrives while a drain waits
+    /// for a slot combines into a line still buffered, and the crash model
+    /// ([`crate::CrashCursor`]) replaying the trace sees the same buffer.
+    /// Lines allocated after the drain began (possible only while the idle
+    /// evictor drains, which does not occupy the core) stay buffered.
     async fn drain_wc(&self) -> Result<(), PcieError> {
-        if self.state().wc.borrow().is_empty() {
-            return Ok(());
+        let count = self.state().wc.borrow().lines().len();
+        for _ in 0..count {
+            self.line_slot().await;
+            let line = self.state().wc.borrow_mut().pop_oldest();
+            match line {
+                Some(l) => self.emit_line(&l)?,
+                None => break,
+            }
         }
-        let mut out = self.state().scratch.take();
-        self.state().wc.borrow_mut().drain(&mut out);
-        let r = self.emit_lines(&out).await;
-        out.clear();
-        self.state().scratch.replace(out);
-        r
+        Ok(())
     }
 
-    /// Sends lines that left the WC buffers: one posted write per run of
-    /// valid bytes. The first line of a burst counts one MMIO operation.
-    ///
-    /// Lines leave one core at most one per `wc_line_interval` (the core's
-    /// write-combining path to the uncore); the core waits for its slot.
+    /// Sends lines that already left the WC buffers (filled, or evicted for
+    /// room), in order, each in its slot.
     async fn emit_lines(&self, lines: &[WcLine]) -> Result<(), PcieError> {
-        if lines.is_empty() {
-            return Ok(());
-        }
-        let st = self.state();
-        let interval = self.machine.profile.cpu.wc_line_interval;
         for line in lines {
-            let slot = st.next_line.get();
-            if slot > self.machine.now() {
-                self.machine.sim.sleep_until(slot).await;
+            self.line_slot().await;
+            self.emit_line(line)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for this core's next line slot: lines leave one core at most
+    /// one per `wc_line_interval` (the core's write-combining path to the
+    /// uncore).
+    async fn line_slot(&self) {
+        loop {
+            let slot = self.state().next_line.get();
+            if slot <= self.machine.now() {
+                return;
             }
-            st.next_line.set(self.machine.now() + interval);
-            if !st.burst_open.replace(true) {
-                self.machine
-                    .trace
-                    .borrow_mut()
-                    .count_op(EventKind::MmioWrite, line.purpose);
-            }
-            let mut first = true;
-            for (off, len) in line.runs() {
-                let flags = FLAG_WC | if first { FLAG_LINE_START } else { 0 };
-                first = false;
-                let accepted = self.machine.emit_host_write(
-                    self.index,
-                    line.addr + off as u64,
-                    &line.data[off..off + len],
-                    line.purpose,
-                    line.attr,
-                    flags,
-                    self.machine.profile.cpu.wc_drain_latency,
-                )?;
-                st.last_accepted.set(st.last_accepted.get().max(accepted));
-            }
+            self.machine.sim.sleep_until(slot).await;
+        }
+    }
+
+    /// Sends one line now, in the slot [`Core::line_slot`] waited for: one
+    /// posted write per run of valid bytes, the first flagged
+    /// `FLAG_LINE_START`. The first line of a burst counts one MMIO
+    /// operation.
+    fn emit_line(&self, line: &WcLine) -> Result<(), PcieError> {
+        let st = self.state();
+        st.next_line
+            .set(self.machine.now() + self.machine.profile.cpu.wc_line_interval);
+        if !st.burst_open.replace(true) {
+            self.machine
+                .trace
+                .borrow_mut()
+                .count_op(EventKind::MmioWrite, line.purpose);
+        }
+        let mut first = true;
+        for (off, len) in line.runs() {
+            let flags = FLAG_WC | if first { FLAG_LINE_START } else { 0 };
+            first = false;
+            let accepted = self.machine.emit_host_write(
+                self.index,
+                line.addr + off as u64,
+                &line.data[off..off + len],
+                line.purpose,
+                line.attr,
+                flags,
+                self.machine.profile.cpu.wc_drain_latency,
+            )?;
+            st.last_accepted.set(st.last_accepted.get().max(accepted));
         }
         Ok(())
     }

@@ -13,6 +13,15 @@
 //!   those did;
 //! - registers, doorbells, host DRAM and everything else are lost.
 //!
+//! Buffered lines are replayed with the core's own
+//! [`WriteCombiningBuffer`] (one per core), driven by the recorded
+//! `WcStore`s: a line that fills (or, when the cursor knows the core's
+//! buffer count, is evicted for room) leaves the buffer as the store is
+//! replayed, and stays pending until its first TLP (`FLAG_LINE_START`) is in
+//! the trace; a line that leaves on a fence, a `clflush`, an uncached access
+//! or idle eviction leaves the buffer at its first TLP, which is where the
+//! running core takes it out of its buffer too.
+//!
 //! [`CrashCursor`] walks the trace once, keeping the persistent image and
 //! the pending items up to date, so a whole exploration costs one pass plus
 //! the states it materializes. A materialized state shares every page it
@@ -26,7 +35,7 @@ use crate::machine::BusLayout;
 use crate::pmr::PageStore;
 use crate::time::SimTime;
 use crate::trace::{BusTrace, EventKind, TraceMode, FLAG_LINE_START, FLAG_PMR, FLAG_UR, FLAG_WC};
-use crate::wc::{WcLine, LINE};
+use crate::wc::{WcLine, WriteCombiningBuffer, LINE};
 
 /// A write-combining line buffered in a core at the crash point.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +67,62 @@ pub struct CrashChoice {
     pub lines_landed: Vec<usize>,
 }
 
+/// One core's write-combining state, replayed from a trace.
+#[derive(Clone, Debug)]
+struct CoreLines {
+    /// The lines still buffered: the running core's buffer type, driven by
+    /// the recorded stores.
+    buffer: WriteCombiningBuffer,
+    /// Lines the buffer let go of (filled, or evicted for room) whose first
+    /// TLP is not in the trace yet, in the order they will be sent: not on
+    /// the link, so still pending.
+    leaving: Vec<WcLine>,
+}
+
+impl CoreLines {
+    fn new(buffers: Option<usize>) -> Self {
+        CoreLines {
+            buffer: buffers.map_or_else(WriteCombiningBuffer::unbounded, WriteCombiningBuffer::new),
+            leaving: Vec::new(),
+        }
+    }
+
+    /// The first TLP of the line holding `addr` is in the trace: the line
+    /// is on the link now. It is a line the buffer let go of (sent in
+    /// order) or one leaving the buffer on a fence, `clflush`, uncached
+    /// access or idle eviction. A line unknown here was stored before the
+    /// trace began.
+    fn depart(&mut self, addr: u64) {
+        let line_addr = addr & !(LINE as u64 - 1);
+        if let Some(i) = self.leaving.iter().position(|l| l.addr == line_addr) {
+            // The running core sends the lines a store let go of in order;
+            // only the idle evictor's lines (from the buffer) interleave.
+            debug_assert_eq!(i, 0, "lines let go of by one store are sent in order");
+            self.leaving.remove(i);
+        } else {
+            self.buffer.take_line(line_addr);
+        }
+    }
+
+    /// The pending lines, in the order they were allocated.
+    fn pending(&self, core: u8, layout: &BusLayout) -> Vec<PendingLine> {
+        let mut lines: Vec<&WcLine> = self.leaving.iter().chain(self.buffer.lines()).collect();
+        lines.sort_by_key(|l| l.seq);
+        lines
+            .into_iter()
+            .filter_map(|l| {
+                let first = l.addr + u64::from(l.mask.trailing_zeros());
+                let (port, _, _) = layout.decode(first, 1)?;
+                Some(PendingLine {
+                    core,
+                    port,
+                    line: l.clone(),
+                })
+            })
+            .collect()
+    }
+}
+
 /// Walks a recorded trace and yields the persistent PMR states after any
 /// entry.
 #[derive(Debug)]
@@ -68,8 +133,11 @@ pub struct CrashCursor<'t> {
     time: SimTime,
     pmr: Vec<PageStore>,
     in_flight: Vec<VecDeque<usize>>,
-    /// Per core: buffered lines.
-    wc: Vec<Vec<PendingLine>>,
+    /// Per core: its replayed write-combining state.
+    wc: Vec<CoreLines>,
+    /// Line buffers per core (`None`: unbounded, see
+    /// [`CrashCursor::with_wc_buffers`]).
+    wc_buffers: Option<usize>,
     /// Bumped whenever the persistent images or the pending items change:
     /// two points with the same value have the same crash states.
     changes: u64,
@@ -98,8 +166,32 @@ impl<'t> CrashCursor<'t> {
             pmr: initial_pmr,
             in_flight: vec![VecDeque::new(); ports],
             wc: Vec::new(),
+            wc_buffers: None,
             changes: 0,
         })
+    }
+
+    /// Replays each core's write-combining buffers with `count` lines, as
+    /// the machine's [`crate::CpuProfile::wc_buffers`], so a line evicted
+    /// for room leaves the replayed buffer at the store that evicted it (and
+    /// the replay checks, in debug builds, that the trace shows it leave).
+    /// Only valid if the trace starts with every core's buffers empty.
+    ///
+    /// Without it the replayed buffers never run out: a line evicted for
+    /// room leaves at its first TLP instead. Both give the same crash
+    /// states (an evicted line is pending until its TLP either way); only
+    /// [`CrashCursor::buffered`] differs in between.
+    pub fn with_wc_buffers(mut self, count: usize) -> Self {
+        self.wc_buffers = Some(count);
+        self
+    }
+
+    /// The lines the replayed buffers of `core` hold at this point: the
+    /// lines the running core held there. Lines that already left the
+    /// buffer but whose TLPs are not in the trace yet are not included
+    /// (they are in [`CrashCursor::pending`]).
+    pub fn buffered(&self, core: usize) -> &[WcLine] {
+        self.wc.get(core).map_or(&[], |c| c.buffer.lines())
     }
 
     /// Number of entries in the trace (crash points are `0..len`).
@@ -144,56 +236,31 @@ impl<'t> CrashCursor<'t> {
         let e = &self.trace.entries()[i];
         match e.kind {
             EventKind::WcStore => {
-                let payload = self.trace.payload(e);
-                let Some((port, _, _)) = self.layout.decode(e.addr, e.len as u64) else {
+                if self.layout.decode(e.addr, e.len as u64).is_none() {
                     return;
-                };
+                }
                 let core = e.source as usize;
                 self.changes += 1;
                 if self.wc.len() <= core {
-                    self.wc.resize(core + 1, Vec::new());
+                    let buffers = self.wc_buffers;
+                    self.wc.resize_with(core + 1, || CoreLines::new(buffers));
                 }
-                let mut done = 0usize;
-                while done < payload.len() {
-                    let a = e.addr + done as u64;
-                    let line_addr = a & !(LINE as u64 - 1);
-                    let off = (a - line_addr) as usize;
-                    let n = (LINE - off).min(payload.len() - done);
-                    let lines = &mut self.wc[core];
-                    let idx = match lines.iter().position(|l| l.line.addr == line_addr) {
-                        Some(x) => x,
-                        None => {
-                            lines.push(PendingLine {
-                                core: e.source,
-                                port,
-                                line: WcLine {
-                                    addr: line_addr,
-                                    data: [0; LINE],
-                                    mask: 0,
-                                    purpose: e.purpose,
-                                    attr: e.attr,
-                                },
-                            });
-                            lines.len() - 1
-                        }
-                    };
-                    let l = &mut lines[idx].line;
-                    l.data[off..off + n].copy_from_slice(&payload[done..done + n]);
-                    l.mask |= if n == LINE {
-                        u64::MAX
-                    } else {
-                        ((1u64 << n) - 1) << off
-                    };
-                    done += n;
-                }
+                let c = &mut self.wc[core];
+                // The core is occupied until the lines its previous store
+                // let go of were sent: none may still be leaving.
+                debug_assert!(
+                    self.wc_buffers.is_none() || c.leaving.is_empty(),
+                    "entry {i}: core {core} stores while lines its buffer let go of were never sent: \
+                     the replayed buffers disagree with the trace"
+                );
+                c.buffer
+                    .store(e.addr, self.trace.payload(e), e.purpose, e.attr, &mut c.leaving);
             }
             EventKind::MmioWrite if e.flags & FLAG_PMR != 0 => {
                 self.changes += 1;
                 if e.flags & FLAG_WC != 0 && e.flags & FLAG_LINE_START != 0 {
-                    let core = e.source as usize;
-                    if let Some(lines) = self.wc.get_mut(core) {
-                        let line_addr = e.addr & !(LINE as u64 - 1);
-                        lines.retain(|l| l.line.addr != line_addr);
+                    if let Some(c) = self.wc.get_mut(e.source as usize) {
+                        c.depart(e.addr);
                     }
                 }
                 if e.flags & FLAG_UR != 0 {
@@ -248,7 +315,12 @@ impl<'t> CrashCursor<'t> {
                 .iter()
                 .map(|q| q.iter().copied().collect())
                 .collect(),
-            lines: self.wc.iter().flatten().cloned().collect(),
+            lines: self
+                .wc
+                .iter()
+                .enumerate()
+                .flat_map(|(core, c)| c.pending(core as u8, &self.layout))
+                .collect(),
         }
     }
 

@@ -6,6 +6,11 @@
 //! line is evicted), on a fence, on `clflush` of that line, or before an
 //! uncached access. A partial line leaves as one TLP per run of contiguous
 //! valid bytes (byte enables cover partial DWs at each end of a run).
+//!
+//! The same [`WriteCombiningBuffer`] runs inside every simulated core
+//! ([`crate::Core`]) and inside the crash model ([`crate::CrashCursor`]),
+//! which drives it with the stores a trace recorded: the line, mask and
+//! eviction rules exist once.
 
 use crate::trace::Purpose;
 
@@ -26,6 +31,9 @@ pub struct WcLine {
     pub purpose: Purpose,
     /// Attribution tag of the last store into the line.
     pub attr: u32,
+    /// Allocation number of the line in its buffer: a line allocated
+    /// earlier has a smaller number (the buffer's eviction order).
+    pub seq: u64,
 }
 
 impl WcLine {
@@ -60,15 +68,30 @@ impl WcLine {
 pub struct WriteCombiningBuffer {
     lines: Vec<WcLine>,
     capacity: usize,
+    next_seq: u64,
 }
 
 impl WriteCombiningBuffer {
     /// Buffers for `capacity` lines (at least one).
     pub fn new(capacity: usize) -> Self {
         WriteCombiningBuffer {
-            lines: Vec::with_capacity(capacity.max(1)),
+            lines: Vec::with_capacity(capacity.clamp(1, LINE)),
             capacity: capacity.max(1),
+            next_seq: 0,
         }
+    }
+
+    /// Buffers that never run out (no line is ever evicted for room).
+    /// Deviates from hardware, which has a handful of buffers: the crash
+    /// model uses it when it does not know the core's buffer count, so that
+    /// lines leave only where the trace shows them leave.
+    pub fn unbounded() -> Self {
+        Self::new(usize::MAX)
+    }
+
+    /// How many lines the buffers hold at most.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Lines currently buffered, oldest first.
@@ -102,7 +125,9 @@ impl WriteCombiningBuffer {
                         mask: 0,
                         purpose,
                         attr,
+                        seq: self.next_seq,
                     });
+                    self.next_seq += 1;
                     self.lines.len() - 1
                 }
             };
@@ -126,9 +151,24 @@ impl WriteCombiningBuffer {
 
     /// Evicts the line holding `addr`, if buffered (`clflush`).
     pub fn flush_line(&mut self, addr: u64, out: &mut Vec<WcLine>) {
+        out.extend(self.take_line(addr));
+    }
+
+    /// Removes and returns the line holding `addr`, if buffered: one line
+    /// leaving on its own (a `clflush`, or a departure a trace recorded).
+    pub fn take_line(&mut self, addr: u64) -> Option<WcLine> {
         let line_addr = addr & !(LINE as u64 - 1);
-        if let Some(i) = self.lines.iter().position(|l| l.addr == line_addr) {
-            out.push(self.lines.remove(i));
+        let i = self.lines.iter().position(|l| l.addr == line_addr)?;
+        Some(self.lines.remove(i))
+    }
+
+    /// Removes and returns the oldest line, if any: one step of a drain,
+    /// for a drain that sends its lines one at a time.
+    pub fn pop_oldest(&mut self) -> Option<WcLine> {
+        if self.lines.is_empty() {
+            None
+        } else {
+            Some(self.lines.remove(0))
         }
     }
 }
@@ -188,5 +228,34 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].addr, 0x40);
         assert_eq!(wc.lines().len(), 2);
+    }
+
+    #[test]
+    fn take_and_pop_remove_single_lines_in_allocation_order() {
+        let mut wc = WriteCombiningBuffer::new(4);
+        let mut out = Vec::new();
+        for a in [0x0u64, 0x40, 0x80] {
+            wc.store(a + 3, &[1], Purpose::Other, 0, &mut out);
+        }
+        assert_eq!(wc.take_line(0x47).map(|l| (l.addr, l.seq)), Some((0x40, 1)));
+        assert_eq!(wc.take_line(0x47), None);
+        assert_eq!(wc.pop_oldest().map(|l| (l.addr, l.seq)), Some((0x0, 0)));
+        wc.store(0x0, &[2], Purpose::Other, 0, &mut out);
+        assert_eq!(
+            wc.lines().iter().map(|l| (l.addr, l.seq)).collect::<Vec<_>>(),
+            vec![(0x80, 2), (0x0, 3)]
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn an_unbounded_buffer_never_evicts_for_room() {
+        let mut wc = WriteCombiningBuffer::unbounded();
+        let mut out = Vec::new();
+        for i in 0..100u64 {
+            wc.store(i * 64, &[1], Purpose::Other, 0, &mut out);
+        }
+        assert!(out.is_empty());
+        assert_eq!(wc.lines().len(), 100);
     }
 }

@@ -82,7 +82,7 @@ use std::rc::Rc;
 
 use nvme_spec::completion::Status;
 use pcie_sim::sync::{Mutex, Notify};
-use pcie_sim::{BusAddr, Core, Purpose, SimDuration};
+use pcie_sim::{BusAddr, Core, PersistSkips, Purpose, SimDuration};
 
 use crate::device::BlockDevice;
 use crate::error::DriverError;
@@ -205,15 +205,19 @@ pub(crate) fn region_of(dev: &BlockDevice) -> Result<(BusAddr, u64), DriverError
     Ok((pmr, dev.pmr_free_start()))
 }
 
-/// A persistent MMIO write (H1): WC store, `clflush`, `mfence`, then a
-/// zero-length read that cannot pass the write.
+/// A persistent MMIO write (H1) of `bytes` at PMR offset `at`: the shared
+/// [`Core::persistent_write`] (WC store, `clflush` of each line, `mfence`,
+/// then a zero-length read through the WC mapping that cannot pass the
+/// write).
 pub(crate) async fn persist(core: &Core, pmr: BusAddr, at: u64, bytes: &[u8]) -> Result<(), DriverError> {
-    let addr = pmr + at;
-    core.wc_store(addr, bytes, Purpose::OrderingQueue, ATTR).await?;
-    core.clflush(addr).await?;
-    core.mfence().await?;
-    core.mmio_read(pmr + (at & !63), &mut [], Purpose::FlushRead, ATTR)
-        .await?;
+    core.persistent_write(
+        pmr + at,
+        bytes,
+        Purpose::OrderingQueue,
+        ATTR,
+        PersistSkips::default(),
+    )
+    .await?;
     Ok(())
 }
 

@@ -1,0 +1,155 @@
+//! The crash model replays write-combining with the cores' own buffers:
+//! random store / fence / clflush / read / doorbell / idle sequences on
+//! several cores run through the real CPU path with a recorded trace; a
+//! [`CrashCursor`] replaying that trace holds, at every observed point, the
+//! very lines each running core held there.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use pcie_sim::testing::{RegisterFile, DOORBELL};
+use pcie_sim::wc::WcLine;
+use pcie_sim::{
+    BarKind, BusAddr, CrashCursor, Executor, Machine, MachineProfile, PageStore, Purpose, SimDuration,
+    TraceMode,
+};
+use proptest::prelude::*;
+
+const PMR: u64 = 1 << 16;
+/// Line buffers per core: few, so stores run out of them.
+const BUFFERS: usize = 3;
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Store `len` bytes at PMR offset `off` (lines shared by the cores).
+    Store {
+        off: u16,
+        len: u8,
+    },
+    Fence,
+    Clflush(u16),
+    /// Zero-length read through the WC mapping (does not drain).
+    WcRead,
+    /// Zero-length uncached read (drains first).
+    UcRead,
+    Doorbell,
+    /// Sleep this many nanoseconds (long ones let the idle evictor run).
+    Idle(u16),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u16..640, 1u8..=140).prop_map(|(off, len)| Op::Store { off, len }),
+        2 => Just(Op::Fence),
+        2 => (0u16..700).prop_map(Op::Clflush),
+        1 => Just(Op::WcRead),
+        1 => Just(Op::UcRead),
+        1 => Just(Op::Doorbell),
+        2 => (0u16..14_000).prop_map(Op::Idle),
+    ]
+}
+
+/// (trace length, each core's buffered lines) when observed.
+type Snapshot = (u64, Vec<Vec<WcLine>>);
+
+fn snapshot(m: &Machine, cores: usize) -> Snapshot {
+    let lines = (0..cores)
+        .map(|c| m.core(c).map(|c| c.buffered_lines()).unwrap_or_default())
+        .collect();
+    (m.trace().len(), lines)
+}
+
+/// Runs the programs (one per core) and an observer waking after each of
+/// `looks` nanoseconds; returns the machine and every snapshot, in time
+/// order (each op's end is a snapshot too).
+fn run(programs: Vec<Vec<Op>>, looks: Vec<u16>) -> (Machine, Vec<Snapshot>) {
+    let ex = Executor::new(11);
+    let mut profile = MachineProfile::default();
+    profile.cpu.wc_buffers = BUFFERS;
+    let m = Machine::new(&ex, profile, TraceMode::Full);
+    RegisterFile::attach(&m, Some(PMR), None);
+    let pmr = m.bar(0, BarKind::Pmr).unwrap();
+    let regs = m.bar(0, BarKind::Registers).unwrap();
+    let cores = programs.len();
+    let snaps = Rc::new(RefCell::new(Vec::new()));
+    for (c, prog) in programs.into_iter().enumerate() {
+        let core = m.core(c).unwrap();
+        let m2 = m.clone();
+        let snaps = snaps.clone();
+        m.sim().spawn(async move {
+            let mut value = (c as u8 + 1) << 5;
+            for op in prog {
+                match op {
+                    Op::Store { off, len } => {
+                        let bytes: Vec<u8> = (0..len)
+                            .map(|_| {
+                                value = value.wrapping_add(1) | 1;
+                                value
+                            })
+                            .collect();
+                        core.wc_store(pmr + u64::from(off), &bytes, Purpose::QueueEntry, c as u32)
+                            .await
+                            .unwrap();
+                    }
+                    Op::Fence => core.mfence().await.unwrap(),
+                    Op::Clflush(off) => core.clflush(pmr + u64::from(off)).await.unwrap(),
+                    Op::WcRead => core
+                        .wc_read(BusAddr(pmr.0), &mut [], Purpose::FlushRead, c as u32)
+                        .await
+                        .unwrap(),
+                    Op::UcRead => core
+                        .mmio_read(BusAddr(pmr.0), &mut [], Purpose::FlushRead, c as u32)
+                        .await
+                        .unwrap(),
+                    Op::Doorbell => core
+                        .mmio_write(regs + DOORBELL, &1u32.to_le_bytes(), Purpose::Doorbell, 0)
+                        .await
+                        .unwrap(),
+                    Op::Idle(ns) => m2.sim().sleep(SimDuration::from_ns(u64::from(ns))).await,
+                }
+                snaps.borrow_mut().push(snapshot(&m2, cores));
+            }
+        });
+    }
+    let m2 = m.clone();
+    let s2 = snaps.clone();
+    m.sim().spawn(async move {
+        for ns in looks {
+            m2.sim().sleep(SimDuration::from_ns(u64::from(ns))).await;
+            s2.borrow_mut().push(snapshot(&m2, cores));
+        }
+    });
+    ex.run();
+    snaps.borrow_mut().push(snapshot(&m, cores));
+    let out = snaps.borrow().clone();
+    (m, out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    #[test]
+    fn the_replayed_buffers_are_the_running_ones(
+        programs in prop::collection::vec(prop::collection::vec(op(), 1..40), 1..=3),
+        looks in prop::collection::vec(1u16..3_000, 0..60),
+    ) {
+        let (m, snaps) = run(programs, looks);
+        let trace = m.trace();
+        let mut cursor = CrashCursor::new(&trace, m.layout(), vec![PageStore::zeroed(PMR)])
+            .unwrap()
+            .with_wc_buffers(BUFFERS);
+        for (len, lines) in &snaps {
+            if *len > 0 {
+                cursor.advance_past(*len as usize - 1).unwrap();
+            }
+            let pending = cursor.pending();
+            for (c, held) in lines.iter().enumerate() {
+                prop_assert_eq!(cursor.buffered(c), &held[..], "core {} after {} entries", c, len);
+                // Every held line is pending, with its bytes.
+                for l in held {
+                    prop_assert!(pending.lines.iter().any(|p| p.core as usize == c && &p.line == l));
+                }
+            }
+        }
+    }
+}
