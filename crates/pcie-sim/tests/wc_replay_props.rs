@@ -153,3 +153,60 @@ proptest! {
         }
     }
 }
+
+/// A store that arrives while the idle evictor waits for a slot to send a
+/// line combines into that line, still buffered; the crash model sees the
+/// same. (When a drain emptied the buffers at once and sent the lines
+/// later, the replay merged the store into the drained line and dropped it
+/// at that line's TLP: the model lost bytes the machine still held.)
+#[test]
+fn a_store_during_an_idle_drain_is_not_lost_to_the_crash_model() {
+    let ex = Executor::new(5);
+    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
+    RegisterFile::attach(&m, Some(PMR), None);
+    let pmr = m.bar(0, BarKind::Pmr).unwrap();
+    let core = m.core(0).unwrap();
+    let m2 = m.clone();
+    let after_store = Rc::new(RefCell::new(None));
+    let a2 = after_store.clone();
+    m.sim().spawn(async move {
+        core.wc_store(pmr, &[1; 8], Purpose::QueueEntry, 0).await.unwrap();
+        core.wc_store(pmr + 0x40, &[2; 8], Purpose::QueueEntry, 0)
+            .await
+            .unwrap();
+        // Wait until the evictor sent the first line but not the second.
+        let started = |m: &Machine, addr: u64| {
+            m.trace()
+                .entries()
+                .iter()
+                .any(|e| e.flags & pcie_sim::trace::FLAG_LINE_START != 0 && e.addr == addr)
+        };
+        while !started(&m2, pmr.0) {
+            m2.sim().sleep(SimDuration::from_ns(10)).await;
+        }
+        assert!(!started(&m2, pmr.0 + 0x40), "the drain waits a slot per line");
+        core.wc_store(pmr + 0x48, &[3; 8], Purpose::QueueEntry, 0)
+            .await
+            .unwrap();
+        *a2.borrow_mut() = Some((m2.trace().len(), core.buffered_lines()));
+        core.mfence().await.unwrap();
+    });
+    ex.run();
+    let Some((len, held)) = after_store.borrow_mut().take() else {
+        panic!("the program did not run to its end");
+    };
+    // The machine combined the store into the line the drain still held.
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].addr, pmr.0 + 0x40);
+    assert_eq!(held[0].mask, 0xffff);
+    let trace = m.trace();
+    let mut cursor = CrashCursor::new(&trace, m.layout(), vec![PageStore::zeroed(PMR)]).unwrap();
+    cursor.advance_past(len as usize - 1).unwrap();
+    assert_eq!(cursor.buffered(0), &held[..]);
+    let pending = cursor.pending();
+    assert!(pending.lines.iter().any(|p| p.line == held[0]));
+    // And the bytes did reach the PMR.
+    let mut b = [0u8; 16];
+    m.pmr_image(0).unwrap().read(0x40, &mut b);
+    assert_eq!(b, [[2u8; 8], [3u8; 8]].concat()[..]);
+}
