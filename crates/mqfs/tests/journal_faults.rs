@@ -15,9 +15,11 @@
 //! pages clean: after the error the transaction stayed at the front of
 //! the checkpoint queue, never durable, so the first checkpoint that
 //! needed that area found nothing to take and `make_room` waited forever
-//! (this test's run deadlocks in the fill loop); and `b`'s blocks,
-//! marked clean, were never written (its contents were lost at
-//! remount).
+//! (this test's run deadlocks in the fill loop). With the transaction
+//! kept out of the journal but the snapshot not given back (the blocks
+//! it took left marked journaled, the pages clean), nothing journals them
+//! again: after the remount `/b` is not found (its directory entry never
+//! reached the disk).
 
 mod common;
 

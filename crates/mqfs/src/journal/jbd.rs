@@ -15,11 +15,13 @@
 //!   record the next ({D, JM} <= JC, Horae 5.6.2); everything is
 //!   dispatched without waiting, then a wait for all, then the joint flush.
 //!
-//! Committed transactions stay in the log until a checkpoint writes their
-//! snapshots home (when the log is three quarters full, at sync and at
-//! unmount). Recovery replays committed transactions in order and honours
-//! revoke records (a revoke in transaction T hides copies from T and
-//! earlier).
+//! A transaction is laid out in the log as `log` says, followed by its
+//! commit block (`End::CommitBlock`). Committed transactions stay in the
+//! log until a checkpoint writes their snapshots home (when the log is
+//! three quarters full, at sync and at unmount). Recovery (`log::scan`,
+//! `Replay`) replays committed transactions in order and honours revoke
+//! records (a revoke in transaction T hides copies from T and earlier,
+//! `RevokeScope::ThisAndEarlier`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -33,7 +35,7 @@ use pcie_sim::HostAddr;
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino};
 use crate::journal::format::{AreaSuper, Commit};
-use crate::journal::log::{self, lay_out, log_blocks, End, Replay, RevokeScope, Ring};
+use crate::journal::log::{self, lay_out, log_blocks, End, Found, Replay, RevokeScope, Ring};
 use crate::layout::BLOCK;
 use crate::ops::GATE;
 
@@ -390,8 +392,7 @@ impl Jbd {
             seq,
             home_below: 0,
         };
-        fs.write_all(ctx, &[(self.ring.start, jsb.encode())], BioFlags::FUA)
-            .await?;
+        log::write_super(fs, ctx, self.ring, &jsb).await?;
         let mut st = self.st.borrow_mut();
         st.live.clear();
         st.journaled.clear();
@@ -420,20 +421,17 @@ impl Jbd {
             }
         };
         let found = log::scan(fs, ctx, ring, jsb.head, jsb.seq, End::CommitBlock).await?;
-        Replay::resolve(
-            found.txs.iter().map(|t| (ring.start, t)),
-            RevokeScope::ThisAndEarlier,
-        )
-        .apply(fs, ctx)
-        .await?;
+        let txs: Vec<(u64, &Found)> = found.txs.iter().map(|t| (ring.start, t)).collect();
+        Replay::resolve(&txs, RevokeScope::ThisAndEarlier)
+            .apply(fs, ctx)
+            .await?;
         let jsb = AreaSuper {
             area: 0,
             head: found.pos,
             seq: found.seq,
             home_below: 0,
         };
-        fs.write_all(ctx, &[(ring.start, jsb.encode())], BioFlags::FUA)
-            .await?;
+        log::write_super(fs, ctx, ring, &jsb).await?;
         Ok((found.pos, found.seq))
     }
 }

@@ -4,7 +4,7 @@
 //! # Log layout
 //!
 //! An area is `area_blocks` blocks: block 0 is its superblock
-//! ([`AreaSuper`](crate::journal::format::AreaSuper)), blocks `1..area_blocks` a ring (offset `area_blocks - 1`
+//! ([`AreaSuper`]), blocks `1..area_blocks` a ring (offset `area_blocks - 1`
 //! is followed by offset 1). A transaction of sequence number `seq` is, from
 //! its first offset on, with every block of the formats in
 //! [`format`](super::format):
@@ -50,7 +50,7 @@ use ccnvme::BioFlags;
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs};
-use crate::journal::format::{Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
+use crate::journal::format::{AreaSuper, Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
 use crate::layout::{crc, BLOCK};
 
 /// A block and its content, addressed on the device.
@@ -80,6 +80,13 @@ impl Ring {
     pub fn used(&self, head: u64, tail: u64) -> u64 {
         (tail + self.len() - head) % self.len()
     }
+}
+
+/// Writes area superblock `sb` to `ring`'s block 0, FUA (it moves the
+/// head: what it frees must not be reused before it is durable).
+pub(crate) async fn write_super(fs: &Fs, ctx: Ctx, ring: Ring, sb: &AreaSuper) -> Result<(), FsError> {
+    fs.write_all(ctx, &[(ring.start, sb.encode())], BioFlags::FUA)
+        .await
 }
 
 /// Log blocks a transaction of `copies` copies and `revokes` revoked
@@ -315,12 +322,9 @@ impl Replay {
     /// device block its area starts at), in the order given (oldest
     /// first), that no revoke within `scope` hides. Revokes are keyed by
     /// transaction id.
-    pub fn resolve<'a>(
-        txs: impl IntoIterator<Item = (u64, &'a Found)> + Clone,
-        scope: RevokeScope,
-    ) -> Replay {
+    pub fn resolve(txs: &[(u64, &Found)], scope: RevokeScope) -> Replay {
         let mut revoked: HashMap<u64, u64> = HashMap::new();
-        for (_, t) in txs.clone() {
+        for (_, t) in txs {
             for b in &t.revokes {
                 let e = revoked.entry(*b).or_insert(t.txid);
                 *e = (*e).max(t.txid);
@@ -334,7 +338,7 @@ impl Replay {
                     RevokeScope::Earlier => *r > t.txid,
                 });
                 if !hidden {
-                    copies.insert(*home, start + j);
+                    copies.insert(*home, *start + j);
                 }
             }
         }
@@ -497,9 +501,9 @@ mod tests {
             revokes: vec![7, 8],
         };
         let txs = [(100, &a), (100, &b)];
-        let newest = Replay::resolve(txs, RevokeScope::Earlier).copies;
+        let newest = Replay::resolve(&txs, RevokeScope::Earlier).copies;
         assert_eq!(newest, BTreeMap::from([(8, 109)]));
-        let jbd = Replay::resolve(txs, RevokeScope::ThisAndEarlier).copies;
+        let jbd = Replay::resolve(&txs, RevokeScope::ThisAndEarlier).copies;
         assert!(jbd.is_empty());
     }
 }

@@ -6,7 +6,7 @@
 //!   journal area, committed by a separate commit thread;
 //! - `Mq` (MQFS): multi-queue journaling on ccNVMe (see `mq`).
 //!
-//! Both journals write the block formats of [`format`] in the one log
+//! Both journals write the block formats of [`format`](mod@format) in the one log
 //! layout of `log`, whose scanner and replay both recoveries run.
 
 pub mod format;

@@ -2,6 +2,7 @@
 //! (skipping those another area holds newer), and draining every area.
 
 use super::*;
+use crate::journal::log::write_super;
 
 impl MqJournal {
     /// Checkpoints until `need` log blocks fit in `area` under the
@@ -97,8 +98,7 @@ impl MqJournal {
                 seq,
                 home_below: top + 1,
             };
-            fs.write_all(ctx, &[(area.start, jsb.encode())], BioFlags::FUA)
-                .await?;
+            write_super(fs, ctx, area.ring(), &jsb).await?;
             area.st.borrow_mut().head = end;
         }
         for t in taken.iter().flat_map(|(_, v)| v.iter()) {
@@ -133,8 +133,7 @@ impl MqJournal {
                     home_below,
                 }
             };
-            fs.write_all(ctx, &[(area.start, jsb.encode())], BioFlags::FUA)
-                .await?;
+            write_super(fs, ctx, area.ring(), &jsb).await?;
         }
         Ok(())
     }

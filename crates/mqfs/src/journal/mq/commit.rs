@@ -61,8 +61,8 @@ impl MqJournal {
         revokes: Vec<u64>,
         kind: SyncKind,
     ) -> Result<(), TxError> {
-        let planned = self.plan(fs, ctx, area, txid, items, &revokes).await?;
-        let sub = self.submit(fs, ctx, txid, &planned).await?;
+        let mut planned = self.plan(fs, ctx, area, txid, items, &revokes).await?;
+        let sub = self.submit(fs, ctx, txid, &mut planned).await?;
         let durable = self.record(area, txid, planned);
         self.track(fs, txid, &sub, durable);
         if kind.atomic_only() {
@@ -113,14 +113,15 @@ impl MqJournal {
     }
 
     /// Phase 2: one ccNVMe transaction, committed after every lower id
-    /// (global prefix rule). On error, the pages go back to the pool and
-    /// the open transaction is dropped (the P-SQ forgets it).
+    /// (global prefix rule). Takes the blocks out of `p` (what `record`
+    /// needs stays). On error, the pages go back to the pool and the open
+    /// transaction is dropped (the P-SQ forgets it).
     async fn submit(
         self: &Rc<Self>,
         fs: &Fs,
         ctx: Ctx,
         txid: u64,
-        p: &Planned,
+        p: &mut Planned,
     ) -> Result<Submitted, FsError> {
         let core = ctx.core % fs.machine.core_count().max(1);
         let cpu = fs.machine.core(core)?;
@@ -132,8 +133,8 @@ impl MqJournal {
         } else {
             (fs.dev.info().max_transfer / BLOCK as u64).max(1) as usize
         };
-        let mut runs = runs_of(p.homes.clone(), per_cmd);
-        let logged = runs_of(p.log.clone(), per_cmd);
+        let mut runs = runs_of(std::mem::take(&mut p.homes), per_cmd);
+        let logged = runs_of(std::mem::take(&mut p.log), per_cmd);
         // A transaction holds a bounded number of commands; home writes past
         // that go out first, FUA, and the transaction waits for them (they
         // are new blocks or fsync data, invisible until it commits).

@@ -669,3 +669,34 @@ impl MqJournal {
         self.turn_notify.notify_waiters();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::journal::Journal;
+
+    /// Under the global prefix rule, id `t` rings only once `turn` reaches
+    /// it. Ids t, t+1, t+2 drawn; t+1 fails before ringing (while t has
+    /// not rung yet), then t rings: the turn must pass to t+2. Without the
+    /// `abandoned` set it stays at t+1, and t+2 and every later id wait
+    /// for a doorbell that never rings.
+    #[test]
+    fn the_turn_skips_an_id_abandoned_before_a_lower_one_rang() {
+        let t = crate::testing::new_fs(crate::Mode::Mq, nvme_ctrl::SsdProfile::optane_905p(), 4096, 1)
+            .unwrap_or_else(|e| panic!("new_fs: {e}"));
+        let Ok(Journal::Mq(m)) = t.fs.journal() else {
+            panic!("an mq file system has an mq journal");
+        };
+        let first = m.turn.get();
+        for id in first..first + 3 {
+            m.pending.borrow_mut().insert(id);
+        }
+        m.abandon(first + 1);
+        assert_eq!(m.turn.get(), first, "a lower id has not rung");
+        m.pass_turn(first);
+        assert_eq!(m.turn.get(), first + 2);
+        // Failing at its own turn passes it on at once.
+        m.abandon(first + 2);
+        assert_eq!(m.turn.get(), first + 3);
+        assert!(m.abandoned.borrow().is_empty());
+    }
+}

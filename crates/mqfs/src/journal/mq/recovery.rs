@@ -1,5 +1,8 @@
 //! Recovery of the journal areas after a crash (ccNVMe 5.5, checklist M8,
-//! M9).
+//! M9): each area scanned by the shared scanner ([`log::scan`], a
+//! transaction ending at its JH and revokes, [`End::LastDescriptor`]), the
+//! unfinished ids dropped, the rest replayed by id ([`Replay`], a revoke
+//! hiding only lower ids, [`RevokeScope::Earlier`]).
 
 use super::*;
 use crate::journal::log::{self, End, Found, Replay, RevokeScope, Ring};
@@ -45,7 +48,9 @@ pub(crate) async fn recover(
         .collect();
     kept.sort_by_key(|(_, t)| t.txid);
     // A revoke in transaction t hides versions from ids below t.
-    Replay::resolve(kept, RevokeScope::Earlier).apply(fs, ctx).await?;
+    Replay::resolve(&kept, RevokeScope::Earlier)
+        .apply(fs, ctx)
+        .await?;
     // Every area restarts empty past what it held: discarded transactions'
     // blocks are behind the new head and never replayed again, and every
     // id seen is home (or discarded) should a crash cut this loop short.
@@ -58,8 +63,11 @@ pub(crate) async fn recover(
             seq: *seq,
             home_below: next_id,
         };
-        fs.write_all(ctx, &[(sb.area_start(a as u32), jsb.encode())], BioFlags::FUA)
-            .await?;
+        let ring = Ring {
+            start: sb.area_start(a as u32),
+            blocks: sb.area_blocks,
+        };
+        log::write_super(fs, ctx, ring, &jsb).await?;
     }
     Ok((starts, next_id - 1))
 }
