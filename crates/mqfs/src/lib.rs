@@ -1,4 +1,40 @@
-//! # MQFS
+//! # MQFS: the file system, in the four modes the ccNVMe paper compares
+//!
+//! An Ext4-like file system (block groups, inodes, extents, linear
+//! directories, a buffer and a page cache) whose crash consistency comes
+//! from one of four [`Mode`]s:
+//!
+//! - `none` (Ext4-NJ): fsync writes each kind of block in place, in turn,
+//!   then flushes; not crash consistent, the paper's upper bound;
+//! - `classic` (Ext4 with JBD2): ordered metadata journaling committed by a
+//!   journal thread, checkpoint and revoke as Linux does;
+//! - `horae` (HoraeFS): the same journal, ordered by the Horae ordering
+//!   queue instead of FLUSH;
+//! - `mq` (MQFS, ccNVMe section 5): per-core journal areas written as
+//!   ccNVMe transactions, per-inode transactions with entanglement,
+//!   metadata shadow paging, selective revocation, checkpoint by durable
+//!   prefix, and fatomic / fdataatomic.
+//!
+//! ## The contract
+//!
+//! - Operations are inode-based ([`ops`]) so a FUSE adapter can sit on
+//!   top; path helpers are in [`paths`]. Errors are [`FsError`], each with
+//!   its POSIX errno; bad on-disk input is an error, never a panic.
+//! - fsync makes a file's data and metadata durable, and its names in
+//!   directories that are themselves durable; fdatasync skips a
+//!   timestamp-only inode change; a directory fsync makes its entries
+//!   durable; sync makes everything durable; fatomic and fdataatomic make
+//!   the same blocks atomic (all or nothing) without waiting for
+//!   durability in `mq` mode ([`sync`]).
+//! - In the journaled modes every crash state recovers ([`mount`]) to an
+//!   image [`fsck`] finds clean, holding every promise above.
+//! - The drive is reached only through `ccnvme`'s block layer; [`fsck`]
+//!   reads any [`BlockSource`].
+//! - Determinism: the same operations on the same machine give the same
+//!   bus trace.
+//!
+//! The decisions the paper leaves open are in `docs/decisions.md` (M and E
+//! items).
 #![deny(unsafe_code)]
 
 pub mod cache;
