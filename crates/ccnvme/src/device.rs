@@ -564,16 +564,27 @@ impl BlockDevice {
         Ok(())
     }
 
-    /// Waits for every in-flight transaction, then shuts the controller
-    /// down normally (CC.SHN, CSTS.SHST).
-    pub async fn shutdown(&self) -> Result<(), DriverError> {
-        loop {
-            let busy = self.psqs.borrow().iter().any(|p| p.in_flight() > 0);
-            if !busy {
-                break;
-            }
+    /// True when no command is outstanding on any queue pair and no
+    /// transaction is in flight on any persistent submission queue.
+    pub fn is_idle(&self) -> bool {
+        self.psqs.borrow().iter().all(|p| p.in_flight() == 0)
+            && self.queues.iter().all(|q| q.outstanding() == 0)
+            && self.admin.outstanding() == 0
+    }
+
+    /// Waits (in simulated time, polling every 10 us) until the driver is
+    /// idle ([`BlockDevice::is_idle`]): every transaction and command that
+    /// was submitted has completed.
+    pub async fn wait_idle(&self) {
+        while !self.is_idle() {
             self.machine.sim().sleep(SimDuration::from_us(10)).await;
         }
+    }
+
+    /// Waits for every in-flight transaction and command, then shuts the
+    /// controller down normally (CC.SHN, CSTS.SHST).
+    pub async fn shutdown(&self) -> Result<(), DriverError> {
+        self.wait_idle().await;
         let core = self.machine.core(0)?;
         let cc = Cc(read32(&core, self.bar0 + regs::CC).await?);
         write32(

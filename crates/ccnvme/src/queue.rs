@@ -120,6 +120,11 @@ impl QueuePair {
         self.cq
     }
 
+    /// Commands submitted on this queue pair and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.cmds.borrow().iter().filter(|c| c.is_some()).count()
+    }
+
     /// Entries per queue.
     pub fn entries(&self) -> u32 {
         self.sq_entries

@@ -16,8 +16,8 @@ use ccnvme::BlockDevice;
 use mqfs::{mkfs, mount, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode, RecoveryRule, SyncKind};
 use nvme_ctrl::{Controller, ControllerConfig, Image, Media, SsdProfile};
 use pcie_sim::{
-    BusLayout, BusTrace, CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, SimTime,
-    TraceMode,
+    BusLayout, BusTrace, CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, SimDuration,
+    SimTime, TraceMode,
 };
 use serde::{Deserialize, Serialize};
 
@@ -407,10 +407,18 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
             }
         }));
     }
+    // Record until the machine is quiescent, not only until the last
+    // operation returned: fatomic returns before the drive has run its
+    // transaction, and that I/O must be crash-tested too. The drive's
+    // volatile cache is not waited for: what it holds stays volatile, and
+    // the crash model decides what of it may be lost.
+    let (dev, bus) = (fs.device().clone(), m.clone());
     let join = async move {
         for h in handles {
             h.await;
         }
+        dev.wait_idle().await;
+        bus.quiesce(SimDuration::from_us(1)).await;
     };
     // A run that has not finished after RECORD_LIMIT of simulated time is
     // a livelock, not a workload: stop it before its trace fills memory.

@@ -359,6 +359,23 @@ impl Machine {
         &self.inner.irq
     }
 
+    /// True when nothing is on its way anywhere on the bus: no core holds a
+    /// write-combining line and no transaction waits to take effect (no
+    /// posted write in flight, no read outstanding, no DMA under way).
+    pub fn bus_quiescent(&self) -> bool {
+        self.inner.cores.iter().all(|c| c.wc.borrow().is_empty())
+            && self.inner.bus.borrow().actions.iter().all(Option::is_none)
+    }
+
+    /// Waits (in simulated time, polling every `poll`) until the bus is
+    /// quiescent ([`Machine::bus_quiescent`]). Idle write-combining lines
+    /// leave on their own after the CPU profile's idle-eviction time.
+    pub async fn quiesce(&self, poll: crate::time::SimDuration) {
+        while !self.bus_quiescent() {
+            self.inner.sim.sleep(poll).await;
+        }
+    }
+
     /// Number of cores.
     pub fn core_count(&self) -> usize {
         self.inner.cores.len()
