@@ -48,7 +48,7 @@
 //! 6. `trace`: the entry count, then each entry: time as a signed delta
 //!    from the previous entry's time, effect as a signed delta from its
 //!    time (picoseconds), address, length, attribution tag, kind and
-//!    purpose (indices into `EventKind::ALL` and `Purpose::ALL`), source,
+//!    purpose (indices into `EventKind::ALL` and the tag value of `Purpose`), source,
 //!    flags, device code, wire bytes, and its payload: none, fresh (its
 //!    bytes), or the same bytes as the entry that many entries back
 //!    (DATA_IN and MEDIA_WRITE of a block share one payload).
@@ -710,7 +710,7 @@ impl Serialize for TraceOut<'_> {
                 len: e.len,
                 attr: e.attr,
                 kind: e.kind as u8,
-                purpose: e.purpose as u8,
+                purpose: e.purpose.index() as u8,
                 source: e.source,
                 flags: e.flags,
                 code: e.code,
@@ -757,8 +757,7 @@ impl<'de> Visitor<'de> for TraceVisitor {
                 kind: *EventKind::ALL
                     .get(x.kind as usize)
                     .ok_or_else(|| de::Error::custom(format!("entry {i}: kind {}", x.kind)))?,
-                purpose: *Purpose::ALL
-                    .get(x.purpose as usize)
+                purpose: Purpose::from_index(x.purpose as usize)
                     .ok_or_else(|| de::Error::custom(format!("entry {i}: purpose {}", x.purpose)))?,
                 source: x.source,
                 flags: x.flags,
