@@ -47,11 +47,12 @@
 //!    [`OpRecord`] and (operation, error) pairs.
 //! 6. `trace`: the entry count, then each entry: time as a signed delta
 //!    from the previous entry's time, effect as a signed delta from its
-//!    time (picoseconds), address, length, attribution tag, kind and
-//!    purpose (indices into `EventKind::ALL` and the tag value of `Purpose`), source,
-//!    flags, device code, wire bytes, and its payload: none, fresh (its
-//!    bytes), or the same bytes as the entry that many entries back
-//!    (DATA_IN and MEDIA_WRITE of a block share one payload).
+//!    time (picoseconds), address, length, attribution tag, kind (an
+//!    index into `EventKind::ALL`), purpose (the tag's value,
+//!    `Purpose::index`), source, flags, device code, wire bytes, and its
+//!    payload: none, fresh (its bytes), or the same bytes as the entry
+//!    that many entries back (DATA_IN and MEDIA_WRITE of a block share one
+//!    payload).
 //!
 //! A file that is not a saved run, is truncated, fails its checksum or
 //! holds an inconsistent body is [`Error::BadSavedRun`]; another version is
