@@ -9,6 +9,7 @@ use nvme_spec::completion::Status;
 use nvme_spec::features::{FeatureId, NumberOfQueues};
 use nvme_spec::identify::{self, IdentifyController, IdentifyNamespace};
 use nvme_spec::regs::{self, Cap, Cc, Csts};
+use nvme_spec::traffic;
 use pcie_sim::{BarKind, BusAddr, Core, Machine, Purpose, SimDuration};
 
 use crate::bio::{Bio, BioFlags, BioOp, Done, TxId};
@@ -86,12 +87,12 @@ impl std::fmt::Debug for BlockDevice {
 
 async fn read32(core: &Core, at: BusAddr) -> Result<u32, DriverError> {
     let mut b = [0u8; 4];
-    core.mmio_read(at, &mut b, Purpose::Register, 0).await?;
+    core.mmio_read(at, &mut b, traffic::REGISTER, 0).await?;
     Ok(u32::from_le_bytes(b))
 }
 
 async fn write32(core: &Core, at: BusAddr, v: u32) -> Result<(), DriverError> {
-    core.mmio_write(at, &v.to_le_bytes(), Purpose::Register, 0)
+    core.mmio_write(at, &v.to_le_bytes(), traffic::REGISTER, 0)
         .await?;
     Ok(())
 }
@@ -126,7 +127,7 @@ impl BlockDevice {
             .ok_or_else(|| DriverError::Unsupported("no register BAR".into()))?;
         let mut capb = [0u8; 8];
         core0
-            .mmio_read(bar0 + regs::CAP, &mut capb, Purpose::Register, 0)
+            .mmio_read(bar0 + regs::CAP, &mut capb, traffic::REGISTER, 0)
             .await?;
         let cap = Cap(u64::from_le_bytes(capb));
         if Cc(read32(&core0, bar0 + regs::CC).await?).en() {
@@ -156,7 +157,7 @@ impl BlockDevice {
             .mmio_write(
                 bar0 + regs::ASQ,
                 &admin.sq_addr().0.to_le_bytes(),
-                Purpose::Register,
+                traffic::REGISTER,
                 0,
             )
             .await?;
@@ -164,7 +165,7 @@ impl BlockDevice {
             .mmio_write(
                 bar0 + regs::ACQ,
                 &admin.cq_addr().0.to_le_bytes(),
-                Purpose::Register,
+                traffic::REGISTER,
                 0,
             )
             .await?;
@@ -387,24 +388,29 @@ impl BlockDevice {
             core.wc_store(
                 pmr + layout.doorbell(q),
                 &0u32.to_le_bytes(),
-                Purpose::QueuePointer,
+                traffic::QUEUE_POINTER,
                 0,
             )
             .await?;
             core.wc_store(
                 pmr + layout.head(q),
                 &0u32.to_le_bytes(),
-                Purpose::QueuePointer,
+                traffic::QUEUE_POINTER,
                 0,
             )
             .await?;
         }
         core.mfence().await?;
-        core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await?;
-        core.wc_store(pmr, &layout.header_bytes(generation, 0), Purpose::QueuePointer, 0)
-            .await?;
+        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0).await?;
+        core.wc_store(
+            pmr,
+            &layout.header_bytes(generation, 0),
+            traffic::QUEUE_POINTER,
+            0,
+        )
+        .await?;
         core.mfence().await?;
-        core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await?;
+        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0).await?;
         Ok(())
     }
 
@@ -452,12 +458,12 @@ impl BlockDevice {
         core.wc_store(
             pmr,
             &layout.header_bytes(generation - 1, RESETTING),
-            Purpose::QueuePointer,
+            traffic::QUEUE_POINTER,
             0,
         )
         .await?;
         core.mfence().await?;
-        core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await?;
+        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0).await?;
         self.format_pmr(layout, generation).await?;
         self.create_psqs().await?;
         *self.recovery.borrow_mut() = Some(Recovery {

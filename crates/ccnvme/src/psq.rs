@@ -28,6 +28,7 @@ use std::rc::Rc;
 
 use nvme_spec::command::{SubmissionEntry, TxFlags};
 use nvme_spec::completion::Status;
+use nvme_spec::traffic;
 use pcie_sim::sync::{Notify, Semaphore};
 use pcie_sim::{BusAddr, Core, Machine, PersistSkips, Purpose, SimTime};
 
@@ -194,7 +195,7 @@ impl PersistentSq {
             .wc_store(
                 addr,
                 &sqe.to_bytes(),
-                Purpose::QueueEntry,
+                traffic::QUEUE_ENTRY,
                 attr(self.qid, slot as u16),
             )
             .await?;
@@ -267,7 +268,7 @@ impl PersistentSq {
                 FlushState::NotNeeded
             },
         });
-        self.persist_word(self.layout.doorbell(self.index), end, Purpose::Doorbell, a)
+        self.persist_word(self.layout.doorbell(self.index), end, traffic::DOORBELL, a)
             .await?;
         Ok(TxHandle {
             txid: tx.txid,
@@ -346,7 +347,7 @@ impl PersistentSq {
         }
         if let Some(h) = new_head {
             let a = finished.first().map_or(0, |f| f.attr);
-            self.persist_word(self.layout.head(self.index), h, Purpose::QueuePointer, a)
+            self.persist_word(self.layout.head(self.index), h, traffic::QUEUE_POINTER, a)
                 .await?;
             self.head.set(h);
             self.space.notify_waiters();

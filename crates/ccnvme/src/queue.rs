@@ -10,9 +10,10 @@ use std::rc::Rc;
 use nvme_spec::command::SubmissionEntry;
 use nvme_spec::completion::CompletionEntry;
 use nvme_spec::regs;
+use nvme_spec::traffic;
 use nvme_spec::{CQE_BYTES, SQE_BYTES};
 use pcie_sim::sync::{Mutex, Notify};
-use pcie_sim::{BusAddr, Core, HostAddr, Machine, Purpose};
+use pcie_sim::{BusAddr, Core, HostAddr, Machine};
 
 use crate::bio::{Bio, Done};
 use crate::command::{build_command, PrpPool};
@@ -189,7 +190,7 @@ impl QueuePair {
             .mmio_write(
                 self.bar0 + regs::sq_tail_doorbell(self.qid, 0),
                 &tail.to_le_bytes(),
-                Purpose::Doorbell,
+                traffic::DOORBELL,
                 attr(self.qid, cid),
             )
             .await?;
@@ -307,7 +308,7 @@ impl QueuePair {
             .mmio_write(
                 self.bar0 + regs::cq_head_doorbell(self.qid, 0),
                 &head.to_le_bytes(),
-                Purpose::Doorbell,
+                traffic::DOORBELL,
                 a,
             )
             .await?;

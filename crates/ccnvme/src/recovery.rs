@@ -9,7 +9,8 @@
 //! reported as [`DriverError::CorruptPsq`] and nothing from it is used.
 
 use nvme_spec::command::{IoOpcode, SubmissionEntry, TxFlags};
-use pcie_sim::{BusAddr, Core, Purpose};
+use nvme_spec::traffic;
+use pcie_sim::{BusAddr, Core};
 
 use crate::bio::TxId;
 use crate::error::DriverError;
@@ -65,7 +66,7 @@ impl Recovery {
 pub const RESETTING: u32 = 1;
 
 async fn read(core: &Core, pmr: BusAddr, offset: u64, buf: &mut [u8]) -> Result<(), DriverError> {
-    core.mmio_read(pmr + offset, buf, Purpose::QueueEntry, 0).await?;
+    core.mmio_read(pmr + offset, buf, traffic::QUEUE_ENTRY, 0).await?;
     Ok(())
 }
 

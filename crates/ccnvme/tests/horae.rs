@@ -8,6 +8,7 @@ use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use ccnvme::horae::ORDERING_QUEUE;
 use ccnvme::horae::{self, layout, EntryId, OrderingQueue, RawEntry};
 use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, ProbeOptions, Traffic};
 use nvme_ctrl::{Controller, ControllerConfig, Image, Media, MediaCursor, SsdProfile, BLOCK};
@@ -231,10 +232,10 @@ fn normal_operation_reads_nothing_but_zero_length_flush_reads_and_the_mirror_mat
         let mut ordering_writes = 0;
         for e in &trace.entries()[start..] {
             if e.kind == EventKind::MmioRead {
-                assert_eq!((e.purpose, e.len), (Purpose::FlushRead, 0), "{e:?}");
+                assert_eq!((e.purpose, e.len), (Purpose::FLUSH_READ, 0), "{e:?}");
                 flush_reads += 1;
             }
-            if e.kind == EventKind::MmioWrite && e.purpose == Purpose::OrderingQueue {
+            if e.kind == EventKind::MmioWrite && e.purpose == ORDERING_QUEUE {
                 ordering_writes += 1;
             }
         }

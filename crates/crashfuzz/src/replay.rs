@@ -13,6 +13,7 @@
 
 use std::path::Path;
 
+use ccnvme::traffic::purpose_name;
 use nvme_ctrl::crash::StateChoice;
 use pcie_sim::{BusTrace, TraceEntry};
 
@@ -94,7 +95,7 @@ pub fn describe(trace: &BusTrace, i: usize, e: &TraceEntry) -> String {
         "#{i:<7} t={:>12} {:<12} {:<14} src={} addr={:#012x} len={:<5} {}",
         e.time.to_string(),
         e.kind.name(),
-        e.purpose.name(),
+        purpose_name(e.purpose),
         e.source,
         e.addr,
         e.len,

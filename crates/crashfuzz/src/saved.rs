@@ -47,11 +47,12 @@
 //!    [`OpRecord`] and (operation, error) pairs.
 //! 6. `trace`: the entry count, then each entry: time as a signed delta
 //!    from the previous entry's time, effect as a signed delta from its
-//!    time (picoseconds), address, length, attribution tag, kind and
-//!    purpose (indices into `EventKind::ALL` and `Purpose::ALL`), source,
-//!    flags, device code, wire bytes, and its payload: none, fresh (its
-//!    bytes), or the same bytes as the entry that many entries back
-//!    (DATA_IN and MEDIA_WRITE of a block share one payload).
+//!    time (picoseconds), address, length, attribution tag, kind (an
+//!    index into `EventKind::ALL`), purpose (the tag's value,
+//!    `Purpose::index`), source, flags, device code, wire bytes, and its
+//!    payload: none, fresh (its bytes), or the same bytes as the entry
+//!    that many entries back (DATA_IN and MEDIA_WRITE of a block share one
+//!    payload).
 //!
 //! A file that is not a saved run, is truncated, fails its checksum or
 //! holds an inconsistent body is [`Error::BadSavedRun`]; another version is
@@ -701,7 +702,7 @@ impl Serialize for TraceOut<'_> {
                 len: e.len,
                 attr: e.attr,
                 kind: e.kind as u8,
-                purpose: e.purpose as u8,
+                purpose: e.purpose.index() as u8,
                 source: e.source,
                 flags: e.flags,
                 code: e.code,
@@ -748,8 +749,7 @@ impl<'de> Visitor<'de> for TraceVisitor {
                 kind: *EventKind::ALL
                     .get(x.kind as usize)
                     .ok_or_else(|| de::Error::custom(format!("entry {i}: kind {}", x.kind)))?,
-                purpose: *Purpose::ALL
-                    .get(x.purpose as usize)
+                purpose: Purpose::from_index(x.purpose as usize)
                     .ok_or_else(|| de::Error::custom(format!("entry {i}: purpose {}", x.purpose)))?,
                 source: x.source,
                 flags: x.flags,

@@ -44,8 +44,10 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use ccnvme::traffic::purpose_name;
 use nvme_ctrl::events::{DATA_IN, FLUSH_DONE, MEDIA_WRITE};
 use nvme_spec::regs::{decode_doorbell, Doorbell};
+use nvme_spec::traffic;
 use nvme_spec::{AdminOpcode, CompletionEntry, IoOpcode, SubmissionEntry, TxFlags};
 use pcie_sim::trace::{Direction, FLAG_UR, FLAG_WC, NO_PAYLOAD};
 use pcie_sim::{BarKind, EventKind, Purpose, TraceEntry};
@@ -506,7 +508,7 @@ impl<'r, W: Write> Exporter<'r, W> {
             entry: Some(i),
             addr: Some(format!("{:#x}", e.addr)),
             len: Some(e.len),
-            purpose: Some(e.purpose.name()),
+            purpose: Some(purpose_name(e.purpose)),
             sqid: (e.attr != 0).then_some((e.attr >> 16) as u16),
             cid: (e.attr != 0).then_some(e.attr as u16),
             unsupported: e.flags & FLAG_UR != 0,
@@ -522,9 +524,9 @@ impl<'r, W: Write> Exporter<'r, W> {
         match e.kind {
             EventKind::WcStore => {
                 let track = self.core_mmio(e.source);
-                let name = format!("wc-store {}", e.purpose.name());
+                let name = format!("wc-store {}", purpose_name(e.purpose));
                 self.placed(track, &name, "cpu", t, t, &Self::store_args(i, e))?;
-                if e.purpose == Purpose::QueueEntry && e.len == 64 {
+                if e.purpose == traffic::QUEUE_ENTRY && e.len == 64 {
                     // An entry stored into a P-SQ in the PMR: submitted.
                     self.open_command(e.attr, i, t);
                     self.describe_entries(e.attr >> 16, self.rec.trace.payload(e));
@@ -533,9 +535,9 @@ impl<'r, W: Write> Exporter<'r, W> {
             EventKind::MmioWrite => {
                 let track = self.core_mmio(e.source);
                 let wc = if e.flags & FLAG_WC != 0 { " (wc line)" } else { "" };
-                let name = format!("mmio-write {}{wc}", e.purpose.name());
+                let name = format!("mmio-write {}{wc}", purpose_name(e.purpose));
                 self.placed(track, &name, "cpu", t, t, &Self::store_args(i, e))?;
-                if e.purpose == Purpose::Doorbell && self.is_sq_tail(e.addr) {
+                if e.purpose == traffic::DOORBELL && self.is_sq_tail(e.addr) {
                     self.open_command(e.attr, i, t);
                 }
             }
@@ -563,14 +565,14 @@ impl<'r, W: Write> Exporter<'r, W> {
                     self.close_read(r, eff, Some(i))?;
                 }
             }
-            EventKind::DmaReadCompletion if e.purpose == Purpose::QueueEntry => {
+            EventKind::DmaReadCompletion if e.purpose == traffic::QUEUE_ENTRY => {
                 // Fetched submission entries: their opcodes name commands.
                 self.describe_entries(e.attr >> 16, self.rec.trace.payload(e));
             }
-            EventKind::DmaReadCompletion | EventKind::DmaWrite if e.purpose == Purpose::DataBlock => {
+            EventKind::DmaReadCompletion | EventKind::DmaWrite if e.purpose == traffic::DATA_BLOCK => {
                 self.count_data(e.attr, e.len);
             }
-            EventKind::DmaWrite if e.purpose == Purpose::QueueEntry => {
+            EventKind::DmaWrite if e.purpose == traffic::QUEUE_ENTRY => {
                 // A completion entry: the command is done when it arrives.
                 self.close_command(e, i, eff)?;
             }
@@ -605,9 +607,9 @@ impl<'r, W: Write> Exporter<'r, W> {
     fn write_burst(&mut self, b: Burst) -> std::io::Result<()> {
         let track = if b.down { self.down } else { self.up };
         let name = if b.tlps == 1 {
-            format!("{} {}", b.kind.name(), b.purpose.name())
+            format!("{} {}", b.kind.name(), purpose_name(b.purpose))
         } else {
-            format!("{} {} x{}", b.kind.name(), b.purpose.name(), b.tlps)
+            format!("{} {} x{}", b.kind.name(), purpose_name(b.purpose), b.tlps)
         };
         let tag = b.attr.filter(|a| *a != 0);
         let args = Args {
@@ -617,7 +619,7 @@ impl<'r, W: Write> Exporter<'r, W> {
             tlps: Some(b.tlps),
             data_bytes: Some(b.bytes),
             wire_bytes: Some(b.wire),
-            purpose: Some(b.purpose.name()),
+            purpose: Some(purpose_name(b.purpose)),
             sqid: tag.map(|a| (a >> 16) as u16),
             cid: tag.map(|a| a as u16),
             unsupported: b.unsupported,
@@ -740,11 +742,11 @@ impl<'r, W: Write> Exporter<'r, W> {
         let args = Args {
             entry: Some(r.entry),
             end_entry: completion,
-            purpose: Some(r.purpose.name()),
+            purpose: Some(purpose_name(r.purpose)),
             incomplete: completion.is_none(),
             ..Args::default()
         };
-        let name = format!("mmio-read {}", r.purpose.name());
+        let name = format!("mmio-read {}", purpose_name(r.purpose));
         self.span(&name, "cpu", PID_CORES, r.tid, r.start, end, &args)
     }
 

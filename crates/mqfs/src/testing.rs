@@ -1,4 +1,7 @@
 //! A whole machine with a file system on it, for tests, benches and tools.
+//!
+//! Only with the `testing` feature: it attaches the controller emulator
+//! (`nvme-ctrl`), which the file system itself never names.
 
 use std::rc::Rc;
 

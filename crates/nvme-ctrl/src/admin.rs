@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use pcie_sim::Purpose;
+use nvme_spec::traffic;
 
 use crate::controller::{Controller, AERL};
 use crate::engine::{attr, Outcome};
@@ -85,7 +85,7 @@ impl Controller {
             Ok(s) => s,
             Err(s) => return done(s),
         };
-        match self.dma_to_host(&segs, &data[..], Purpose::Admin, a) {
+        match self.dma_to_host(&segs, &data[..], traffic::ADMIN, a) {
             Ok(()) => done(Status::SUCCESS),
             Err(s) => done(s),
         }
@@ -416,7 +416,7 @@ impl Controller {
             Ok(s) => s,
             Err(s) => return done(s),
         };
-        match self.dma_to_host(&segs, &data, Purpose::Admin, a) {
+        match self.dma_to_host(&segs, &data, traffic::ADMIN, a) {
             Ok(()) => done(Status::SUCCESS),
             Err(s) => done(s),
         }

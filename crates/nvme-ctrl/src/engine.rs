@@ -11,7 +11,8 @@
 
 use std::rc::Rc;
 
-use pcie_sim::{BusAddr, Purpose};
+use nvme_spec::traffic;
+use pcie_sim::BusAddr;
 
 use crate::controller::Controller;
 use crate::events;
@@ -139,7 +140,7 @@ impl Controller {
         let fetched = match loc {
             SqLocation::Host(addr) => self
                 .port
-                .dma_read(BusAddr(addr), &mut raw, Purpose::QueueEntry, attr(qid, 0))
+                .dma_read(BusAddr(addr), &mut raw, traffic::QUEUE_ENTRY, attr(qid, 0))
                 .await
                 .is_ok(),
             SqLocation::Pmr(off) => {
@@ -243,7 +244,7 @@ impl Controller {
         let a = attr(sqid, cid);
         if self
             .port
-            .dma_write(BusAddr(addr), &entry.to_bytes(), Purpose::QueueEntry, a)
+            .dma_write(BusAddr(addr), &entry.to_bytes(), traffic::QUEUE_ENTRY, a)
             .is_err()
         {
             return;

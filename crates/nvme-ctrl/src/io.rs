@@ -9,6 +9,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use nvme_spec::traffic;
 use pcie_sim::Purpose;
 
 use crate::controller::Controller;
@@ -104,7 +105,7 @@ impl Controller {
             out.extend_from_slice(&blk[..]);
         }
         let out = &out[first..first + bytes as usize];
-        self.dma_to_host(&segs, out, Purpose::DataBlock, a)?;
+        self.dma_to_host(&segs, out, traffic::DATA_BLOCK, a)?;
         let mut s = self.smart.borrow_mut();
         s.host_reads += 1;
         s.data_units_read += (bytes as u128).div_ceil(512_000);
@@ -120,7 +121,7 @@ impl Controller {
         }
         let segs = self.prp_segments(sqe.prp1(), sqe.prp2(), bytes, a).await?;
         self.sim.sleep(self.profile.write_overhead).await;
-        let data = self.dma_from_host(&segs, Purpose::DataBlock, a).await?;
+        let data = self.dma_from_host(&segs, traffic::DATA_BLOCK, a).await?;
         let blocks = self.merge(slba, count, Some(&data)).await;
         self.backend.write(blocks, sqe.fua(), a).await;
         let mut s = self.smart.borrow_mut();
@@ -145,7 +146,7 @@ impl Controller {
         let n = sqe.dsm_ranges() as u64;
         let bytes = n * 16;
         let segs = self.prp_segments(sqe.prp1(), sqe.prp2(), bytes, a).await?;
-        let raw = self.dma_from_host(&segs, Purpose::Other, a).await?;
+        let raw = self.dma_from_host(&segs, Purpose::UNTAGGED, a).await?;
         let ranges: Vec<DsmRange> = raw
             .chunks_exact(16)
             .map(|c| {

@@ -389,7 +389,7 @@ mod envelope_tests {
                 len: payload.len() as u32,
                 attr,
                 kind: EventKind::Device,
-                purpose: Purpose::Other,
+                purpose: Purpose::UNTAGGED,
                 source: 0,
                 flags: 0,
                 code,

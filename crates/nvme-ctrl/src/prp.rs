@@ -1,6 +1,7 @@
 //! Physical Region Page lists (NVMe 1.4 4.3) and the data transfers they
 //! describe. Memory page size is 4 KiB (CC.MPS = 0).
 
+use nvme_spec::traffic;
 use pcie_sim::{BusAddr, Purpose};
 
 use crate::controller::Controller;
@@ -67,7 +68,7 @@ impl Controller {
             }
             let mut raw = vec![0u8; (fetch * 8) as usize];
             self.port
-                .dma_read(BusAddr(list), &mut raw, Purpose::PrpList, attr)
+                .dma_read(BusAddr(list), &mut raw, traffic::PRP_LIST, attr)
                 .await
                 .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
             let entry = |i: u64| {

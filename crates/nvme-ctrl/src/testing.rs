@@ -8,7 +8,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use pcie_sim::{BarKind, BusAddr, Core, HostAddr, Machine, PcieError, Purpose, SimDuration};
+use nvme_spec::traffic;
+use pcie_sim::{BarKind, BusAddr, Core, HostAddr, Machine, PcieError, SimDuration};
 
 use nvme_spec::command::SubmissionEntry;
 use nvme_spec::completion::CompletionEntry;
@@ -80,7 +81,7 @@ impl TestHost {
     /// Writes a 32-bit register.
     pub async fn write32(&self, offset: u64, v: u32) -> Result<(), HostError> {
         self.core
-            .mmio_write(self.bar0 + offset, &v.to_le_bytes(), Purpose::Register, 0)
+            .mmio_write(self.bar0 + offset, &v.to_le_bytes(), traffic::REGISTER, 0)
             .await?;
         Ok(())
     }
@@ -88,7 +89,7 @@ impl TestHost {
     /// Writes a 64-bit register.
     pub async fn write64(&self, offset: u64, v: u64) -> Result<(), HostError> {
         self.core
-            .mmio_write(self.bar0 + offset, &v.to_le_bytes(), Purpose::Register, 0)
+            .mmio_write(self.bar0 + offset, &v.to_le_bytes(), traffic::REGISTER, 0)
             .await?;
         Ok(())
     }
@@ -97,7 +98,7 @@ impl TestHost {
     pub async fn read32(&self, offset: u64) -> Result<u32, HostError> {
         let mut b = [0u8; 4];
         self.core
-            .mmio_read(self.bar0 + offset, &mut b, Purpose::Register, 0)
+            .mmio_read(self.bar0 + offset, &mut b, traffic::REGISTER, 0)
             .await?;
         Ok(u32::from_le_bytes(b))
     }
@@ -106,7 +107,7 @@ impl TestHost {
     pub async fn read64(&self, offset: u64) -> Result<u64, HostError> {
         let mut b = [0u8; 8];
         self.core
-            .mmio_read(self.bar0 + offset, &mut b, Purpose::Register, 0)
+            .mmio_read(self.bar0 + offset, &mut b, traffic::REGISTER, 0)
             .await?;
         Ok(u64::from_le_bytes(b))
     }

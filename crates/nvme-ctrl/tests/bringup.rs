@@ -8,7 +8,8 @@ use nvme_ctrl::SsdProfile;
 use nvme_spec::command::SubmissionEntry;
 use nvme_spec::identify::{self, IdentifyController, IdentifyNamespace};
 use nvme_spec::regs::{self, Cap};
-use pcie_sim::{EventKind, Purpose, TraceMode};
+use nvme_spec::traffic;
+use pcie_sim::{EventKind, TraceMode};
 
 #[test]
 fn bring_up_identify_write_read_flush_shutdown() {
@@ -100,13 +101,13 @@ fn bring_up_identify_write_read_flush_shutdown() {
     let c = m.counters();
     assert!(c.kind(EventKind::MmioWrite).ops > 0);
     assert!(
-        c.get(EventKind::DmaRead, Purpose::QueueEntry).ops >= 7,
+        c.get(EventKind::DmaRead, traffic::QUEUE_ENTRY).ops >= 7,
         "SQ entries fetched by DMA"
     );
     assert!(
-        c.get(EventKind::DmaRead, Purpose::PrpList).ops >= 2,
+        c.get(EventKind::DmaRead, traffic::PRP_LIST).ops >= 2,
         "PRP lists fetched by DMA"
     );
-    assert_eq!(c.get(EventKind::DmaRead, Purpose::DataBlock).ops, 8);
-    assert_eq!(c.get(EventKind::DmaWrite, Purpose::DataBlock).ops, 8);
+    assert_eq!(c.get(EventKind::DmaRead, traffic::DATA_BLOCK).ops, 8);
+    assert_eq!(c.get(EventKind::DmaWrite, traffic::DATA_BLOCK).ops, 8);
 }

@@ -9,6 +9,7 @@ use nvme_ctrl::SsdProfile;
 use nvme_spec::command::SubmissionEntry;
 use nvme_spec::features::{FeatureId, NumberOfQueues};
 use nvme_spec::regs::{self, PmrCap};
+use nvme_spec::traffic;
 use pcie_sim::{BarKind, BusAddr, EventKind, Purpose, TraceMode};
 
 #[test]
@@ -153,16 +154,20 @@ fn pmr_submission_queue_rung_through_a_pmr_doorbell_word() {
         let core = h.core.clone();
         let mut w = SubmissionEntry::write(9, 1, 7, 1, data.0, 0, false);
         w.set_txid(42);
-        core.wc_store(pmr + 4096, &w.to_bytes(), Purpose::QueueEntry, 0)
+        core.wc_store(pmr + 4096, &w.to_bytes(), traffic::QUEUE_ENTRY, 0)
             .await
             .unwrap();
         core.mfence().await.unwrap();
-        core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await.unwrap();
-        core.wc_store(pmr, &1u32.to_le_bytes(), Purpose::Doorbell, 0)
+        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0)
+            .await
+            .unwrap();
+        core.wc_store(pmr, &1u32.to_le_bytes(), traffic::DOORBELL, 0)
             .await
             .unwrap();
         core.mfence().await.unwrap();
-        core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await.unwrap();
+        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0)
+            .await
+            .unwrap();
         m2.interrupts().wait(1).await.unwrap();
         let mut raw = [0u8; 16];
         m2.memory().read(cq, &mut raw).unwrap();
@@ -182,7 +187,7 @@ fn pmr_submission_queue_rung_through_a_pmr_doorbell_word() {
     let io_fetches = t
         .entries()
         .iter()
-        .filter(|e| e.kind == EventKind::DmaRead && e.purpose == Purpose::QueueEntry && e.attr >> 16 == 1)
+        .filter(|e| e.kind == EventKind::DmaRead && e.purpose == traffic::QUEUE_ENTRY && e.attr >> 16 == 1)
         .count();
     assert_eq!(io_fetches, 0);
 }

@@ -17,8 +17,9 @@ use nvme_spec::completion::{CompletionEntry, Status};
 use nvme_spec::identify;
 use nvme_spec::log::{self, ErrorLogEntry};
 use nvme_spec::regs::{self, Cap};
+use nvme_spec::traffic;
 use nvme_spec::TxFlags;
-use pcie_sim::{EventKind, Machine, Purpose, SimDuration, TraceMode};
+use pcie_sim::{EventKind, Machine, SimDuration, TraceMode};
 
 /// Blocks of media in these tests.
 const BLOCKS: u64 = 64;
@@ -423,7 +424,7 @@ fn invalid_prp_offset_is_rejected_and_changes_nothing() {
         let moved = m.trace().entries()[start..]
             .iter()
             .filter(|e| {
-                e.purpose == Purpose::DataBlock && matches!(e.kind, EventKind::DmaRead | EventKind::DmaWrite)
+                e.purpose == traffic::DATA_BLOCK && matches!(e.kind, EventKind::DmaRead | EventKind::DmaWrite)
             })
             .count();
         assert_eq!(moved, 0, "data moved for a rejected command");
@@ -822,7 +823,7 @@ fn fetches(m: &Machine, qid: u16) -> usize {
         .entries()
         .iter()
         .filter(|e| {
-            e.kind == EventKind::DmaRead && e.purpose == Purpose::QueueEntry && e.attr == (qid as u32) << 16
+            e.kind == EventKind::DmaRead && e.purpose == traffic::QUEUE_ENTRY && e.attr == (qid as u32) << 16
         })
         .count()
 }

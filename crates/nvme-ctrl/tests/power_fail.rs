@@ -15,7 +15,8 @@ use nvme_ctrl::events;
 use nvme_ctrl::{Block, MediaCursor, SsdProfile};
 use nvme_spec::command::SubmissionEntry;
 use nvme_spec::completion::Status;
-use pcie_sim::{BusTrace, EventKind, Purpose, TraceMode};
+use nvme_spec::traffic;
+use pcie_sim::{BusTrace, EventKind, TraceMode};
 
 /// One crash state: the media blocks that differ from the zeroed start.
 type State = HashMap<u64, Block>;
@@ -49,7 +50,7 @@ impl Recorded {
         let found: Vec<usize> = (0..self.trace.entries().len())
             .filter(|&i| {
                 let e = &self.trace.entries()[i];
-                e.kind == EventKind::DmaWrite && e.purpose == Purpose::QueueEntry && e.attr == attr
+                e.kind == EventKind::DmaWrite && e.purpose == traffic::QUEUE_ENTRY && e.attr == attr
             })
             .collect();
         assert_eq!(found.len(), 1, "one completion for cid {cid}");

@@ -46,8 +46,9 @@ use nvme_ctrl::SsdProfile;
 use nvme_spec::command::{DsmRange, IoOpcode, SubmissionEntry};
 use nvme_spec::completion::CompletionEntry;
 use nvme_spec::regs;
+use nvme_spec::traffic;
 use nvme_spec::TxFlags;
-use pcie_sim::{EventKind, Purpose, SimDuration, TraceMode};
+use pcie_sim::{EventKind, SimDuration, TraceMode};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
@@ -696,7 +697,7 @@ fn run_case(actions: &[Action]) -> Stats {
     let mut fetched: HashMap<u16, usize> = HashMap::new();
     let mut completions: Vec<(u16, CompletionEntry)> = Vec::new();
     for e in trace.entries() {
-        if e.source != port || e.purpose != Purpose::QueueEntry {
+        if e.source != port || e.purpose != traffic::QUEUE_ENTRY {
             continue;
         }
         match e.kind {

@@ -17,6 +17,8 @@
 //!   5.2).
 //! - [`image`]: the one interface here, [`BlockSource`], a read-only view of a namespace's
 //!   logical blocks for checkers (not an NVMe structure; see that module).
+//! - `traffic` (with the `pcie` feature): the simulated bus's traffic tags of NVMe
+//!   transfers and their names.
 //! - [`SQE_BYTES`], [`CQE_BYTES`]: the queue entry sizes (CC.IOSQES = 6, CC.IOCQES = 4;
 //!   3.1.5).
 
@@ -34,6 +36,8 @@ pub mod log;
 pub mod opcode;
 pub mod pmr_regs;
 pub mod regs;
+#[cfg(feature = "pcie")]
+pub mod traffic;
 
 pub use aer::{AsyncEvent, AsyncEventType};
 pub use ccnvme::TxFlags;

@@ -23,7 +23,7 @@ fn workload(mode: TraceMode, rounds: u64) -> u64 {
     sim.spawn(async move {
         let data = [0x11u8; 256];
         for i in 0..rounds {
-            port.dma_write(buf.bus() + (i % 4096) * 256, &data, Purpose::DataBlock, 0)
+            port.dma_write(buf.bus() + (i % 4096) * 256, &data, Purpose::new(2), 0)
                 .unwrap();
             if i % 8 == 7 {
                 port.msix(0, 0);
@@ -35,7 +35,7 @@ fn workload(mode: TraceMode, rounds: u64) -> u64 {
     sim.spawn(async move {
         let entry = [0x22u8; 64];
         for i in 0..rounds {
-            core.wc_store(pmr + (i % 32768) * 64, &entry, Purpose::QueueEntry, 0)
+            core.wc_store(pmr + (i % 32768) * 64, &entry, Purpose::new(1), 0)
                 .await
                 .unwrap();
             if i % 4 == 3 {
@@ -81,7 +81,7 @@ fn bench(c: &mut Criterion) {
                         len: 64,
                         attr: 0,
                         kind: EventKind::MmioWrite,
-                        purpose: Purpose::QueueEntry,
+                        purpose: Purpose::new(1),
                         source: 0,
                         flags: 0,
                         code: 0,

@@ -63,14 +63,15 @@ pub fn pmr_write(profile: &MachineProfile, size: u64, persistent: bool) -> Resul
             for chunk in 0..size.div_ceil(8) {
                 let off = chunk * 8;
                 let n = 8.min(size - off) as usize;
-                core.wc_store(addr + off, &data[..n], Purpose::Other, 0).await?;
+                core.wc_store(addr + off, &data[..n], Purpose::UNTAGGED, 0)
+                    .await?;
             }
             for line in (0..size).step_by(64) {
                 core.clflush(addr + line).await?;
             }
             core.mfence().await?;
             if persistent {
-                core.mmio_read(addr, &mut [], Purpose::FlushRead, 0).await?;
+                core.mmio_read(addr, &mut [], Purpose::FLUSH_READ, 0).await?;
             }
             total += sim.now() - t0;
         }
@@ -91,7 +92,7 @@ pub fn mmio_read(profile: &MachineProfile, size: u64) -> Result<SimDuration, Pci
         let mut total = SimDuration::ZERO;
         for i in 0..OPS {
             let t0 = sim.now();
-            core.mmio_read(base + (i * size) % PMR_BYTES, &mut buf, Purpose::Other, 0)
+            core.mmio_read(base + (i * size) % PMR_BYTES, &mut buf, Purpose::UNTAGGED, 0)
                 .await?;
             total += sim.now() - t0;
         }

@@ -291,7 +291,7 @@ impl Core {
     /// Makes earlier WC stores to `ranges` (bus address, length) persistent:
     /// `clflush` of every line the ranges touch, `mfence`, then a
     /// zero-length read at `read_at` (a WC-mapped address of the same
-    /// device), counted as one [`Purpose::FlushRead`] MMIO read.
+    /// device), counted as one [`Purpose::FLUSH_READ`] MMIO read.
     ///
     /// Why each step (ccNVMe 4.3, Figure 4(a); Horae's persistent MMIO):
     /// - `clflush` + `mfence` empty the WC buffers and wait until the
@@ -332,7 +332,7 @@ impl Core {
             self.mfence().await?;
         }
         if !skip.read {
-            self.wc_read(read_at, &mut [], Purpose::FlushRead, attr).await?;
+            self.wc_read(read_at, &mut [], Purpose::FLUSH_READ, attr).await?;
         }
         Ok(())
     }

@@ -201,7 +201,7 @@ impl DevicePort {
             .transmit(link, now, wire);
         {
             let mut t = m.trace.borrow_mut();
-            t.count_op(EventKind::Msix, Purpose::Interrupt);
+            t.count_op(EventKind::Msix, Purpose::INTERRUPT);
             t.record(
                 TraceEntry {
                     time: now,
@@ -211,7 +211,7 @@ impl DevicePort {
                     len: 4,
                     attr,
                     kind: EventKind::Msix,
-                    purpose: Purpose::Interrupt,
+                    purpose: Purpose::INTERRUPT,
                     source: self.port,
                     flags: 0,
                     code: vector,
@@ -246,7 +246,7 @@ impl DevicePort {
                 len,
                 attr,
                 kind: EventKind::Device,
-                purpose: Purpose::Other,
+                purpose: Purpose::UNTAGGED,
                 source: self.port,
                 flags: 0,
                 code,
@@ -296,7 +296,7 @@ impl DevicePort {
                 len,
                 attr,
                 kind: EventKind::Device,
-                purpose: Purpose::Other,
+                purpose: Purpose::UNTAGGED,
                 source: self.port,
                 flags: 0,
                 code,

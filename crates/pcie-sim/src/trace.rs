@@ -104,68 +104,72 @@ pub enum Direction {
     Device,
 }
 
-/// Why a transfer happens, as tagged by the driver or device that starts it.
-/// Table 1 of the ccNVMe paper counts by purpose: queue entries (DMA(Q)),
-/// 4 KiB data blocks (Block I/O), doorbells and PMR queue writes (MMIO).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Purpose {
-    /// Untagged.
-    Other = 0,
-    /// A submission or completion queue entry.
-    QueueEntry = 1,
-    /// A data block of an I/O command.
-    DataBlock = 2,
-    /// A doorbell write (SQ tail, CQ head, P-SQDB).
-    Doorbell = 3,
-    /// A persistent queue pointer other than a doorbell (P-SQ-head).
-    QueuePointer = 4,
-    /// A controller register other than a doorbell.
-    Register = 5,
-    /// An interrupt message.
-    Interrupt = 6,
-    /// A PRP list page.
-    PrpList = 7,
-    /// The Horae ordering queue and its pointers.
-    OrderingQueue = 8,
-    /// A flush read: the zero-length read that proves earlier writes landed.
-    FlushRead = 9,
-    /// Admin-queue traffic and other control-path transfers.
-    Admin = 10,
-}
+/// Why a transfer happens: a small traffic tag set by the driver or device
+/// that starts it, kept in every trace entry and used to index the
+/// [`Counters`].
+///
+/// The machine gives tags no meaning. It names only the ones that are its
+/// own ([`Purpose::UNTAGGED`], [`Purpose::INTERRUPT`],
+/// [`Purpose::FLUSH_READ`]); the layers above own the others and their
+/// names (the NVMe ones are in `nvme_spec::traffic`, the Horae ordering
+/// queue's in `ccnvme::horae`), and whoever prints a tag asks the layer that
+/// owns it (`ccnvme::traffic::purpose_name`). Table 1 of the ccNVMe paper
+/// counts by tag: queue entries (DMA(Q)), 4 KiB data blocks (Block I/O),
+/// doorbells and PMR queue writes (MMIO).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Purpose(u8);
 
 impl Purpose {
-    /// Number of purposes (for counter arrays).
-    pub const COUNT: usize = 11;
-    /// Every purpose, in index order.
-    pub const ALL: [Purpose; Purpose::COUNT] = [
-        Purpose::Other,
-        Purpose::QueueEntry,
-        Purpose::DataBlock,
-        Purpose::Doorbell,
-        Purpose::QueuePointer,
-        Purpose::Register,
-        Purpose::Interrupt,
-        Purpose::PrpList,
-        Purpose::OrderingQueue,
-        Purpose::FlushRead,
-        Purpose::Admin,
-    ];
+    /// Number of tag values, the fixed size of counter arrays: tags are
+    /// `0..COUNT`.
+    pub const COUNT: usize = 16;
+    /// Untagged traffic.
+    pub const UNTAGGED: Purpose = Purpose(0);
+    /// An interrupt message (MSI-X, PCIe 3.0 6.1.4), tagged by the port.
+    pub const INTERRUPT: Purpose = Purpose(6);
+    /// A flush read: the zero-length read that proves earlier posted writes
+    /// landed (PCIe 3.0 2.2.5: a read of length 1 DW with no byte enables).
+    pub const FLUSH_READ: Purpose = Purpose(9);
 
-    /// Short name for tables.
-    pub fn name(self) -> &'static str {
+    /// The tag `tag`, for the constants of the layers that own tags. Fails
+    /// to compile in a constant (and panics elsewhere) if `tag` is not
+    /// below [`Purpose::COUNT`].
+    pub const fn new(tag: u8) -> Purpose {
+        assert!(
+            (tag as usize) < Purpose::COUNT,
+            "traffic tags are below Purpose::COUNT"
+        );
+        Purpose(tag)
+    }
+
+    /// The tag at counter index `i`, or `None` if `i` is not below
+    /// [`Purpose::COUNT`] (for decoders of saved traces).
+    pub const fn from_index(i: usize) -> Option<Purpose> {
+        if i < Purpose::COUNT {
+            Some(Purpose(i as u8))
+        } else {
+            None
+        }
+    }
+
+    /// Every tag value, in index order.
+    pub fn all() -> impl Iterator<Item = Purpose> {
+        (0..Purpose::COUNT as u8).map(Purpose)
+    }
+
+    /// The tag's value (its counter index).
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The machine's name for its own tags; `None` for the tags that upper
+    /// layers own.
+    pub const fn pcie_name(self) -> Option<&'static str> {
         match self {
-            Purpose::Other => "other",
-            Purpose::QueueEntry => "queue-entry",
-            Purpose::DataBlock => "data",
-            Purpose::Doorbell => "doorbell",
-            Purpose::QueuePointer => "queue-pointer",
-            Purpose::Register => "register",
-            Purpose::Interrupt => "interrupt",
-            Purpose::PrpList => "prp-list",
-            Purpose::OrderingQueue => "ordering-queue",
-            Purpose::FlushRead => "flush-read",
-            Purpose::Admin => "admin",
+            Purpose::UNTAGGED => Some("other"),
+            Purpose::INTERRUPT => Some("interrupt"),
+            Purpose::FLUSH_READ => Some("flush-read"),
+            _ => None,
         }
     }
 }
@@ -275,7 +279,7 @@ impl Default for Counters {
 impl Counters {
     /// The tally of one cell.
     pub fn get(&self, kind: EventKind, purpose: Purpose) -> Tally {
-        self.cells[kind as usize][purpose as usize]
+        self.cells[kind as usize][purpose.index()]
     }
     /// The tally of a kind over all purposes.
     pub fn kind(&self, kind: EventKind) -> Tally {
@@ -289,7 +293,7 @@ impl Counters {
     pub fn purpose(&self, purpose: Purpose) -> Tally {
         let mut t = Tally::default();
         for row in &self.cells {
-            t.add(&row[purpose as usize]);
+            t.add(&row[purpose.index()]);
         }
         t
     }
@@ -314,10 +318,10 @@ impl Counters {
     }
     /// Adds one logical operation to a cell.
     pub fn add_op(&mut self, kind: EventKind, purpose: Purpose) {
-        self.cells[kind as usize][purpose as usize].ops += 1;
+        self.cells[kind as usize][purpose.index()].ops += 1;
     }
     fn add_tlp(&mut self, kind: EventKind, purpose: Purpose, wire: u64, payload: u64) {
-        let c = &mut self.cells[kind as usize][purpose as usize];
+        let c = &mut self.cells[kind as usize][purpose.index()];
         c.tlps += 1;
         c.wire_bytes += wire;
         c.payload_bytes += payload;
@@ -326,7 +330,7 @@ impl Counters {
     pub fn nonzero(&self) -> Vec<(EventKind, Purpose, Tally)> {
         let mut v = Vec::new();
         for k in EventKind::ALL {
-            for p in Purpose::ALL {
+            for p in Purpose::all() {
                 let t = self.get(k, p);
                 if t != Tally::default() {
                     v.push((k, p, t));
@@ -396,7 +400,7 @@ impl BusTrace {
         h = mix(
             h,
             (e.kind as u64)
-                | (e.purpose as u64) << 8
+                | (e.purpose.index() as u64) << 8
                 | (e.source as u64) << 16
                 | (e.flags as u64) << 24
                 | (e.code as u64) << 32,
@@ -515,7 +519,7 @@ mod tests {
             len,
             attr: 0,
             kind,
-            purpose: Purpose::DataBlock,
+            purpose: Purpose::new(2),
             source: 0,
             flags: 0,
             code: 0,
@@ -527,11 +531,11 @@ mod tests {
     fn counters_count_tlps_and_diff() {
         let mut t = BusTrace::new(TraceMode::Full);
         let before = t.counters();
-        t.count_op(EventKind::DmaWrite, Purpose::DataBlock);
+        t.count_op(EventKind::DmaWrite, Purpose::new(2));
         t.record(entry(EventKind::DmaWrite, 4), &[1, 2, 3, 4]);
         t.record(entry(EventKind::WcStore, 4), &[5, 6, 7, 8]);
         let d = t.counters().since(&before);
-        let tally = d.get(EventKind::DmaWrite, Purpose::DataBlock);
+        let tally = d.get(EventKind::DmaWrite, Purpose::new(2));
         assert_eq!(
             tally,
             Tally {

@@ -182,11 +182,11 @@ mod tests {
         let mut wc = WriteCombiningBuffer::new(4);
         let mut out = Vec::new();
         for i in 0..7u64 {
-            wc.store(0x1000 + i * 8, &[i as u8; 8], Purpose::QueueEntry, 1, &mut out);
+            wc.store(0x1000 + i * 8, &[i as u8; 8], Purpose::new(1), 1, &mut out);
         }
         assert!(out.is_empty());
         assert_eq!(wc.lines().len(), 1);
-        wc.store(0x1038, &[7; 8], Purpose::QueueEntry, 1, &mut out);
+        wc.store(0x1038, &[7; 8], Purpose::new(1), 1, &mut out);
         assert_eq!(out.len(), 1);
         assert!(out[0].is_full());
         assert_eq!(out[0].data[56], 7);
@@ -197,9 +197,9 @@ mod tests {
     fn oldest_line_is_evicted_when_buffers_run_out() {
         let mut wc = WriteCombiningBuffer::new(2);
         let mut out = Vec::new();
-        wc.store(0x0, &[1], Purpose::Other, 0, &mut out);
-        wc.store(0x40, &[2], Purpose::Other, 0, &mut out);
-        wc.store(0x80, &[3], Purpose::Other, 0, &mut out);
+        wc.store(0x0, &[1], Purpose::UNTAGGED, 0, &mut out);
+        wc.store(0x40, &[2], Purpose::UNTAGGED, 0, &mut out);
+        wc.store(0x80, &[3], Purpose::UNTAGGED, 0, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].addr, 0x0);
         assert_eq!(
@@ -212,8 +212,8 @@ mod tests {
     fn partial_lines_leave_as_runs() {
         let mut wc = WriteCombiningBuffer::new(2);
         let mut out = Vec::new();
-        wc.store(0x100, &[1, 2, 3, 4], Purpose::Doorbell, 0, &mut out);
-        wc.store(0x110, &[5; 8], Purpose::Doorbell, 0, &mut out);
+        wc.store(0x100, &[1, 2, 3, 4], Purpose::new(3), 0, &mut out);
+        wc.store(0x110, &[5; 8], Purpose::new(3), 0, &mut out);
         wc.drain(&mut out);
         let runs: Vec<_> = out[0].runs().collect();
         assert_eq!(runs, vec![(0, 4), (16, 8)]);
@@ -223,7 +223,7 @@ mod tests {
     fn a_store_spanning_lines_splits() {
         let mut wc = WriteCombiningBuffer::new(4);
         let mut out = Vec::new();
-        wc.store(0x30, &[9; 128], Purpose::Other, 0, &mut out);
+        wc.store(0x30, &[9; 128], Purpose::UNTAGGED, 0, &mut out);
         // 0x30..0x40 partial, 0x40..0x80 full (leaves), 0x80..0xb0 partial
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].addr, 0x40);
@@ -235,12 +235,12 @@ mod tests {
         let mut wc = WriteCombiningBuffer::new(4);
         let mut out = Vec::new();
         for a in [0x0u64, 0x40, 0x80] {
-            wc.store(a + 3, &[1], Purpose::Other, 0, &mut out);
+            wc.store(a + 3, &[1], Purpose::UNTAGGED, 0, &mut out);
         }
         assert_eq!(wc.take_line(0x47).map(|l| (l.addr, l.seq)), Some((0x40, 1)));
         assert_eq!(wc.take_line(0x47), None);
         assert_eq!(wc.pop_oldest().map(|l| (l.addr, l.seq)), Some((0x0, 0)));
-        wc.store(0x0, &[2], Purpose::Other, 0, &mut out);
+        wc.store(0x0, &[2], Purpose::UNTAGGED, 0, &mut out);
         assert_eq!(
             wc.lines().iter().map(|l| (l.addr, l.seq)).collect::<Vec<_>>(),
             vec![(0x80, 2), (0x0, 3)]
@@ -253,7 +253,7 @@ mod tests {
         let mut wc = WriteCombiningBuffer::unbounded();
         let mut out = Vec::new();
         for i in 0..100u64 {
-            wc.store(i * 64, &[1], Purpose::Other, 0, &mut out);
+            wc.store(i * 64, &[1], Purpose::UNTAGGED, 0, &mut out);
         }
         assert!(out.is_empty());
         assert_eq!(wc.lines().len(), 100);

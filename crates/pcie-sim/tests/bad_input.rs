@@ -19,14 +19,16 @@ fn access_outside_any_bar_is_unmapped() {
     let regs = m.bar(0, BarKind::Registers).unwrap();
     let r = ex
         .block_on(async move {
-            let w = core.mmio_write(BusAddr(0x10), &[0; 4], Purpose::Other, 0).await;
+            let w = core
+                .mmio_write(BusAddr(0x10), &[0; 4], Purpose::UNTAGGED, 0)
+                .await;
             // Straddling the end of BAR0.
             let s = core
-                .mmio_write(regs + (0x4000 - 4), &[0; 8], Purpose::Other, 0)
+                .mmio_write(regs + (0x4000 - 4), &[0; 8], Purpose::UNTAGGED, 0)
                 .await;
             let mut b = [0u8; 4];
             let r = core
-                .mmio_read(BusAddr(0xFFFF_0000), &mut b, Purpose::Other, 0)
+                .mmio_read(BusAddr(0xFFFF_0000), &mut b, Purpose::UNTAGGED, 0)
                 .await;
             (w, s, r)
         })
@@ -45,12 +47,12 @@ fn misaligned_register_access_is_an_unsupported_request() {
     let read = ex
         .block_on(async move {
             // Doorbell-sized but misaligned, and aligned but 2 bytes wide.
-            core.mmio_write(db + 2, &7u32.to_le_bytes(), Purpose::Doorbell, 0)
+            core.mmio_write(db + 2, &7u32.to_le_bytes(), Purpose::new(3), 0)
                 .await
                 .unwrap();
-            core.mmio_write(db, &[1, 2], Purpose::Doorbell, 0).await.unwrap();
+            core.mmio_write(db, &[1, 2], Purpose::new(3), 0).await.unwrap();
             let mut b = [0u8; 4];
-            core.mmio_read(db + 1, &mut b, Purpose::Register, 0).await
+            core.mmio_read(db + 1, &mut b, Purpose::new(5), 0).await
         })
         .unwrap();
     ex.run();
@@ -64,12 +66,12 @@ fn dma_outside_host_memory_fails_and_changes_nothing() {
     let (ex, m, dev) = setup();
     let size = m.memory().size();
     let port = dev.port.clone();
-    let w = port.dma_write(BusAddr(size - 2), &[1, 2, 3, 4], Purpose::DataBlock, 0);
+    let w = port.dma_write(BusAddr(size - 2), &[1, 2, 3, 4], Purpose::new(2), 0);
     assert!(matches!(w, Err(PcieError::OutsideHostMemory { .. })));
     let r = ex
         .block_on(async move {
             let mut b = [0u8; 64];
-            port.dma_read(BusAddr(size + 4096), &mut b, Purpose::DataBlock, 0)
+            port.dma_read(BusAddr(size + 4096), &mut b, Purpose::new(2), 0)
                 .await
         })
         .unwrap();
@@ -89,11 +91,11 @@ fn wc_store_to_registers_and_writes_to_a_disabled_pmr_are_refused() {
     dev.set_pmr_enabled(false);
     let r = ex
         .block_on(async move {
-            let a = core.wc_store(regs, &[1; 8], Purpose::Other, 0).await;
-            core.wc_store(pmr, &[1; 64], Purpose::Other, 0).await.unwrap();
+            let a = core.wc_store(regs, &[1; 8], Purpose::UNTAGGED, 0).await;
+            core.wc_store(pmr, &[1; 64], Purpose::UNTAGGED, 0).await.unwrap();
             core.mfence().await.unwrap();
             let mut b = [0u8; 8];
-            let rd = core.mmio_read(pmr, &mut b, Purpose::Other, 0).await;
+            let rd = core.mmio_read(pmr, &mut b, Purpose::UNTAGGED, 0).await;
             (a, rd)
         })
         .unwrap();
@@ -113,7 +115,7 @@ fn unknown_core_and_oversized_read_are_errors() {
     let r = ex
         .block_on(async move {
             let mut big = vec![0u8; (1 << 20) + 1];
-            core.mmio_read(pmr, &mut big, Purpose::Other, 0).await
+            core.mmio_read(pmr, &mut big, Purpose::UNTAGGED, 0).await
         })
         .unwrap();
     assert!(matches!(r, Err(PcieError::TooLarge { .. })));

@@ -26,16 +26,16 @@ fn run(seed: u64) -> (u64, usize, Vec<pcie_sim::TraceEntry>) {
                 let addr = pmr + (c as u64 * 0x10000 + i * 256);
                 match op {
                     0 => core
-                        .wc_store(addr, &vec![i as u8; len], Purpose::QueueEntry, 0)
+                        .wc_store(addr, &vec![i as u8; len], Purpose::new(1), 0)
                         .await
                         .unwrap(),
                     1 => core.mfence().await.unwrap(),
                     2 => core
-                        .mmio_read(addr, &mut [], Purpose::FlushRead, 0)
+                        .mmio_read(addr, &mut [], Purpose::FLUSH_READ, 0)
                         .await
                         .unwrap(),
                     3 => core
-                        .mmio_write(regs + DOORBELL, &(i as u32).to_le_bytes(), Purpose::Doorbell, 0)
+                        .mmio_write(regs + DOORBELL, &(i as u32).to_le_bytes(), Purpose::new(3), 0)
                         .await
                         .unwrap(),
                     _ => core.compute(Cycles(cycles)).await,
@@ -50,10 +50,10 @@ fn run(seed: u64) -> (u64, usize, Vec<pcie_sim::TraceEntry>) {
         for i in 0..30u16 {
             let len = s2.with_rng(|r| r.gen_range(1..9000usize));
             let mut b = vec![0u8; len];
-            port.dma_read(host_buf.bus(), &mut b, Purpose::DataBlock, 0)
+            port.dma_read(host_buf.bus(), &mut b, Purpose::new(2), 0)
                 .await
                 .unwrap();
-            port.dma_write(host_buf.bus() + 64, &b[..len.min(4000)], Purpose::DataBlock, 0)
+            port.dma_write(host_buf.bus() + 64, &b[..len.min(4000)], Purpose::new(2), 0)
                 .unwrap();
             port.msix(i % 2, 0);
         }

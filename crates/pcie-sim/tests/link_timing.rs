@@ -24,10 +24,7 @@ fn dma_write_of_4k_arrives_after_16_tlps_and_one_latency() {
     let link = LinkProfile::gen3_x4();
     let buf = m.memory().alloc(4096).unwrap();
     let data = vec![0xabu8; 4096];
-    let arrival = dev
-        .port
-        .dma_write(buf.bus(), &data, Purpose::DataBlock, 0)
-        .unwrap();
+    let arrival = dev.port.dma_write(buf.bus(), &data, Purpose::new(2), 0).unwrap();
     // 16 TLPs of 256 B payload, 12 B header, 8 B framing.
     let expected = SimTime::ZERO + ser(&link, 276) * 16 + link.one_way_latency;
     assert_eq!(arrival, expected);
@@ -39,9 +36,7 @@ fn dma_write_of_4k_arrives_after_16_tlps_and_one_latency() {
     ex.run_until(expected);
     m.memory().read(buf + 4095, &mut last).unwrap();
     assert_eq!(last, [0xab]);
-    let c = m
-        .counters()
-        .get(pcie_sim::EventKind::DmaWrite, Purpose::DataBlock);
+    let c = m.counters().get(pcie_sim::EventKind::DmaWrite, Purpose::new(2));
     assert_eq!(
         (c.ops, c.tlps, c.wire_bytes, c.payload_bytes),
         (1, 16, 16 * 276, 4096)
@@ -60,7 +55,7 @@ fn dma_read_of_4k_takes_requests_latency_dram_and_completions() {
     let done = ex
         .block_on(async move {
             let mut out = vec![0u8; 4096];
-            port.dma_read(buf.bus(), &mut out, Purpose::DataBlock, 0)
+            port.dma_read(buf.bus(), &mut out, Purpose::new(2), 0)
                 .await
                 .unwrap();
             assert!(out.iter().all(|b| *b == 7));
@@ -88,7 +83,7 @@ fn uncached_doorbell_write_lands_after_serialization_latency_and_service() {
     let db = m.bar(0, BarKind::Registers).unwrap() + pcie_sim::testing::DOORBELL;
     let sim = m.sim();
     ex.block_on(async move {
-        core.mmio_write(db, &5u32.to_le_bytes(), Purpose::Doorbell, 0)
+        core.mmio_write(db, &5u32.to_le_bytes(), Purpose::new(3), 0)
             .await
             .unwrap();
     })

@@ -95,7 +95,7 @@ fn run(programs: Vec<Vec<Op>>) -> Run {
                             mine.push((next + s * 8, v));
                             stores.borrow_mut().push((c, next + s * 8, v));
                         }
-                        core.wc_store(BusAddr(next), &bytes, Purpose::QueueEntry, c as u32)
+                        core.wc_store(BusAddr(next), &bytes, Purpose::new(1), c as u32)
                             .await
                             .unwrap();
                         next += n as u64 * 8;
@@ -103,7 +103,7 @@ fn run(programs: Vec<Vec<Op>>) -> Run {
                     Op::Fence => core.mfence().await.unwrap(),
                     Op::Clflush => core.clflush(BusAddr(next.saturating_sub(8))).await.unwrap(),
                     Op::ZeroRead => {
-                        core.mmio_read(BusAddr(pmr.0), &mut [], Purpose::FlushRead, c as u32)
+                        core.mmio_read(BusAddr(pmr.0), &mut [], Purpose::FLUSH_READ, c as u32)
                             .await
                             .unwrap();
                         // Every store this core made before the read is now
@@ -121,7 +121,7 @@ fn run(programs: Vec<Vec<Op>>) -> Run {
                         }
                     }
                     Op::Doorbell => core
-                        .mmio_write(regs + DOORBELL, &1u32.to_le_bytes(), Purpose::Doorbell, 0)
+                        .mmio_write(regs + DOORBELL, &1u32.to_le_bytes(), Purpose::new(3), 0)
                         .await
                         .unwrap(),
                 }

@@ -30,25 +30,21 @@ fn states_at_return(skip: PersistSkips, uncached_read_after: bool) -> (usize, us
     let p2 = point.clone();
     m.sim().spawn(async move {
         // Earlier traffic, so the link is not idle.
-        core.persistent_write(
-            pmr + 0x40,
-            &[7; 64],
-            Purpose::QueueEntry,
-            1,
-            PersistSkips::default(),
-        )
-        .await
-        .unwrap();
-        // Another core's store nobody flushes: a line pending at the end.
-        other
-            .wc_store(pmr + 0x400, &[9; 8], Purpose::QueueEntry, 1)
+        core.persistent_write(pmr + 0x40, &[7; 64], Purpose::new(1), 1, PersistSkips::default())
             .await
             .unwrap();
-        core.persistent_write(pmr + AT, &BYTES, Purpose::OrderingQueue, 2, skip)
+        // Another core's store nobody flushes: a line pending at the end.
+        other
+            .wc_store(pmr + 0x400, &[9; 8], Purpose::new(1), 1)
+            .await
+            .unwrap();
+        core.persistent_write(pmr + AT, &BYTES, Purpose::new(8), 2, skip)
             .await
             .unwrap();
         if uncached_read_after {
-            core.mmio_read(pmr, &mut [], Purpose::FlushRead, 2).await.unwrap();
+            core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 2)
+                .await
+                .unwrap();
         }
         p2.set(m2.trace().len() as usize);
     });

@@ -87,22 +87,22 @@ fn run(programs: Vec<Vec<Op>>, looks: Vec<u16>) -> (Machine, Vec<Snapshot>) {
                                 value
                             })
                             .collect();
-                        core.wc_store(pmr + u64::from(off), &bytes, Purpose::QueueEntry, c as u32)
+                        core.wc_store(pmr + u64::from(off), &bytes, Purpose::new(1), c as u32)
                             .await
                             .unwrap();
                     }
                     Op::Fence => core.mfence().await.unwrap(),
                     Op::Clflush(off) => core.clflush(pmr + u64::from(off)).await.unwrap(),
                     Op::WcRead => core
-                        .wc_read(BusAddr(pmr.0), &mut [], Purpose::FlushRead, c as u32)
+                        .wc_read(BusAddr(pmr.0), &mut [], Purpose::FLUSH_READ, c as u32)
                         .await
                         .unwrap(),
                     Op::UcRead => core
-                        .mmio_read(BusAddr(pmr.0), &mut [], Purpose::FlushRead, c as u32)
+                        .mmio_read(BusAddr(pmr.0), &mut [], Purpose::FLUSH_READ, c as u32)
                         .await
                         .unwrap(),
                     Op::Doorbell => core
-                        .mmio_write(regs + DOORBELL, &1u32.to_le_bytes(), Purpose::Doorbell, 0)
+                        .mmio_write(regs + DOORBELL, &1u32.to_le_bytes(), Purpose::new(3), 0)
                         .await
                         .unwrap(),
                     Op::Idle(ns) => m2.sim().sleep(SimDuration::from_ns(u64::from(ns))).await,
@@ -170,8 +170,8 @@ fn a_store_during_an_idle_drain_is_not_lost_to_the_crash_model() {
     let after_store = Rc::new(RefCell::new(None));
     let a2 = after_store.clone();
     m.sim().spawn(async move {
-        core.wc_store(pmr, &[1; 8], Purpose::QueueEntry, 0).await.unwrap();
-        core.wc_store(pmr + 0x40, &[2; 8], Purpose::QueueEntry, 0)
+        core.wc_store(pmr, &[1; 8], Purpose::new(1), 0).await.unwrap();
+        core.wc_store(pmr + 0x40, &[2; 8], Purpose::new(1), 0)
             .await
             .unwrap();
         // Wait until the evictor sent the first line but not the second.
@@ -185,7 +185,7 @@ fn a_store_during_an_idle_drain_is_not_lost_to_the_crash_model() {
             m2.sim().sleep(SimDuration::from_ns(10)).await;
         }
         assert!(!started(&m2, pmr.0 + 0x40), "the drain waits a slot per line");
-        core.wc_store(pmr + 0x48, &[3; 8], Purpose::QueueEntry, 0)
+        core.wc_store(pmr + 0x48, &[3; 8], Purpose::new(1), 0)
             .await
             .unwrap();
         *a2.borrow_mut() = Some((m2.trace().len(), core.buffered_lines()));

@@ -4,9 +4,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use ccnvme::horae::ORDERING_QUEUE;
 use mqfs::{Ctx, Fs, FsError, Ino};
 use nvme_ctrl::SsdProfile;
-use pcie_sim::{Counters, EventKind, Purpose, SimDuration};
+use pcie_sim::{Counters, EventKind, SimDuration};
 
 use super::common::{
     block_on, device_write_bytes, run_window, BenchResult, LatStats, Rig, Span, System, Tally,
@@ -229,7 +230,7 @@ fn point(
         device_mbps: written / secs / 1e6,
         blocks_per_op: written / 4096.0 / ops,
         mmio_per_op: c.kind(EventKind::MmioWrite).ops as f64 / ops,
-        ordering_mmio_per_op: c.get(EventKind::MmioWrite, Purpose::OrderingQueue).ops as f64 / ops,
+        ordering_mmio_per_op: c.get(EventKind::MmioWrite, ORDERING_QUEUE).ops as f64 / ops,
         irqs_per_op: c.kind(EventKind::Msix).ops as f64 / ops,
         extra_files,
     }

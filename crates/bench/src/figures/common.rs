@@ -9,7 +9,8 @@ use std::rc::Rc;
 use mqfs::testing::{format_and_mount, machine, TestFs};
 use mqfs::{Ctx, Fs, FsError, FsProfile, Ino, Mode};
 use nvme_ctrl::SsdProfile;
-use pcie_sim::{Counters, EventKind, Purpose, SimDuration, SimTime, TraceMode};
+use nvme_spec::traffic;
+use pcie_sim::{Counters, EventKind, SimDuration, SimTime, TraceMode};
 
 /// An error of a figure run: the crate's one error type.
 pub use crate::Error as BenchError;
@@ -292,7 +293,7 @@ pub fn mean(xs: &[f64]) -> f64 {
 
 /// Data-block bytes the device fetched by DMA (what it was asked to write).
 pub fn device_write_bytes(c: &Counters) -> u64 {
-    c.get(EventKind::DmaReadCompletion, Purpose::DataBlock)
+    c.get(EventKind::DmaReadCompletion, traffic::DATA_BLOCK)
         .payload_bytes
 }
 

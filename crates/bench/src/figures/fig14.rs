@@ -5,7 +5,8 @@
 
 use mqfs::{Ctx, Mode};
 use nvme_ctrl::SsdProfile;
-use pcie_sim::{Counters, EventKind, Purpose};
+use nvme_spec::traffic;
+use pcie_sim::{Counters, EventKind};
 
 use super::common::{block_on, mean, BenchResult, Rig};
 use super::output::{Panel, Table};
@@ -150,7 +151,7 @@ pub fn measure(v: Variant, p: &Params) -> BenchResult<Breakdown> {
         write: us(1),
         sync: us(2),
         blocks: counters
-            .get(EventKind::DmaReadCompletion, Purpose::DataBlock)
+            .get(EventKind::DmaReadCompletion, traffic::DATA_BLOCK)
             .payload_bytes as f64
             / 4096.0
             / n,

@@ -21,9 +21,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use nvme_ctrl::{Controller, ControllerConfig, Media, SsdProfile};
-use pcie_sim::{
-    CpuProfile, EventKind, Executor, HostAddr, Machine, MachineProfile, Purpose, SimDuration, TraceMode,
-};
+use nvme_spec::traffic;
+use pcie_sim::{CpuProfile, EventKind, Executor, HostAddr, Machine, MachineProfile, SimDuration, TraceMode};
 use rand::Rng;
 
 use ccnvme::bio::{Bio, BioFlags, TxId};
@@ -188,7 +187,7 @@ pub fn run(
     let c = m.counters().since(&before);
     // The device pulls written data as completions of its DMA reads.
     let written = c
-        .get(EventKind::DmaReadCompletion, Purpose::DataBlock)
+        .get(EventKind::DmaReadCompletion, traffic::DATA_BLOCK)
         .payload_bytes;
     Ok(TxResult {
         tps: done.get() as f64 / elapsed,

@@ -29,9 +29,9 @@
 //! hook does in Linux. With a volatile cache `dr` is never set: only
 //! `flushed` makes entries durable.
 //!
-//! Every write to the region uses [`Purpose::OrderingQueue`] (so
+//! Every write to the region uses [`ORDERING_QUEUE`] (so
 //! [`crate::Traffic::ordering_mmio`] counts it apart from Table 1's MMIO
-//! column) and its zero-length read uses [`Purpose::FlushRead`]. A DRAM
+//! column) and its zero-length read uses [`Purpose::FLUSH_READ`]. A DRAM
 //! write-through mirror of the region serves every read: normal operation
 //! issues no MMIO read but those zero-length reads (Horae 5.2
 //! "Optimization"). Only [`OrderingQueue::attach`] and [`recover`] read
@@ -98,6 +98,12 @@ pub const ORDERING_LAYER_COST: SimDuration = SimDuration::from_ns(700);
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
 /// ordering queue (the ccNVMe queues use their index).
 pub const ORDERING_QUEUE_ID: u16 = u16::MAX;
+
+/// The traffic tag of every write to the ordering queue's region and its
+/// pointers (Horae's own; the machine and `nvme_spec::traffic` leave value
+/// 8 to it). [`crate::Traffic::ordering_mmio`] counts it apart from
+/// Table 1's MMIO column.
+pub const ORDERING_QUEUE: Purpose = Purpose::new(8);
 
 /// Attribution tag of ordering-queue bus traffic ("OQ" in the top half).
 const ATTR: u32 = 0x4F51_0000;
@@ -210,14 +216,8 @@ pub(crate) fn region_of(dev: &BlockDevice) -> Result<(BusAddr, u64), DriverError
 /// then a zero-length read through the WC mapping that cannot pass the
 /// write).
 pub(crate) async fn persist(core: &Core, pmr: BusAddr, at: u64, bytes: &[u8]) -> Result<(), DriverError> {
-    core.persistent_write(
-        pmr + at,
-        bytes,
-        Purpose::OrderingQueue,
-        ATTR,
-        PersistSkips::default(),
-    )
-    .await?;
+    core.persistent_write(pmr + at, bytes, ORDERING_QUEUE, ATTR, PersistSkips::default())
+        .await?;
     Ok(())
 }
 
@@ -234,13 +234,12 @@ pub(crate) async fn read_region_head(
         ));
     }
     let mut h = [0u8; 64];
-    core.mmio_read(pmr + start, &mut h, Purpose::OrderingQueue, ATTR)
-        .await?;
+    core.mmio_read(pmr + start, &mut h, ORDERING_QUEUE, ATTR).await?;
     let Some(l) = RegionLayout::parse_header(&h, start, pmr_bytes).map_err(corrupt)? else {
         return Ok(None);
     };
     let mut p = [0u8; (layout::RING - layout::HEAD) as usize];
-    core.mmio_read(pmr + start + layout::HEAD, &mut p, Purpose::OrderingQueue, ATTR)
+    core.mmio_read(pmr + start + layout::HEAD, &mut p, ORDERING_QUEUE, ATTR)
         .await?;
     let at = |o: u64| u64::from_le_bytes(layout::le8(&p[(o - layout::HEAD) as usize..]));
     let ptrs = [at(layout::HEAD), at(layout::FLUSHED), at(layout::TAIL)];

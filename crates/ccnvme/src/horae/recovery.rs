@@ -21,7 +21,7 @@
 
 use std::rc::Rc;
 
-use pcie_sim::Purpose;
+use super::ORDERING_QUEUE;
 
 use super::layout::{self, RawEntry, RegionLayout};
 use super::{corrupt, persist, read_region_head, region_of, ATTR};
@@ -142,7 +142,7 @@ pub async fn recover(dev: &Rc<BlockDevice>) -> Result<HoraeRecovery, DriverError
             .min(l.capacity as u64 - first_slot)
             .min(4096 / layout::ENTRY_BYTES);
         let bytes = &mut buf[..(n * layout::ENTRY_BYTES) as usize];
-        core.mmio_read(pmr + start + l.slot(seq), bytes, Purpose::OrderingQueue, ATTR)
+        core.mmio_read(pmr + start + l.slot(seq), bytes, ORDERING_QUEUE, ATTR)
             .await?;
         for raw in bytes.chunks_exact(layout::ENTRY_BYTES as usize) {
             let mut b = [0u8; 16];

@@ -540,17 +540,19 @@ mod tests {
             m.sim().spawn(async move {
                 for i in 0..20u64 {
                     let addr = pmr + (c as u64 * 0x4000 + i * 100);
-                    core.wc_store(addr, &[i as u8 + 1; 70], Purpose::Other, 0)
+                    core.wc_store(addr, &[i as u8 + 1; 70], Purpose::UNTAGGED, 0)
                         .await
                         .unwrap();
                     if i % 3 == 0 {
-                        core.mmio_write(addr + 8000, &[0xab; 8], Purpose::Other, 0)
+                        core.mmio_write(addr + 8000, &[0xab; 8], Purpose::UNTAGGED, 0)
                             .await
                             .unwrap();
                     }
                 }
                 core.mfence().await.unwrap();
-                core.mmio_read(pmr, &mut [], Purpose::FlushRead, 0).await.unwrap();
+                core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0)
+                    .await
+                    .unwrap();
             });
         }
         ex.run();
