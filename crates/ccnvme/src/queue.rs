@@ -11,8 +11,8 @@ use nvme_ctrl::queues::{CQE_BYTES, SQE_BYTES};
 use nvme_ctrl::spec::command::SubmissionEntry;
 use nvme_ctrl::spec::completion::CompletionEntry;
 use nvme_ctrl::spec::regs;
-use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::{BusAddr, Core, HostAddr, Machine, Purpose};
+use tokio::sync::{Mutex, Notify};
 
 use crate::bio::{Bio, Done};
 use crate::command::{build_command, PrpPool};

@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, BlockDevice, Done};
-use pcie_sim::sync::{Mutex, Semaphore};
 use pcie_sim::{HostAddr, Machine, SimDuration};
+use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
 use crate::cache::{BufferCache, CachedBlock, FilePages};
 use crate::error::FsError;
@@ -83,15 +83,29 @@ pub struct Fs {
     pub(crate) pages: Rc<RefCell<Vec<HostAddr>>>,
 }
 
-/// Held by an operation for its duration.
+/// Held by an operation for its duration: one permit of the gate,
+/// returned when dropped.
 #[derive(Debug)]
 pub struct OpGuard<'a> {
-    pub(crate) fs: &'a Fs,
+    pub(crate) _permit: SemaphorePermit<'a>,
 }
 
-impl Drop for OpGuard<'_> {
-    fn drop(&mut self) {
-        self.fs.gate.release(1);
+/// Every permit of the gate: no operation is half-way while it is held
+/// (a journal snapshot). Returned when dropped.
+#[derive(Debug)]
+pub(crate) struct Frozen<'a> {
+    _permits: SemaphorePermit<'a>,
+}
+
+impl Fs {
+    /// Waits until no operation is half-way and keeps new ones out until the
+    /// returned guard is dropped. The gate is FIFO: operations that arrive
+    /// after this call wait behind it.
+    pub(crate) async fn freeze(&self) -> Frozen<'_> {
+        match self.gate.acquire_many(crate::ops::GATE).await {
+            Ok(permits) => Frozen { _permits: permits },
+            Err(_) => unreachable!("the operation gate is never closed"),
+        }
     }
 }
 

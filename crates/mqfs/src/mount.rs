@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use ccnvme::horae::{self, OrderingQueue};
 use ccnvme::{Bio, BioFlags, BlockDevice, ProbeOptions};
-use pcie_sim::sync::{Mutex, Semaphore};
+use tokio::sync::{Mutex, Semaphore};
 
 use crate::cache::BufferCache;
 use crate::error::FsError;
@@ -232,7 +232,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         next_block: Cell::new(0),
         next_ino: Cell::new(FIRST_INO),
         rename_lock: Mutex::new(()),
-        gate: Semaphore::new(GATE),
+        gate: Semaphore::new(GATE as usize),
         pages: Rc::new(RefCell::new(Vec::new())),
     });
     let raw = fs.read_raw(ctx, 0).await?;

@@ -18,8 +18,8 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use pcie_sim::sync::{Notify, Semaphore};
 use pcie_sim::{DevicePort, Sim, SimDuration, SimTime, TraceMode};
+use tokio::sync::{Notify, Semaphore};
 
 use crate::events;
 use crate::media::{Block, Media, BLOCK};
@@ -239,7 +239,12 @@ impl Backend {
     async fn insert(&self, cache: &Rc<Cache>, b: u64, data: Block, urgent: bool, attr: u32) -> u64 {
         let present = cache.entries.borrow().contains_key(&b);
         if !present {
-            cache.space.acquire(1).await;
+            // The permit is held by the cache entry until it is destaged
+            // clean; `destage_loop` returns it with `add_permits`.
+            match cache.space.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => unreachable!("the cache space semaphore is never closed"),
+            }
         }
         let v = self.next_version.get();
         self.next_version.set(v + 1);
@@ -314,7 +319,7 @@ impl Backend {
             if clean {
                 entries.remove(&b);
                 drop(entries);
-                cache.space.release(1);
+                cache.space.add_permits(1);
             }
             cache.destaged.notify_waiters();
         }

@@ -5,10 +5,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::{Rc, Weak};
 
-use pcie_sim::sync::{Notify, Semaphore};
 use pcie_sim::{
     BarLayout, DevicePort, Endpoint, Machine, PageStore, PmrBar, RegisterAccess, Sim, Unsupported,
 };
+use tokio::sync::{Notify, Semaphore};
 
 use crate::backend::Backend;
 use crate::error::CtrlError;

@@ -78,7 +78,12 @@ impl Controller {
     /// The arbiter: runs for the life of the controller.
     pub(crate) async fn fetch_loop(self: Rc<Self>) {
         loop {
-            self.slots.acquire(1).await;
+            // The permit belongs to the command task spawned below, which
+            // returns it with `add_permits` when the command is done.
+            match self.slots.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => unreachable!("the command slot semaphore is never closed"),
+            }
             let picked = loop {
                 if let Some(p) = self.arbitrate() {
                     break p;
@@ -135,7 +140,7 @@ impl Controller {
             sq.inflight.set(sq.inflight.get().saturating_sub(1));
         }
         self.sq_drained.notify_waiters();
-        self.slots.release(1);
+        self.slots.add_permits(1);
     }
 
     /// Writes a completion entry for command `cid` of `sqid` to its CQ and

@@ -2,8 +2,8 @@
 
 use std::cell::Cell;
 
-use pcie_sim::sync::Notify;
 use pcie_sim::SimTime;
+use tokio::sync::Notify;
 
 /// Bytes per submission queue entry (CC.IOSQES = 6).
 pub const SQE_BYTES: u64 = 64;

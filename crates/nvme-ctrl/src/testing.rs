@@ -53,7 +53,7 @@ pub struct TestHost {
     /// BAR0 of the controller.
     pub bar0: BusAddr,
     pairs: Rc<RefCell<HashMap<u16, Pair>>>,
-    progress: Rc<pcie_sim::sync::Notify>,
+    progress: Rc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for TestHost {
@@ -73,7 +73,7 @@ impl TestHost {
             core: machine.core(core)?,
             bar0,
             pairs: Rc::new(RefCell::new(HashMap::new())),
-            progress: Rc::new(pcie_sim::sync::Notify::new()),
+            progress: Rc::new(tokio::sync::Notify::new()),
         })
     }
 

@@ -27,14 +27,13 @@ use std::rc::Rc;
 
 use ccnvme::horae::OrderingQueue;
 use ccnvme::{Bio, BioFlags, Done};
-use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::HostAddr;
+use tokio::sync::{Mutex, Notify};
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino};
 use crate::journal::format::{AreaSuper, Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
 use crate::layout::{crc, BLOCK};
-use crate::ops::GATE;
 
 /// A committed transaction found by recovery: (sequence, (home, log
 /// offset) of each copy, revoked blocks).
@@ -223,7 +222,7 @@ impl Jbd {
     pub(crate) async fn commit(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
         let _c = self.commit_lock.lock().await;
         // Freeze: no operation is half-way while the snapshot is taken.
-        fs.gate.acquire(GATE).await;
+        let frozen = fs.freeze().await;
         let (tid, running) = {
             let mut st = self.st.borrow_mut();
             let r = std::mem::take(&mut st.running);
@@ -248,7 +247,7 @@ impl Jbd {
                 }
             }
         }
-        fs.gate.release(GATE);
+        drop(frozen);
         let revokes: Vec<u64> = running.revokes.into_iter().collect();
         if snapshots.is_empty() && revokes.is_empty() {
             if !data.is_empty() {

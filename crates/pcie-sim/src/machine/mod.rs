@@ -26,12 +26,12 @@ use crate::link::{Serializer, TlpKind};
 use crate::pmr::PageStore;
 use crate::port::DevicePort;
 use crate::profile::MachineProfile;
-use crate::sync::Semaphore;
 use crate::time::SimTime;
 use crate::trace::{
     BusTrace, Counters, EventKind, Purpose, TraceEntry, TraceMode, FLAG_PMR, FLAG_UR, NO_PAYLOAD,
 };
 use crate::wc::WriteCombiningBuffer;
+use tokio::sync::Semaphore;
 
 mod fabric;
 

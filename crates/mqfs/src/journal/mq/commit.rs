@@ -223,18 +223,13 @@ fn runs_of(mut blocks: Vec<(u64, Box<[u8; BLOCK]>)>, max: usize) -> Vec<Vec<(u64
 
 /// A page lock held across I/O (shadow paging off).
 pub(super) struct HeldLock {
-    block: Rc<crate::cache::CachedBlock>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl HeldLock {
     pub(super) fn take(block: Rc<crate::cache::CachedBlock>) -> Option<HeldLock> {
         // Under the gate no operation holds a page lock, so this succeeds.
-        block.lock.try_hold().then_some(HeldLock { block })
-    }
-}
-
-impl Drop for HeldLock {
-    fn drop(&mut self) {
-        self.block.lock.release_held();
+        let guard = block.lock.clone().try_lock_owned().ok()?;
+        Some(HeldLock { _guard: guard })
     }
 }

@@ -36,14 +36,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, TxId};
-use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::HostAddr;
+use tokio::sync::{Mutex, Notify};
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, InodeState};
 use crate::journal::format::{AreaSuper, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
 use crate::layout::{crc, BLOCK};
-use crate::ops::GATE;
 
 mod checkpoint;
 mod commit;
@@ -330,9 +329,9 @@ impl MqJournal {
         let _area = area.lock.lock().await;
         // Snapshot under the gate: no operation is half-way, and the id
         // is drawn in snapshot order (checklist M10).
-        fs.gate.acquire(GATE).await;
+        let frozen = fs.freeze().await;
         let snap = self.snapshot(fs, st, kind);
-        fs.gate.release(GATE);
+        drop(frozen);
         let (txid, items, revokes, held) = match snap {
             Some(s) => s,
             None => {
