@@ -394,7 +394,7 @@ fn summarize(reports: &[ExploreReport], show: usize, strict: bool) -> ExitCode {
             .violations
             .iter()
             .map(|v| &v.id)
-            .collect::<std::collections::HashSet<_>>()
+            .collect::<std::collections::BTreeSet<_>>()
             .len();
         let verdict = match (distinct, unsafe_m) {
             (0, false) => "ok",

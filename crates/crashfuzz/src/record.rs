@@ -8,7 +8,7 @@
 //! threads, each on its own core.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -347,7 +347,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     let shared = Rc::new(RefCell::new(Shared {
         model: Model::default(),
         promises: Vec::new(),
-        versions: HashMap::new(),
+        versions: BTreeMap::new(),
         refused: Vec::new(),
         spans: Vec::new(),
         fresh: Default::default(),
@@ -549,7 +549,7 @@ struct Shared {
     model: Model,
     promises: Vec<Promise>,
     /// Contents each file path had at its persistence points.
-    versions: HashMap<String, Vec<Vec<u8>>>,
+    versions: BTreeMap<String, Vec<Vec<u8>>>,
     refused: Vec<(String, String)>,
     /// Every operation started so far: trace positions and paths.
     spans: Vec<Span>,

@@ -9,7 +9,7 @@
 //! done, so other files sharing the block wait.
 
 use std::cell::{Cell, Ref, RefCell, RefMut};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -124,7 +124,7 @@ impl CachedBlock {
 /// Metadata blocks by device block number.
 #[derive(Debug, Default)]
 pub struct BufferCache {
-    blocks: RefCell<HashMap<u64, Rc<CachedBlock>>>,
+    blocks: RefCell<BTreeMap<u64, Rc<CachedBlock>>>,
 }
 
 impl BufferCache {

@@ -2,7 +2,7 @@
 //! superblock, the inode and buffer caches, and block and inode allocation.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, BlockDevice, Done};
@@ -66,7 +66,7 @@ pub struct Fs {
     pub(crate) sb: RefCell<Superblock>,
     pub(crate) profile: FsProfile,
     pub(crate) bufs: BufferCache,
-    pub(crate) inodes: RefCell<HashMap<Ino, Rc<InodeState>>>,
+    pub(crate) inodes: RefCell<BTreeMap<Ino, Rc<InodeState>>>,
     pub(crate) journal: RefCell<Option<Journal>>,
     /// Global transaction id counter (ccNVMe 5.1 linearization point).
     pub(crate) next_txid: Cell<u64>,

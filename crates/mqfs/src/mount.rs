@@ -1,7 +1,7 @@
 //! mkfs, mount (with each mode's recovery) and unmount.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use ccnvme::horae::{self, OrderingQueue};
@@ -225,7 +225,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         }),
         profile,
         bufs: BufferCache::default(),
-        inodes: RefCell::new(HashMap::new()),
+        inodes: RefCell::new(BTreeMap::new()),
         journal: RefCell::new(None),
         next_txid: Cell::new(1),
         readonly: Cell::new(false),
@@ -268,7 +268,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             let rec = dev
                 .recovery()
                 .ok_or_else(|| FsError::Unsupported("mq needs ccNVMe".into()))?;
-            let unfinished: std::collections::HashSet<u64> =
+            let unfinished: std::collections::BTreeSet<u64> =
                 rec.unfinished_ids().iter().map(|t| t.0).collect();
             let (starts, max_txid) = mq::recover(&fs, ctx, &unfinished, fs.profile.mq.rule).await?;
             // Recovery is durable: the driver may reset its queues now.

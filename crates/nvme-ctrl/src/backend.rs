@@ -14,7 +14,7 @@
 //! the power-failure model of `power.rs` replays.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -35,9 +35,9 @@ struct CacheEntry {
 }
 
 struct Cache {
-    entries: RefCell<HashMap<u64, CacheEntry>>,
+    entries: RefCell<BTreeMap<u64, CacheEntry>>,
     /// Highest version of each block known to be on the media.
-    durable: RefCell<HashMap<u64, u64>>,
+    durable: RefCell<BTreeMap<u64, u64>>,
     queues: RefCell<Vec<VecDeque<u64>>>,
     work: Vec<Notify>,
     space: Semaphore,
@@ -83,8 +83,8 @@ impl Backend {
         let units = profile.units.max(1);
         let cache = profile.write_cache.as_ref().map(|c| {
             Rc::new(Cache {
-                entries: RefCell::new(HashMap::new()),
-                durable: RefCell::new(HashMap::new()),
+                entries: RefCell::new(BTreeMap::new()),
+                durable: RefCell::new(BTreeMap::new()),
                 queues: RefCell::new(vec![VecDeque::new(); units as usize]),
                 work: (0..units).map(|_| Notify::new()).collect(),
                 space: Semaphore::new(c.blocks.max(1) as usize),

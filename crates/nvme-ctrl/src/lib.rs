@@ -18,6 +18,9 @@ pub mod queues;
 pub mod spec;
 pub mod testing;
 
+#[cfg(test)]
+mod reset_order;
+
 pub use backend::Backend;
 pub use controller::{Controller, ControllerConfig};
 pub use error::CtrlError;

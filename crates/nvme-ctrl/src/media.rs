@@ -7,7 +7,7 @@
 //! blocks that differ, so building a state costs the blocks it changes and
 //! cloning one costs nothing (`imbl` maps share structure).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub struct Image {
 #[derive(Debug)]
 enum ImageData {
     /// Sparse: blocks not present read as zeros.
-    Sparse(HashMap<u64, Block>),
+    Sparse(BTreeMap<u64, Block>),
     /// A mapped file, read-only.
     Mapped(memmap2::Mmap),
 }
@@ -45,12 +45,12 @@ impl Image {
     pub fn zeroed(blocks: u64) -> Image {
         Image {
             blocks,
-            data: ImageData::Sparse(HashMap::new()),
+            data: ImageData::Sparse(BTreeMap::new()),
         }
     }
 
     /// An image holding `blocks`, zeros elsewhere.
-    pub fn from_blocks(total: u64, blocks: HashMap<u64, Block>) -> Image {
+    pub fn from_blocks(total: u64, blocks: BTreeMap<u64, Block>) -> Image {
         Image {
             blocks: total,
             data: ImageData::Sparse(blocks),
@@ -213,7 +213,7 @@ impl Media {
     pub fn freeze(&self) -> Image {
         match &self.layer {
             Layer::Cow { base, delta } => {
-                let mut blocks = HashMap::new();
+                let mut blocks = BTreeMap::new();
                 if let ImageData::Sparse(b) = &base.data {
                     blocks.extend(b.iter().map(|(k, v)| (*k, v.clone())));
                 } else {
@@ -229,7 +229,7 @@ impl Media {
                 Image::from_blocks(self.blocks, blocks)
             }
             Layer::File { map, .. } => {
-                let mut blocks = HashMap::new();
+                let mut blocks = BTreeMap::new();
                 for (i, chunk) in map.chunks_exact(BLOCK).enumerate() {
                     if chunk.iter().any(|x| *x != 0) {
                         let mut b = [0u8; BLOCK];
@@ -258,7 +258,7 @@ mod tests {
 
     #[test]
     fn cow_media_shares_base_and_keeps_writes_apart() {
-        let mut base_blocks = HashMap::new();
+        let mut base_blocks = BTreeMap::new();
         base_blocks.insert(3, Arc::new([7u8; BLOCK]));
         let base = Arc::new(Image::from_blocks(16, base_blocks));
         let mut a = Media::cow(base.clone(), imbl::HashMap::new());

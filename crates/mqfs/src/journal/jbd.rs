@@ -22,7 +22,7 @@
 //! earlier).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::horae::OrderingQueue;
@@ -73,7 +73,7 @@ struct State {
     tail: u64,
     live: VecDeque<LiveTx>,
     /// Home blocks with a copy in a live transaction.
-    journaled: HashSet<u64>,
+    journaled: BTreeSet<u64>,
 }
 
 /// The journal.
@@ -113,7 +113,7 @@ impl Jbd {
                 head_seq: seq,
                 tail,
                 live: VecDeque::new(),
-                journaled: HashSet::new(),
+                journaled: BTreeSet::new(),
             }),
             commit_lock: Mutex::new(()),
             wake_commit: Notify::new(),
@@ -409,7 +409,7 @@ impl Jbd {
             let st = self.st.borrow();
             // A copy followed by a revoke (the block was freed, and may now
             // hold file data written in place) is not written home.
-            let mut newest: HashMap<u64, &Box<[u8; BLOCK]>> = HashMap::new();
+            let mut newest: BTreeMap<u64, &Box<[u8; BLOCK]>> = BTreeMap::new();
             for t in &st.live {
                 for (b, d) in &t.blocks {
                     newest.insert(*b, d);
@@ -511,7 +511,7 @@ impl Jbd {
             }
         }
         // Revokes: a revoke in transaction T hides copies from T and earlier.
-        let mut revoked: HashMap<u64, u64> = HashMap::new();
+        let mut revoked: BTreeMap<u64, u64> = BTreeMap::new();
         for (s, _, r) in &txs {
             for b in r {
                 let e = revoked.entry(*b).or_insert(*s);

@@ -32,7 +32,7 @@
 //!   the anomaly.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, TxId};
@@ -176,7 +176,7 @@ pub(crate) struct MqJournal {
     pending: RefCell<BTreeSet<u64>>,
     pending_notify: Notify,
     /// Blocks reused as data while being checkpointed: journal them.
-    journal_data: RefCell<HashSet<u64>>,
+    journal_data: RefCell<BTreeSet<u64>>,
     /// One checkpoint at a time (it spans every area).
     checkpointing: Mutex<()>,
     /// Blocks freed whose freeing is not yet durable, with the id of the
@@ -230,7 +230,7 @@ impl MqJournal {
             turn_notify: Notify::new(),
             pending: RefCell::new(BTreeSet::new()),
             pending_notify: Notify::new(),
-            journal_data: RefCell::new(HashSet::new()),
+            journal_data: RefCell::new(BTreeSet::new()),
             checkpointing: Mutex::new(()),
             held: RefCell::new(BTreeMap::new()),
             bitmaps: (0..sb.groups).map(|g| sb.block_bitmap(g)).collect(),
@@ -427,7 +427,7 @@ impl MqJournal {
         owner: &InodeState,
         tx_owner: &InodeState,
         kind: SyncKind,
-        journal_data: &HashSet<u64>,
+        journal_data: &BTreeSet<u64>,
         items: &mut Vec<Item>,
     ) {
         let new_blocks = std::mem::take(&mut *owner.new_blocks.borrow_mut());

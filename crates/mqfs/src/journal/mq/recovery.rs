@@ -22,7 +22,7 @@ struct FoundTx {
 pub(crate) async fn recover(
     fs: &Fs,
     ctx: Ctx,
-    unfinished: &HashSet<u64>,
+    unfinished: &BTreeSet<u64>,
     rule: RecoveryRule,
 ) -> Result<(Vec<(u64, u64)>, u64), FsError> {
     let sb = fs.sb.borrow().clone();
@@ -102,7 +102,7 @@ pub(crate) async fn recover(
         .collect();
     kept.sort_by_key(|t| t.txid);
     // A revoke in transaction t hides versions from ids below t.
-    let mut revoked: HashMap<u64, u64> = HashMap::new();
+    let mut revoked: BTreeMap<u64, u64> = BTreeMap::new();
     for t in &kept {
         for b in &t.revokes {
             let e = revoked.entry(*b).or_insert(t.txid);
