@@ -41,4 +41,11 @@ pub enum DriverError {
     /// Recovery information was not acknowledged before use.
     #[error("recovery not acknowledged")]
     RecoveryPending,
+    /// The controller model could not be built.
+    #[error(transparent)]
+    Controller(#[from] nvme_ctrl::CtrlError),
+    /// The simulation could not finish the operation (deadlock or time
+    /// limit).
+    #[error("simulation: {0}")]
+    Sim(#[from] pcie_sim::RunError),
 }

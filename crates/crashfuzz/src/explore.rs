@@ -206,7 +206,7 @@ pub(crate) fn explorer_of<'a>(
         0,
         profile.volatile_cache(),
     )
-    .map_err(|e| Error::Failed(e.to_string()))
+    .map_err(Error::from)
 }
 
 /// Explores every crash state of a recorded run whose machines `cfg`

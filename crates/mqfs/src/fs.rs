@@ -238,7 +238,7 @@ impl Fs {
             let s = self.dev.wait(self.core_of(ctx), &d).await;
             self.put_page(page);
             if !s.is_success() && err.is_none() {
-                err = Some(FsError::Io(s.to_string()));
+                err = Some(FsError::Driver(ccnvme::DriverError::Command(s)));
             }
         }
         match err {

@@ -119,7 +119,7 @@ async fn write_batch(
             let s = dev.wait(ctx.core, &d).await;
             mem.free(page)?;
             if !s.is_success() {
-                return Err(FsError::Io(s.to_string()));
+                return Err(FsError::Driver(ccnvme::DriverError::Command(s)));
             }
         }
     }

@@ -136,8 +136,18 @@ impl Controller {
             self.post_completion(qid, sqe.cid(), status, dw0, generation)
                 .await;
         }
-        if let Some(sq) = self.sqs.borrow().get(&qid) {
-            sq.inflight.set(sq.inflight.get().saturating_sub(1));
+        // A reset since the fetch replaced the queues (and their counts);
+        // otherwise the SQ is still there, since deleting it waits for its
+        // commands (`delete_sq`), and this command is one of them.
+        if self.generation.get() == generation {
+            let sqs = self.sqs.borrow();
+            let Some(sq) = sqs.get(&qid) else {
+                unreachable!("SQ {qid} deleted while its command was in flight");
+            };
+            match sq.inflight.get().checked_sub(1) {
+                Some(n) => sq.inflight.set(n),
+                None => unreachable!("SQ {qid} has no command in flight, yet one finished"),
+            }
         }
         self.sq_drained.notify_waiters();
         self.slots.add_permits(1);

@@ -59,17 +59,17 @@ impl Image {
 
     /// A read-only view of a file (its length sets the size).
     pub fn open(path: &Path) -> Result<Image, CtrlError> {
-        let file = File::open(path).map_err(|e| CtrlError::Io(path.display().to_string(), e.to_string()))?;
+        let file = File::open(path).map_err(|e| CtrlError::io(path.display().to_string(), e))?;
         let len = file
             .metadata()
-            .map_err(|e| CtrlError::Io(path.display().to_string(), e.to_string()))?
+            .map_err(|e| CtrlError::io(path.display().to_string(), e))?
             .len();
         // SAFETY: the map is read-only and private to this process; the
         // project never writes an image file while a frozen image maps it
         // (images are frozen only for crash exploration, after the run).
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|e| CtrlError::Io(path.display().to_string(), e.to_string()))?;
+        let map =
+            unsafe { memmap2::Mmap::map(&file) }.map_err(|e| CtrlError::io(path.display().to_string(), e))?;
         Ok(Image {
             blocks: len / BLOCK as u64,
             data: ImageData::Mapped(map),
@@ -136,7 +136,7 @@ impl Media {
     /// Media backed by a file of `blocks` blocks, created (zero-filled) or
     /// extended if needed. Writes go to the file.
     pub fn file(path: &Path, blocks: u64) -> Result<Media, CtrlError> {
-        let io = |e: std::io::Error| CtrlError::Io(path.display().to_string(), e.to_string());
+        let io = |e: std::io::Error| CtrlError::io(path.display().to_string(), e);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -203,8 +203,7 @@ impl Media {
     /// Makes file-backed writes durable on the host file system.
     pub fn sync(&self) -> Result<(), CtrlError> {
         if let Layer::File { map, .. } = &self.layer {
-            map.flush()
-                .map_err(|e| CtrlError::Io("media".into(), e.to_string()))?;
+            map.flush().map_err(|e| CtrlError::io("media", e))?;
         }
         Ok(())
     }

@@ -190,7 +190,7 @@ impl MqJournal {
         let s = fs.dev.wait(core, &h.durable).await;
         if !s.is_success() {
             fs.readonly.set(true);
-            return Err(FsError::Io(s.to_string()));
+            return Err(FsError::Driver(ccnvme::DriverError::Command(s)));
         }
         if self.opts.rule == RecoveryRule::GlobalPrefix {
             // Every lower id durable too: recovery keeps a prefix.
