@@ -4,8 +4,8 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use nvme_spec::completion::Status;
-use pcie_sim::sync::Notify;
 use pcie_sim::HostAddr;
+use tokio::sync::Notify;
 
 /// A transaction identifier (ccNVMe Table 2: dwords 2-3 of the command).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

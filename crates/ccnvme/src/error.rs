@@ -41,4 +41,8 @@ pub enum DriverError {
     /// Recovery information was not acknowledged before use.
     #[error("recovery not acknowledged")]
     RecoveryPending,
+    /// The simulation could not finish the operation (deadlock or time
+    /// limit).
+    #[error("simulation: {0}")]
+    Sim(#[from] pcie_sim::RunError),
 }

@@ -29,8 +29,8 @@ use std::rc::Rc;
 use nvme_spec::command::{SubmissionEntry, TxFlags};
 use nvme_spec::completion::Status;
 use nvme_spec::traffic;
-use pcie_sim::sync::{Notify, Semaphore};
 use pcie_sim::{BusAddr, Core, Machine, PersistSkips, Purpose, SimTime};
+use tokio::sync::{Notify, Semaphore};
 
 use crate::bio::{Bio, BioFlags, BioOp, Done, TxId};
 use crate::command::{build_command, PrpPool};
@@ -156,7 +156,12 @@ impl PersistentSq {
     /// Starts a transaction on this queue: waits until no other
     /// transaction is open here.
     pub async fn begin(self: &Rc<Self>, txid: TxId) -> OpenTx {
-        self.open.acquire(1).await;
+        // The permit belongs to the `OpenTx`, which returns it with
+        // `add_permits` when it commits or is dropped.
+        match self.open.acquire().await {
+            Ok(permit) => permit.forget(),
+            Err(_) => unreachable!("a PSQ's open-transaction semaphore is never closed"),
+        }
         OpenTx {
             psq: self.clone(),
             txid,
@@ -438,7 +443,7 @@ impl OpenTx {
         self.count += 1;
         let h = self.psq.commit(&self, before_ring).await;
         self.committed = true;
-        self.psq.open.release(1);
+        self.psq.open.add_permits(1);
         h
     }
 }
@@ -447,7 +452,7 @@ impl Drop for OpenTx {
     fn drop(&mut self) {
         if !self.committed {
             self.psq.tail.set(self.start);
-            self.psq.open.release(1);
+            self.psq.open.add_permits(1);
         }
     }
 }

@@ -12,8 +12,8 @@ use nvme_spec::completion::CompletionEntry;
 use nvme_spec::regs;
 use nvme_spec::traffic;
 use nvme_spec::{CQE_BYTES, SQE_BYTES};
-use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::{BusAddr, Core, HostAddr, Machine};
+use tokio::sync::{Mutex, Notify};
 
 use crate::bio::{Bio, Done};
 use crate::command::{build_command, PrpPool};

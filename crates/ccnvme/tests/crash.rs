@@ -8,7 +8,7 @@
 mod common;
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -119,7 +119,7 @@ fn check(profile: SsdProfile, seed: u64) -> (usize, usize) {
         profile.volatile_cache(),
     )
     .unwrap();
-    let mut seen = HashSet::new();
+    let mut seen = BTreeSet::new();
     let mut checked = 0;
     for k in 0..explorer.points() {
         let (states, left_out) = explorer.states_at(k, 8, 10).unwrap();
@@ -148,7 +148,7 @@ fn check(profile: SsdProfile, seed: u64) -> (usize, usize) {
                 })
                 .unwrap()
                 .unwrap_or_else(|e| panic!("crash after {k}: probe failed: {e}"));
-            let unfinished: HashSet<u64> = rec.unfinished_ids().iter().map(|t| t.0).collect();
+            let unfinished: BTreeSet<u64> = rec.unfinished_ids().iter().map(|t| t.0).collect();
             let media = ctrl.backend();
             let block_is = |lba: u64, want: &[u8; BLOCK]| {
                 let mut b = [0u8; BLOCK];

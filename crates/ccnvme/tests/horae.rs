@@ -3,7 +3,7 @@
 //! recovery that keeps the write order, and typed errors on corrupt state.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -471,7 +471,7 @@ fn explore(profile: SsdProfile) {
     let base = Arc::new(Image::zeroed(BLOCKS));
     let mut pmr_cursor = CrashCursor::new(&trace, m.layout(), vec![PageStore::zeroed(pmr_len)]).unwrap();
     let mut media_cursor = MediaCursor::new(&trace, 0, profile.volatile_cache()).unwrap();
-    let mut seen = HashSet::new();
+    let mut seen = BTreeSet::new();
     let (mut states, mut holes, mut zeroed, mut left_out) = (0, 0, 0, 0u64);
     for k in 0..trace.entries().len() {
         pmr_cursor.advance_past(k).unwrap();

@@ -12,7 +12,7 @@
 //! fsck, the oracle and the sanity check again. Recovery itself always
 //! runs.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use ccnvme::BlockDevice;
@@ -43,7 +43,7 @@ pub struct CheckContext {
     /// Run CrashMonkey's sanity check (create and remove everywhere).
     pub sanity: bool,
     /// Verdicts by recovered image and promises (shared by the workers).
-    pub verdicts: Arc<Mutex<HashMap<u128, Vec<Failure>>>>,
+    pub verdicts: Arc<Mutex<BTreeMap<u128, Vec<Failure>>>>,
 }
 
 impl CheckContext {

@@ -68,4 +68,10 @@ pub enum Error {
         /// Where and why.
         source: ParseError,
     },
+    /// The controller's crash model refused the recorded run.
+    #[error("crash model: {0}")]
+    Crash(#[from] nvme_ctrl::CtrlError),
+    /// A report could not be written as JSON.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
 }

@@ -2,7 +2,7 @@
 //! persistence model allows there (up to a bound on the pending items),
 //! deduplicated by content hash, checked in parallel on all cores.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Instant;
 
@@ -196,7 +196,7 @@ pub(crate) fn explorer_of<'a>(
         0,
         profile.volatile_cache(),
     )
-    .map_err(|e| Error::Failed(e.to_string()))
+    .map_err(Error::from)
 }
 
 /// Explores every crash state of a recorded run whose machines `cfg`
@@ -222,7 +222,7 @@ pub fn explore_recording(
     let (tx, rx) = crossbeam::channel::bounded::<nvme_ctrl::crash::CrashState>(256);
     let (rtx, rrx) = crossbeam::channel::unbounded::<(usize, StateChoice, Vec<Failure>, f64, bool)>();
     let jobs = opts.jobs.max(1);
-    let mut seen: HashSet<u128> = HashSet::new();
+    let mut seen: BTreeSet<u128> = BTreeSet::new();
     let mut enum_err = None;
     std::thread::scope(|s| {
         for _ in 0..jobs {

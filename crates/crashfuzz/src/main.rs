@@ -279,7 +279,7 @@ fn run_saved(a: &RunArgs) -> Result<ExitCode, Error> {
 
 fn write_json(a: &RunArgs, reports: &[ExploreReport]) -> Result<(), Error> {
     if let Some(path) = &a.json {
-        let text = serde_json::to_string_pretty(reports).map_err(|e| Error::Failed(e.to_string()))?;
+        let text = serde_json::to_string_pretty(reports)?;
         std::fs::write(path, text).map_err(|source| Error::Io {
             path: path.display().to_string(),
             source,
@@ -394,7 +394,7 @@ fn summarize(reports: &[ExploreReport], show: usize, strict: bool) -> ExitCode {
             .violations
             .iter()
             .map(|v| &v.id)
-            .collect::<std::collections::HashSet<_>>()
+            .collect::<std::collections::BTreeSet<_>>()
             .len();
         let verdict = match (distinct, unsafe_m) {
             (0, false) => "ok",

@@ -3,7 +3,7 @@
 //! operation to the model only when the file system accepted it, so the
 //! model needs no error rules of its own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::workload::{pattern, Op};
 
@@ -29,7 +29,7 @@ enum Node {
 /// node).
 #[derive(Clone, Debug)]
 pub struct Model {
-    nodes: HashMap<u64, Node>,
+    nodes: BTreeMap<u64, Node>,
     next: u64,
 }
 
@@ -38,7 +38,7 @@ const ROOT: u64 = 1;
 
 impl Default for Model {
     fn default() -> Self {
-        let mut nodes = HashMap::new();
+        let mut nodes = BTreeMap::new();
         nodes.insert(ROOT, Node::Dir(BTreeMap::new()));
         Model { nodes, next: 2 }
     }

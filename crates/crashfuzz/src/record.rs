@@ -8,7 +8,7 @@
 //! threads, each on its own core.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -348,7 +348,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     let shared = Rc::new(RefCell::new(Shared {
         model: Model::default(),
         promises: PromiseBuilder::new(mode),
-        versions: HashMap::new(),
+        versions: BTreeMap::new(),
         refused: Vec::new(),
         fresh: Default::default(),
     }));
@@ -558,7 +558,7 @@ struct Shared {
     /// The promises, and the operations whose start ends them.
     promises: PromiseBuilder,
     /// Contents each file path had at its persistence points.
-    versions: HashMap<String, Vec<Vec<u8>>>,
+    versions: BTreeMap<String, Vec<Vec<u8>>>,
     refused: Vec<(String, String)>,
     /// Names made since their directory was last made durable: fdatasync
     /// does not promise them (it persists data, not the name).

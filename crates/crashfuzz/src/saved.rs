@@ -153,7 +153,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -681,7 +681,7 @@ impl Serialize for TraceOut<'_> {
         let entries = t.entries();
         let mut seq = s.serialize_seq(Some(entries.len()))?;
         // Payload offset -> the first entry that holds it.
-        let mut holder: HashMap<u64, usize> = HashMap::new();
+        let mut holder: BTreeMap<u64, usize> = BTreeMap::new();
         let mut prev = 0u64;
         for (i, e) in entries.iter().enumerate() {
             let payload = if e.payload == NO_PAYLOAD {
@@ -844,7 +844,7 @@ impl BodyIn<'_> {
             }
             pmr.write(u64::from(i) * PAGE as u64, page);
         }
-        let mut blocks = std::collections::HashMap::with_capacity(self.media.nonzero.len());
+        let mut blocks = std::collections::BTreeMap::new();
         for (b, data) in self.media.nonzero {
             let data: [u8; BLOCK] = data
                 .try_into()

@@ -40,7 +40,7 @@
 //! every thread nest properly, as the viewers require. The JSON is
 //! streamed while the trace is walked once.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -146,7 +146,7 @@ struct Track {
 #[derive(Debug, Default)]
 struct Tracks {
     tracks: Vec<Track>,
-    by_name: HashMap<(u32, String), usize>,
+    by_name: BTreeMap<(u32, String), usize>,
     next_tid: u32,
 }
 
@@ -381,13 +381,13 @@ struct Exporter<'r, W: Write> {
     events: u64,
     spans: u64,
     run_end: u64,
-    commands: HashMap<u32, Command>,
+    commands: BTreeMap<u32, Command>,
     reads: Vec<Read>,
     /// The TLP bursts in flight, at most one per direction, kind and
     /// purpose.
     bursts: Vec<Burst>,
     /// DATA_IN payload offset -> when the block came in.
-    data_in: HashMap<u64, u64>,
+    data_in: BTreeMap<u64, u64>,
 }
 
 impl<'r, W: Write> Exporter<'r, W> {
@@ -422,10 +422,10 @@ impl<'r, W: Write> Exporter<'r, W> {
             events: 0,
             spans: 0,
             run_end: entries_end.max(ops_end),
-            commands: HashMap::new(),
+            commands: BTreeMap::new(),
             reads: Vec::new(),
             bursts: Vec::new(),
-            data_in: HashMap::new(),
+            data_in: BTreeMap::new(),
         }
     }
 
@@ -795,7 +795,7 @@ impl<'r, W: Write> Exporter<'r, W> {
             self.write_burst(b)?;
         }
         let end = self.run_end;
-        let mut open: Vec<Command> = self.commands.drain().map(|(_, c)| c).collect();
+        let mut open: Vec<Command> = std::mem::take(&mut self.commands).into_values().collect();
         open.sort_by_key(|c| c.entry);
         for mut c in open {
             c.args.incomplete = true;

@@ -2,7 +2,7 @@
 //! parses back, has every track, and every span lies within the run and
 //! nests properly on its thread; a saved run exports the same bytes.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use crashfuzz::builtin::by_name;
 use crashfuzz::timeline::export;
@@ -27,8 +27,8 @@ fn a_workload_exports_every_track_with_spans_inside_the_run() {
     let run_end = json["otherData"]["run_end_us"].as_f64().expect("run end");
     assert!((run_end - stats.run_end_ps as f64 / 1e6).abs() < 1e-6);
 
-    let mut threads: HashMap<(u64, u64), String> = HashMap::new();
-    let mut processes: HashMap<u64, String> = HashMap::new();
+    let mut threads: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    let mut processes: BTreeMap<u64, String> = BTreeMap::new();
     for e in events.iter().filter(|e| e["ph"] == "M") {
         let (pid, tid) = (e["pid"].as_u64().expect("pid"), e["tid"].as_u64().expect("tid"));
         let name = e["args"]["name"].as_str().map(String::from);
@@ -47,8 +47,8 @@ fn a_workload_exports_every_track_with_spans_inside_the_run() {
     }
 
     // Spans per track (lanes folded together), and per thread.
-    let mut per_track: HashMap<String, usize> = HashMap::new();
-    let mut per_thread: HashMap<(u64, u64), Vec<(f64, f64)>> = HashMap::new();
+    let mut per_track: BTreeMap<String, usize> = BTreeMap::new();
+    let mut per_thread: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
     let mut spans = 0u64;
     for e in events.iter().filter(|e| e["ph"] == "X") {
         spans += 1;

@@ -9,11 +9,12 @@
 //! done, so other files sharing the block wait.
 
 use std::cell::{Cell, Ref, RefCell, RefMut};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
-use pcie_sim::sync::Mutex;
 use pcie_sim::{HostAddr, HostMemory};
+use tokio::sync::Mutex;
 
 use crate::error::FsError;
 use crate::layout::BLOCK;
@@ -27,8 +28,9 @@ pub struct CachedBlock {
     version: Cell<u64>,
     /// The version last captured by a journal transaction.
     journaled: Cell<u64>,
-    /// The page lock.
-    pub lock: Mutex<()>,
+    /// The page lock. Shared (`Arc`) so that a journal commit can hold it
+    /// across tasks with an owned guard until its I/O completes.
+    pub lock: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for CachedBlock {
@@ -49,7 +51,7 @@ impl CachedBlock {
             dirty: Cell::new(false),
             version: Cell::new(0),
             journaled: Cell::new(0),
-            lock: Mutex::new(()),
+            lock: Arc::new(Mutex::new(())),
         })
     }
 
@@ -122,7 +124,7 @@ impl CachedBlock {
 /// Metadata blocks by device block number.
 #[derive(Debug, Default)]
 pub struct BufferCache {
-    blocks: RefCell<HashMap<u64, Rc<CachedBlock>>>,
+    blocks: RefCell<BTreeMap<u64, Rc<CachedBlock>>>,
 }
 
 impl BufferCache {

@@ -45,6 +45,16 @@ pub enum FsError {
     /// The device failed.
     #[error("I/O error: {0}")]
     Io(String),
+    /// The block device (driver or controller) failed.
+    #[error("I/O error: {0}")]
+    Driver(#[from] DriverError),
+    /// The machine refused a host memory or bus access.
+    #[error("I/O error: {0}")]
+    Bus(#[from] pcie_sim::PcieError),
+    /// The simulation could not finish the operation (deadlock or time
+    /// limit).
+    #[error("simulation: {0}")]
+    Sim(#[from] pcie_sim::RunError),
     /// The operation is not supported in this mode or on this device.
     #[error("not supported: {0}")]
     Unsupported(String),
@@ -57,32 +67,20 @@ impl FsError {
     /// The POSIX errno value (Linux numbering).
     pub fn errno(&self) -> i32 {
         match self {
-            FsError::NotFound => 2,                        // ENOENT
-            FsError::Io(_) => 5,                           // EIO
-            FsError::Exists => 17,                         // EEXIST
-            FsError::NotDir => 20,                         // ENOTDIR
-            FsError::IsDir => 21,                          // EISDIR
-            FsError::Invalid(_) => 22,                     // EINVAL
-            FsError::TooBig => 27,                         // EFBIG
-            FsError::NoSpace => 28,                        // ENOSPC
-            FsError::ReadOnly => 30,                       // EROFS
-            FsError::TooManyLinks => 31,                   // EMLINK
-            FsError::NameTooLong => 36,                    // ENAMETOOLONG
-            FsError::NotEmpty => 39,                       // ENOTEMPTY
-            FsError::Unsupported(_) => 95,                 // EOPNOTSUPP
-            FsError::NotMqfs | FsError::Corrupt(_) => 117, // EUCLEAN
+            FsError::NotFound => 2,                                                       // ENOENT
+            FsError::Io(_) | FsError::Driver(_) | FsError::Bus(_) | FsError::Sim(_) => 5, // EIO
+            FsError::Exists => 17,                                                        // EEXIST
+            FsError::NotDir => 20,                                                        // ENOTDIR
+            FsError::IsDir => 21,                                                         // EISDIR
+            FsError::Invalid(_) => 22,                                                    // EINVAL
+            FsError::TooBig => 27,                                                        // EFBIG
+            FsError::NoSpace => 28,                                                       // ENOSPC
+            FsError::ReadOnly => 30,                                                      // EROFS
+            FsError::TooManyLinks => 31,                                                  // EMLINK
+            FsError::NameTooLong => 36,                                                   // ENAMETOOLONG
+            FsError::NotEmpty => 39,                                                      // ENOTEMPTY
+            FsError::Unsupported(_) => 95,                                                // EOPNOTSUPP
+            FsError::NotMqfs | FsError::Corrupt(_) => 117,                                // EUCLEAN
         }
-    }
-}
-
-impl From<DriverError> for FsError {
-    fn from(e: DriverError) -> Self {
-        FsError::Io(e.to_string())
-    }
-}
-
-impl From<pcie_sim::PcieError> for FsError {
-    fn from(e: pcie_sim::PcieError) -> Self {
-        FsError::Io(e.to_string())
     }
 }

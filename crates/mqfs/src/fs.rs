@@ -2,12 +2,12 @@
 //! superblock, the inode and buffer caches, and block and inode allocation.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, BlockDevice, Done};
-use pcie_sim::sync::{Mutex, Semaphore};
 use pcie_sim::{HostAddr, Machine, SimDuration};
+use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
 use crate::cache::{BufferCache, CachedBlock, FilePages};
 use crate::error::FsError;
@@ -66,7 +66,7 @@ pub struct Fs {
     pub(crate) sb: RefCell<Superblock>,
     pub(crate) profile: FsProfile,
     pub(crate) bufs: BufferCache,
-    pub(crate) inodes: RefCell<HashMap<Ino, Rc<InodeState>>>,
+    pub(crate) inodes: RefCell<BTreeMap<Ino, Rc<InodeState>>>,
     pub(crate) journal: RefCell<Option<Journal>>,
     /// Global transaction id counter (ccNVMe 5.1 linearization point).
     pub(crate) next_txid: Cell<u64>,
@@ -83,15 +83,29 @@ pub struct Fs {
     pub(crate) pages: Rc<RefCell<Vec<HostAddr>>>,
 }
 
-/// Held by an operation for its duration.
+/// Held by an operation for its duration: one permit of the gate,
+/// returned when dropped.
 #[derive(Debug)]
 pub struct OpGuard<'a> {
-    pub(crate) fs: &'a Fs,
+    pub(crate) _permit: SemaphorePermit<'a>,
 }
 
-impl Drop for OpGuard<'_> {
-    fn drop(&mut self) {
-        self.fs.gate.release(1);
+/// Every permit of the gate: no operation is half-way while it is held
+/// (a journal snapshot). Returned when dropped.
+#[derive(Debug)]
+pub(crate) struct Frozen<'a> {
+    _permits: SemaphorePermit<'a>,
+}
+
+impl Fs {
+    /// Waits until no operation is half-way and keeps new ones out until the
+    /// returned guard is dropped. The gate is FIFO: operations that arrive
+    /// after this call wait behind it.
+    pub(crate) async fn freeze(&self) -> Frozen<'_> {
+        match self.gate.acquire_many(crate::ops::GATE).await {
+            Ok(permits) => Frozen { _permits: permits },
+            Err(_) => unreachable!("the operation gate is never closed"),
+        }
     }
 }
 
@@ -224,7 +238,7 @@ impl Fs {
             let s = self.dev.wait(self.core_of(ctx), &d).await;
             self.put_page(page);
             if !s.is_success() && err.is_none() {
-                err = Some(FsError::Io(s.to_string()));
+                err = Some(FsError::Driver(ccnvme::DriverError::Command(s)));
             }
         }
         match err {

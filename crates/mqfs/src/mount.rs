@@ -1,12 +1,12 @@
 //! mkfs, mount (with each mode's recovery) and unmount.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use ccnvme::horae::{self, OrderingQueue};
 use ccnvme::{Bio, BioFlags, BlockDevice, ProbeOptions};
-use pcie_sim::sync::{Mutex, Semaphore};
+use tokio::sync::{Mutex, Semaphore};
 
 use crate::cache::BufferCache;
 use crate::error::FsError;
@@ -119,7 +119,7 @@ async fn write_batch(
             let s = dev.wait(ctx.core, &d).await;
             mem.free(page)?;
             if !s.is_success() {
-                return Err(FsError::Io(s.to_string()));
+                return Err(FsError::Driver(ccnvme::DriverError::Command(s)));
             }
         }
     }
@@ -225,14 +225,14 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         }),
         profile,
         bufs: BufferCache::default(),
-        inodes: RefCell::new(HashMap::new()),
+        inodes: RefCell::new(BTreeMap::new()),
         journal: RefCell::new(None),
         next_txid: Cell::new(1),
         readonly: Cell::new(false),
         next_block: Cell::new(0),
         next_ino: Cell::new(FIRST_INO),
         rename_lock: Mutex::new(()),
-        gate: Semaphore::new(GATE),
+        gate: Semaphore::new(GATE as usize),
         pages: Rc::new(RefCell::new(Vec::new())),
     });
     let raw = fs.read_raw(ctx, 0).await?;
@@ -268,7 +268,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             let rec = dev
                 .recovery()
                 .ok_or_else(|| FsError::Unsupported("mq needs ccNVMe".into()))?;
-            let unfinished: std::collections::HashSet<u64> =
+            let unfinished: std::collections::BTreeSet<u64> =
                 rec.unfinished_ids().iter().map(|t| t.0).collect();
             let (starts, max_txid) = mq::recover(&fs, ctx, &unfinished, fs.profile.mq.rule).await?;
             // Recovery is durable: the driver may reset its queues now.

@@ -76,7 +76,7 @@ pub struct StatFs {
 }
 
 /// Permits of the operation gate: operations take one, a freeze takes all.
-pub(crate) const GATE: usize = 1 << 30;
+pub(crate) const GATE: u32 = 1 << 30;
 
 fn attr_of(ino: Ino, i: &Inode) -> Result<Attr, FsError> {
     Ok(Attr {
@@ -101,8 +101,8 @@ async fn lock2<'a>(
     a: &'a InodeState,
     b: &'a InodeState,
 ) -> (
-    pcie_sim::sync::MutexGuard<'a, ()>,
-    Option<pcie_sim::sync::MutexGuard<'a, ()>>,
+    tokio::sync::MutexGuard<'a, ()>,
+    Option<tokio::sync::MutexGuard<'a, ()>>,
 ) {
     if a.ino == b.ino {
         return (a.lock.lock().await, None);
@@ -122,8 +122,10 @@ impl Fs {
     /// Enters an operation: charges the system call and holds the gate.
     pub(crate) async fn begin(&self, ctx: Ctx) -> Result<crate::fs::OpGuard<'_>, FsError> {
         self.cpu(ctx, self.profile.syscall).await;
-        self.gate.acquire(1).await;
-        Ok(crate::fs::OpGuard { fs: self })
+        match self.gate.acquire().await {
+            Ok(permit) => Ok(crate::fs::OpGuard { _permit: permit }),
+            Err(_) => unreachable!("the operation gate is never closed"),
+        }
     }
 
     /// Attributes of `ino`.
@@ -268,7 +270,7 @@ impl Fs {
         let st = Rc::new(InodeState {
             ino,
             inode: std::cell::RefCell::new(inode),
-            lock: pcie_sim::sync::Mutex::new(()),
+            lock: tokio::sync::Mutex::new(()),
             pages: Default::default(),
             dirty_meta: Default::default(),
             size_dirty: std::cell::Cell::new(true),

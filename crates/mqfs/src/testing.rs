@@ -91,10 +91,8 @@ pub async fn format_and_mount(
 pub fn new_fs(mode: Mode, profile: SsdProfile, blocks: u64, cores: usize) -> Result<TestFs, FsError> {
     let (ex, machine, ctrl) = machine(profile, blocks, cores, TraceMode::Off, 1);
     let m2 = machine.clone();
-    let r = ex
-        .block_on(async move { format_and_mount(&m2, mode, blocks, |_| {}, FsProfile::default()).await })
-        .map_err(|e| FsError::Io(e.to_string()))?;
-    let (dev, fs) = r?;
+    let (dev, fs) =
+        ex.block_on(async move { format_and_mount(&m2, mode, blocks, |_| {}, FsProfile::default()).await })??;
     Ok(TestFs {
         ex,
         machine,

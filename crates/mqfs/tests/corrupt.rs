@@ -4,7 +4,7 @@
 //! succeeds, walking and reading everything never panics either (and fails
 //! nowhere when fsck found no error).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
@@ -42,7 +42,7 @@ const LIMIT_PS: u64 = 120 * 1_000_000_000_000;
 struct Base {
     mode: Mode,
     /// The image's non-zero blocks.
-    blocks: HashMap<u64, Block>,
+    blocks: BTreeMap<u64, Block>,
     meta: Vec<MetaBlock>,
     kinds: Vec<MetaKind>,
 }
@@ -102,7 +102,7 @@ fn populate(mode: Mode) -> Base {
     })
     .unwrap();
     let backend = t.ctrl.backend();
-    let mut blocks = HashMap::new();
+    let mut blocks = BTreeMap::new();
     let mut buf = [0u8; BLOCK];
     for b in 0..BLOCKS {
         backend.peek(b, &mut buf);
@@ -149,7 +149,7 @@ fn base(ix: usize) -> &'static Base {
 }
 
 /// Replaced blocks.
-type Delta = HashMap<u64, Block>;
+type Delta = BTreeMap<u64, Block>;
 /// What one damage hit: the kind of block, the offset, resealed or not.
 type Hit = (MetaKind, usize, bool);
 
@@ -211,7 +211,7 @@ fn reseal(kind: MetaKind, b: &mut [u8; BLOCK], off: usize) {
 /// Applies the damages; returns the damaged blocks and what single damage
 /// (if only one) hit.
 fn apply(base: &Base, damages: &[Damage]) -> (Delta, Vec<Hit>) {
-    let mut delta: Delta = HashMap::new();
+    let mut delta: Delta = BTreeMap::new();
     let mut hits = Vec::new();
     for d in damages {
         let kind = base.kinds[d.kind % base.kinds.len()];
@@ -429,7 +429,7 @@ fn mount_image(mode: Mode, f: impl Fn(&mut [u8; BLOCK])) -> Result<Walk, FsError
     let mut sb = [0u8; BLOCK];
     b.read(0, &mut sb);
     f(&mut sb);
-    let delta = HashMap::from([(0, Arc::new(sb))]);
+    let delta = BTreeMap::from([(0, Arc::new(sb))]);
     mount_and_walk(mode, b.media(&delta)).expect("no hang")
 }
 
@@ -491,7 +491,7 @@ fn forge(base: &Base, seed: u64) -> Delta {
     let mut sbb = [0u8; BLOCK];
     base.read(0, &mut sbb);
     let sb = Superblock::decode(&sbb[..], BLOCKS).unwrap();
-    let mut delta: Delta = HashMap::new();
+    let mut delta: Delta = BTreeMap::new();
     let pick = |rng: &mut ChaCha8Rng, k: MetaKind| -> u64 {
         let v: Vec<u64> = base
             .meta

@@ -267,8 +267,15 @@ impl Controller {
             self.sq_drained.notified().await;
         }
         if let Some(sq) = self.sqs.borrow_mut().remove(&qid) {
-            if let Some(cq) = self.cqs.borrow_mut().get_mut(&sq.cq) {
-                cq.sqs = cq.sqs.saturating_sub(1);
+            // A CQ cannot be deleted while SQs use it (`delete_cq`), and it
+            // counts this SQ among them.
+            let mut cqs = self.cqs.borrow_mut();
+            let Some(cq) = cqs.get_mut(&sq.cq) else {
+                unreachable!("CQ {} deleted while SQ {qid} used it", sq.cq);
+            };
+            match cq.sqs.checked_sub(1) {
+                Some(n) => cq.sqs = n,
+                None => unreachable!("CQ {} does not count SQ {qid}", sq.cq),
             }
         }
         Status::SUCCESS

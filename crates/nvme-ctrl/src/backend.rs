@@ -14,12 +14,12 @@
 //! the power-failure model of `power.rs` replays.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use pcie_sim::sync::{Notify, Semaphore};
 use pcie_sim::{DevicePort, Sim, SimDuration, SimTime, TraceMode};
+use tokio::sync::{Notify, Semaphore};
 
 use crate::events;
 use crate::media::{Block, Media, BLOCK};
@@ -35,9 +35,9 @@ struct CacheEntry {
 }
 
 struct Cache {
-    entries: RefCell<HashMap<u64, CacheEntry>>,
+    entries: RefCell<BTreeMap<u64, CacheEntry>>,
     /// Highest version of each block known to be on the media.
-    durable: RefCell<HashMap<u64, u64>>,
+    durable: RefCell<BTreeMap<u64, u64>>,
     queues: RefCell<Vec<VecDeque<u64>>>,
     work: Vec<Notify>,
     space: Semaphore,
@@ -83,8 +83,8 @@ impl Backend {
         let units = profile.units.max(1);
         let cache = profile.write_cache.as_ref().map(|c| {
             Rc::new(Cache {
-                entries: RefCell::new(HashMap::new()),
-                durable: RefCell::new(HashMap::new()),
+                entries: RefCell::new(BTreeMap::new()),
+                durable: RefCell::new(BTreeMap::new()),
                 queues: RefCell::new(vec![VecDeque::new(); units as usize]),
                 work: (0..units).map(|_| Notify::new()).collect(),
                 space: Semaphore::new(c.blocks.max(1) as usize),
@@ -239,7 +239,12 @@ impl Backend {
     async fn insert(&self, cache: &Rc<Cache>, b: u64, data: Block, urgent: bool, attr: u32) -> u64 {
         let present = cache.entries.borrow().contains_key(&b);
         if !present {
-            cache.space.acquire(1).await;
+            // The permit is held by the cache entry until it is destaged
+            // clean; `destage_loop` returns it with `add_permits`.
+            match cache.space.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => unreachable!("the cache space semaphore is never closed"),
+            }
         }
         let v = self.next_version.get();
         self.next_version.set(v + 1);
@@ -314,7 +319,7 @@ impl Backend {
             if clean {
                 entries.remove(&b);
                 drop(entries);
-                cache.space.release(1);
+                cache.space.add_permits(1);
             }
             cache.destaged.notify_waiters();
         }

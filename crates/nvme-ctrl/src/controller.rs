@@ -2,13 +2,13 @@
 //! state the command engines share.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::{Rc, Weak};
 
-use pcie_sim::sync::{Notify, Semaphore};
 use pcie_sim::{
     BarLayout, DevicePort, Endpoint, Machine, PageStore, PmrBar, RegisterAccess, Sim, Unsupported,
 };
+use tokio::sync::{Notify, Semaphore};
 
 use crate::backend::Backend;
 use crate::error::CtrlError;
@@ -66,7 +66,7 @@ pub(crate) struct Registers {
 pub(crate) struct Features {
     pub arbitration: u32,
     pub coalescing: u32,
-    pub vector_config: HashMap<u16, u32>,
+    pub vector_config: BTreeMap<u16, u32>,
     pub async_config: u32,
     /// Queues granted by Number of Queues (1-based), once set.
     pub queues_granted: Option<(u16, u16)>,
@@ -89,9 +89,13 @@ pub struct Controller {
     pub(crate) profile: SsdProfile,
     pub(crate) lba_size: u32,
     pub(crate) regs: RefCell<Registers>,
-    pub(crate) sqs: RefCell<HashMap<u16, SubmissionQueue>>,
-    pub(crate) cqs: RefCell<HashMap<u16, CompletionQueue>>,
-    pub(crate) cq_space: RefCell<HashMap<u16, Rc<CqSpace>>>,
+    /// Submission queues by id. Ordered maps: whatever walks them (the
+    /// reset, the arbiter) does so in queue-id order on every run.
+    pub(crate) sqs: RefCell<BTreeMap<u16, SubmissionQueue>>,
+    /// Completion queues by id.
+    pub(crate) cqs: RefCell<BTreeMap<u16, CompletionQueue>>,
+    /// Per CQ, the commands waiting for a free CQ slot.
+    pub(crate) cq_space: RefCell<BTreeMap<u16, Rc<CqSpace>>>,
     pub(crate) backend: Rc<Backend>,
     pub(crate) features: RefCell<Features>,
     pub(crate) smart: RefCell<Smart>,
@@ -179,9 +183,9 @@ impl Controller {
                 cap: cap.0,
                 ..Default::default()
             }),
-            sqs: RefCell::new(HashMap::new()),
-            cqs: RefCell::new(HashMap::new()),
-            cq_space: RefCell::new(HashMap::new()),
+            sqs: RefCell::new(BTreeMap::new()),
+            cqs: RefCell::new(BTreeMap::new()),
+            cq_space: RefCell::new(BTreeMap::new()),
             backend,
             features: RefCell::new(Features::default()),
             smart: RefCell::new(Smart::default()),
@@ -369,7 +373,12 @@ impl Controller {
         self.generation.set(self.generation.get() + 1);
         self.sqs.borrow_mut().clear();
         self.cqs.borrow_mut().clear();
-        let spaces: Vec<Rc<CqSpace>> = self.cq_space.borrow_mut().drain().map(|(_, s)| s).collect();
+        // The commands waiting for room in a CQ are woken in queue-id order
+        // (the map is ordered), then FIFO per queue, so the reset schedules
+        // them the same way on every run.
+        let spaces: Vec<Rc<CqSpace>> = std::mem::take(&mut *self.cq_space.borrow_mut())
+            .into_values()
+            .collect();
         for s in spaces {
             s.notify.notify_waiters();
         }

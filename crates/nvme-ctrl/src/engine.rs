@@ -120,7 +120,12 @@ impl Controller {
     /// The arbiter: runs for the life of the controller.
     pub(crate) async fn fetch_loop(self: Rc<Self>) {
         loop {
-            self.slots.acquire(1).await;
+            // The permit belongs to the command task spawned below, which
+            // returns it with `add_permits` when the command is done.
+            match self.slots.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => unreachable!("the command slot semaphore is never closed"),
+            }
             let picked = loop {
                 if let Some(p) = self.arbitrate() {
                     break p;
@@ -186,11 +191,21 @@ impl Controller {
                 self.note_write_done(qid, &sqe, false);
             }
         }
-        if let Some(sq) = self.sqs.borrow().get(&qid) {
-            sq.inflight.set(sq.inflight.get().saturating_sub(1));
+        // A reset since the fetch replaced the queues (and their counts);
+        // otherwise the SQ is still there, since deleting it waits for its
+        // commands (`delete_sq`), and this command is one of them.
+        if self.generation.get() == generation {
+            let sqs = self.sqs.borrow();
+            let Some(sq) = sqs.get(&qid) else {
+                unreachable!("SQ {qid} deleted while its command was in flight");
+            };
+            match sq.inflight.get().checked_sub(1) {
+                Some(n) => sq.inflight.set(n),
+                None => unreachable!("SQ {qid} has no command in flight, yet one finished"),
+            }
         }
         self.sq_drained.notify_waiters();
-        self.slots.release(1);
+        self.slots.add_permits(1);
     }
 
     /// Writes a completion entry for command `cid` of `sqid` to its CQ and

@@ -63,6 +63,9 @@ pub mod prp;
 pub mod queues;
 pub mod testing;
 
+#[cfg(test)]
+mod reset_order;
+
 pub use backend::Backend;
 pub use controller::{Controller, ControllerConfig};
 pub use error::CtrlError;

@@ -7,7 +7,7 @@
 //! blocks that differ, so building a state costs the blocks it changes and
 //! cloning one costs nothing (`imbl` maps share structure).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub struct Image {
 #[derive(Debug)]
 enum ImageData {
     /// Sparse: blocks not present read as zeros.
-    Sparse(HashMap<u64, Block>),
+    Sparse(BTreeMap<u64, Block>),
     /// A mapped file, read-only.
     Mapped(memmap2::Mmap),
 }
@@ -45,12 +45,12 @@ impl Image {
     pub fn zeroed(blocks: u64) -> Image {
         Image {
             blocks,
-            data: ImageData::Sparse(HashMap::new()),
+            data: ImageData::Sparse(BTreeMap::new()),
         }
     }
 
     /// An image holding `blocks`, zeros elsewhere.
-    pub fn from_blocks(total: u64, blocks: HashMap<u64, Block>) -> Image {
+    pub fn from_blocks(total: u64, blocks: BTreeMap<u64, Block>) -> Image {
         Image {
             blocks: total,
             data: ImageData::Sparse(blocks),
@@ -59,17 +59,17 @@ impl Image {
 
     /// A read-only view of a file (its length sets the size).
     pub fn open(path: &Path) -> Result<Image, CtrlError> {
-        let file = File::open(path).map_err(|e| CtrlError::Io(path.display().to_string(), e.to_string()))?;
+        let file = File::open(path).map_err(|e| CtrlError::io(path.display().to_string(), e))?;
         let len = file
             .metadata()
-            .map_err(|e| CtrlError::Io(path.display().to_string(), e.to_string()))?
+            .map_err(|e| CtrlError::io(path.display().to_string(), e))?
             .len();
         // SAFETY: the map is read-only and private to this process; the
         // project never writes an image file while a frozen image maps it
         // (images are frozen only for crash exploration, after the run).
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|e| CtrlError::Io(path.display().to_string(), e.to_string()))?;
+        let map =
+            unsafe { memmap2::Mmap::map(&file) }.map_err(|e| CtrlError::io(path.display().to_string(), e))?;
         Ok(Image {
             blocks: len / BLOCK as u64,
             data: ImageData::Mapped(map),
@@ -136,7 +136,7 @@ impl Media {
     /// Media backed by a file of `blocks` blocks, created (zero-filled) or
     /// extended if needed. Writes go to the file.
     pub fn file(path: &Path, blocks: u64) -> Result<Media, CtrlError> {
-        let io = |e: std::io::Error| CtrlError::Io(path.display().to_string(), e.to_string());
+        let io = |e: std::io::Error| CtrlError::io(path.display().to_string(), e);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -203,8 +203,7 @@ impl Media {
     /// Makes file-backed writes durable on the host file system.
     pub fn sync(&self) -> Result<(), CtrlError> {
         if let Layer::File { map, .. } = &self.layer {
-            map.flush()
-                .map_err(|e| CtrlError::Io("media".into(), e.to_string()))?;
+            map.flush().map_err(|e| CtrlError::io("media", e))?;
         }
         Ok(())
     }
@@ -213,7 +212,7 @@ impl Media {
     pub fn freeze(&self) -> Image {
         match &self.layer {
             Layer::Cow { base, delta } => {
-                let mut blocks = HashMap::new();
+                let mut blocks = BTreeMap::new();
                 if let ImageData::Sparse(b) = &base.data {
                     blocks.extend(b.iter().map(|(k, v)| (*k, v.clone())));
                 } else {
@@ -229,7 +228,7 @@ impl Media {
                 Image::from_blocks(self.blocks, blocks)
             }
             Layer::File { map, .. } => {
-                let mut blocks = HashMap::new();
+                let mut blocks = BTreeMap::new();
                 for (i, chunk) in map.chunks_exact(BLOCK).enumerate() {
                     if chunk.iter().any(|x| *x != 0) {
                         let mut b = [0u8; BLOCK];
@@ -258,7 +257,7 @@ mod tests {
 
     #[test]
     fn cow_media_shares_base_and_keeps_writes_apart() {
-        let mut base_blocks = HashMap::new();
+        let mut base_blocks = BTreeMap::new();
         base_blocks.insert(3, Arc::new([7u8; BLOCK]));
         let base = Arc::new(Image::from_blocks(16, base_blocks));
         let mut a = Media::cow(base.clone(), imbl::HashMap::new());

@@ -3,8 +3,8 @@
 use std::cell::Cell;
 
 use nvme_spec::SQE_BYTES;
-use pcie_sim::sync::Notify;
 use pcie_sim::SimTime;
+use tokio::sync::Notify;
 
 /// Where a submission queue lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

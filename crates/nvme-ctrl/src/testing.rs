@@ -5,7 +5,7 @@
 //! real driver is the `ccnvme` crate.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use nvme_spec::traffic;
@@ -41,7 +41,7 @@ struct Pair {
     cq_head: u32,
     phase: bool,
     next_cid: u16,
-    done: HashMap<u16, CompletionEntry>,
+    done: BTreeMap<u16, CompletionEntry>,
 }
 
 /// The test driver.
@@ -53,8 +53,8 @@ pub struct TestHost {
     pub core: Core,
     /// BAR0 of the controller.
     pub bar0: BusAddr,
-    pairs: Rc<RefCell<HashMap<u16, Pair>>>,
-    progress: Rc<pcie_sim::sync::Notify>,
+    pairs: Rc<RefCell<BTreeMap<u16, Pair>>>,
+    progress: Rc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for TestHost {
@@ -73,8 +73,8 @@ impl TestHost {
             machine: machine.clone(),
             core: machine.core(core)?,
             bar0,
-            pairs: Rc::new(RefCell::new(HashMap::new())),
-            progress: Rc::new(pcie_sim::sync::Notify::new()),
+            pairs: Rc::new(RefCell::new(BTreeMap::new())),
+            progress: Rc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -311,7 +311,7 @@ impl Pair {
             cq_head: 0,
             phase: true,
             next_cid: 1,
-            done: HashMap::new(),
+            done: BTreeMap::new(),
         }
     }
 }

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use nvme_ctrl::events;
 use nvme_ctrl::{Block, MediaCursor, SsdProfile};
@@ -19,7 +19,7 @@ use nvme_spec::traffic;
 use pcie_sim::{BusTrace, EventKind, TraceMode};
 
 /// One crash state: the media blocks that differ from the zeroed start.
-type State = HashMap<u64, Block>;
+type State = BTreeMap<u64, Block>;
 
 /// Media blocks of the drive.
 const BLOCKS: u64 = 64;

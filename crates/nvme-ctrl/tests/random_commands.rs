@@ -39,7 +39,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use nvme_ctrl::SsdProfile;
@@ -234,7 +234,7 @@ struct Layout {
     r_list: u64,
     dsm: u64,
     /// Pages whose content never changes during a case.
-    fixed: HashMap<u64, Rc<Vec<u8>>>,
+    fixed: BTreeMap<u64, Rc<Vec<u8>>>,
 }
 
 /// Content of write pool byte at `addr`: every byte odd, every qword
@@ -275,7 +275,7 @@ fn dsm_range(i: u64) -> DsmRange {
 impl Layout {
     fn new(m: &pcie_sim::Machine) -> Layout {
         let mem = m.memory();
-        let mut fixed = HashMap::new();
+        let mut fixed = BTreeMap::new();
         let mut put = |addr: u64, bytes: Vec<u8>| {
             mem.write(pcie_sim::HostAddr(addr), &bytes).unwrap();
             fixed.insert(addr, Rc::new(bytes));
@@ -652,10 +652,10 @@ fn run_case(actions: &[Action]) -> Stats {
     let (ex, m, ctrl, host) = common::setup(SsdProfile::optane_905p(), BLOCKS, TraceMode::Full);
     let lay = Rc::new(Layout::new(&m));
     let (h, l, acts) = (host.clone(), lay.clone(), actions.to_vec());
-    let (submitted, skipped): (HashMap<u16, SubmissionEntry>, usize) = ex
+    let (submitted, skipped): (BTreeMap<u16, SubmissionEntry>, usize) = ex
         .block_on(async move {
             common::bring_up(&h, QUEUE).await;
-            let mut submitted = HashMap::new();
+            let mut submitted = BTreeMap::new();
             let mut skipped = 0;
             for a in acts {
                 match a {
@@ -694,7 +694,7 @@ fn run_case(actions: &[Action]) -> Stats {
     // (2) Every fetched entry got exactly one completion.
     let trace = m.trace();
     let port = ctrl.port().index();
-    let mut fetched: HashMap<u16, usize> = HashMap::new();
+    let mut fetched: BTreeMap<u16, usize> = BTreeMap::new();
     let mut completions: Vec<(u16, CompletionEntry)> = Vec::new();
     for e in trace.entries() {
         if e.source != port || e.purpose != traffic::QUEUE_ENTRY {
@@ -714,7 +714,7 @@ fn run_case(actions: &[Action]) -> Stats {
             _ => {}
         }
     }
-    let mut completed: HashMap<u16, usize> = HashMap::new();
+    let mut completed: BTreeMap<u16, usize> = BTreeMap::new();
     for (q, _) in &completions {
         *completed.entry(*q).or_default() += 1;
     }
@@ -729,7 +729,7 @@ fn run_case(actions: &[Action]) -> Stats {
     };
     let mut cands: Vec<Vec<Cand>> = vec![Vec::new(); BLOCKS as usize];
     let mut zero_anywhere = false;
-    let mut seen: HashMap<u16, usize> = HashMap::new();
+    let mut seen: BTreeMap<u16, usize> = BTreeMap::new();
     let zero = SubmissionEntry::default();
     for (_, c) in completions.iter().filter(|(q, _)| *q == 1) {
         stats.completions += 1;

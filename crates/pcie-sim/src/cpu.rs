@@ -50,15 +50,9 @@ impl std::fmt::Debug for Core {
     }
 }
 
-/// Holds the core for the duration of an operation.
-struct Occupied<'a> {
-    core: &'a Core,
-}
-impl Drop for Occupied<'_> {
-    fn drop(&mut self) {
-        self.core.state().occupancy.release(1);
-    }
-}
+/// Holds the core for the duration of an operation (the core's one
+/// occupancy permit, returned when dropped).
+type Occupied<'a> = tokio::sync::SemaphorePermit<'a>;
 
 impl Core {
     /// This core's index.
@@ -71,8 +65,10 @@ impl Core {
     }
 
     async fn occupy(&self) -> Occupied<'_> {
-        self.state().occupancy.acquire(1).await;
-        Occupied { core: self }
+        match self.state().occupancy.acquire().await {
+            Ok(permit) => permit,
+            Err(_) => unreachable!("a core's occupancy semaphore is never closed"),
+        }
     }
 
     fn time_of(&self, c: Cycles) -> SimDuration {

@@ -88,11 +88,13 @@ impl Wake for TaskWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        // The executor is single-threaded; the lock is never contended.
-        if let Ok(mut ids) = self.list.ids.lock() {
-            ids.push(self.id);
-            self.list.dirty.store(true, Ordering::Release);
+        // The executor is single-threaded; the lock is never contended, and
+        // it is held only for a push or a swap, which cannot panic midway.
+        match self.list.ids.lock() {
+            Ok(mut ids) => ids.push(self.id),
+            Err(_) => unreachable!("the wake list lock is never poisoned"),
         }
+        self.list.dirty.store(true, Ordering::Release);
     }
 }
 
@@ -238,7 +240,7 @@ impl Executor {
             q.pop()
         };
         let Some(Reverse((t, _, wakeup))) = next else {
-            return false;
+            unreachable!("the run queue was peeked non-empty under the same borrow");
         };
         if t > inner.now.get().0 {
             inner.now.set(SimTime(t));
@@ -247,8 +249,11 @@ impl Executor {
             Wakeup::Task(id) => self.poll_task(id),
             Wakeup::Event { sink, token } => {
                 let s = inner.sinks.borrow().get(sink as usize).cloned();
-                if let Some(s) = s {
-                    s.fire(token);
+                match s {
+                    Some(s) => s.fire(token),
+                    // Sinks are only removed when the executor is dropped,
+                    // which also empties the run queue.
+                    None => unreachable!("an event for sink {sink} that was never registered"),
                 }
             }
         }
@@ -260,18 +265,22 @@ impl Executor {
         let inner = &self.sim.inner;
         let (mut fut, waker) = {
             let mut slots = inner.slots.borrow_mut();
+            // Slots are never removed, only reused with a new generation.
             let Some(slot) = slots.get_mut(id.slot()) else {
-                return;
+                unreachable!("task {id:?} names a slot that was never allocated");
             };
             if slot.generation != id.generation() {
                 return; // stale wake-up for a finished task
             }
             slot.queued = false;
+            // A live task's slot holds its future and waker, except while it
+            // is being polled, and polls do not nest (a task cannot run the
+            // executor).
             let Some(fut) = slot.future.take() else {
-                return; // already running (re-entrant wake) or finished
+                unreachable!("live task {id:?} has no future: polled re-entrantly");
             };
             let Some(waker) = slot.waker.clone() else {
-                return;
+                unreachable!("live task {id:?} has no waker");
             };
             (fut, waker)
         };
@@ -281,16 +290,18 @@ impl Executor {
         let done = fut.as_mut().poll(&mut cx).is_ready();
         inner.current.set(None);
         let mut slots = inner.slots.borrow_mut();
-        if let Some(slot) = slots.get_mut(id.slot()) {
-            if done {
-                slot.generation = slot.generation.wrapping_add(1);
-                slot.waker = None;
-                slot.queued = false;
-                inner.free_slots.borrow_mut().push(id.slot());
-                inner.live_tasks.set(inner.live_tasks.get() - 1);
-            } else {
-                slot.future = Some(fut);
-            }
+        let Some(slot) = slots.get_mut(id.slot()) else {
+            unreachable!("task {id:?}'s slot vanished while it was polled");
+        };
+        if done {
+            slot.generation = slot.generation.wrapping_add(1);
+            slot.waker = None;
+            slot.queued = false;
+            inner.free_slots.borrow_mut().push(id.slot());
+            debug_assert!(inner.live_tasks.get() > 0, "a task finished but none was live");
+            inner.live_tasks.set(inner.live_tasks.get() - 1);
+        } else {
+            slot.future = Some(fut);
         }
         drop(slots);
         // A finished future may own handles whose drop wakes other tasks; it
@@ -306,19 +317,22 @@ impl Executor {
             return;
         }
         let ids = match inner.wake_list.ids.lock() {
-            Ok(mut ids) if !ids.is_empty() => std::mem::take(&mut *ids),
-            _ => return,
+            Ok(mut ids) => std::mem::take(&mut *ids),
+            Err(_) => unreachable!("the wake list lock is never poisoned"),
         };
         for id in &ids {
             inner.schedule(*id, inner.now.get());
         }
         // Give the buffer back to avoid reallocating on the next wake.
-        if let Ok(mut list) = inner.wake_list.ids.lock() {
-            if list.is_empty() {
-                let mut ids = ids;
-                ids.clear();
-                *list = ids;
+        match inner.wake_list.ids.lock() {
+            Ok(mut list) => {
+                if list.is_empty() {
+                    let mut ids = ids;
+                    ids.clear();
+                    *list = ids;
+                }
             }
+            Err(_) => unreachable!("the wake list lock is never poisoned"),
         }
     }
 
@@ -368,7 +382,7 @@ impl Inner {
     fn schedule(&self, id: TaskId, at: SimTime) {
         let mut slots = self.slots.borrow_mut();
         let Some(slot) = slots.get_mut(id.slot()) else {
-            return;
+            unreachable!("task {id:?} names a slot that was never allocated");
         };
         if slot.generation != id.generation() || slot.queued {
             return;
@@ -522,7 +536,7 @@ impl Future for Sleep {
             // Even a sleep until "now" yields once, so that other tasks due
             // now run first (this is what `yield_now` relies on).
             let Some(id) = self.sim.current_task() else {
-                return Poll::Ready(());
+                unreachable!("a Sleep is polled only by a task of its own executor");
             };
             self.sim.inner.schedule_timer(id, self.deadline);
             self.registered = true;

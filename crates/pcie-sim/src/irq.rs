@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::sync::Notify;
+use tokio::sync::Notify;
 
 /// Bus address that MSI-X messages are written to (the x86 interrupt
 /// address window, Intel SDM Vol. 3A 10.11.1). The message data is the

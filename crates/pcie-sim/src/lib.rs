@@ -74,7 +74,6 @@ pub mod port;
 pub mod power;
 pub mod profile;
 pub mod subsets;
-pub mod sync;
 pub mod testing;
 pub mod time;
 pub mod trace;

@@ -8,7 +8,7 @@
 //! bugs show first), then uniformly random subsets until the budget is
 //! spent. The rest are counted as not visited.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -28,7 +28,7 @@ pub fn subsets(n: usize, bound: u32, seed: u64) -> (Vec<Vec<usize>>, u64) {
     }
     let budget = 1usize << bound;
     let total: u64 = if n >= 64 { u64::MAX } else { 1u64 << n };
-    let mut seen: HashSet<Vec<usize>> = HashSet::with_capacity(budget);
+    let mut seen: BTreeSet<Vec<usize>> = BTreeSet::new();
     let mut out = Vec::with_capacity(budget);
     let mut push = |s: Vec<usize>, out: &mut Vec<Vec<usize>>| {
         if out.len() < budget && seen.insert(s.clone()) {
@@ -83,7 +83,7 @@ mod tests {
         #[test]
         fn subsets_are_distinct_sorted_and_in_range(n in 0usize..40, bound in 0u32..8, seed: u64) {
             let (s, left) = subsets(n, bound, seed);
-            let set: HashSet<_> = s.iter().cloned().collect();
+            let set: BTreeSet<_> = s.iter().cloned().collect();
             prop_assert_eq!(set.len(), s.len());
             if n as u32 <= bound {
                 prop_assert_eq!(s.len(), 1usize << n);

@@ -6,7 +6,7 @@
 //! whether a write landed can be read back from any PMR image.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use pcie_sim::testing::{RegisterFile, DOORBELL};
@@ -187,8 +187,8 @@ proptest! {
         // every emitted write landed. Stores made before a completed flush
         // read are persistent in every state.
         let mut cursor = CrashCursor::new(&trace, m.layout(), vec![PageStore::zeroed(PMR)]).unwrap();
-        let mut reads_done: HashMap<u32, usize> = HashMap::new(); // core -> completed reads
-        let mut read_requests: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut reads_done: BTreeMap<u32, usize> = BTreeMap::new(); // core -> completed reads
+        let mut read_requests: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for k in 0..entries.len() {
             let e = &entries[k];
             if e.kind == EventKind::MmioRead {

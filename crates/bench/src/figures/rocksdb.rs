@@ -18,8 +18,8 @@ use std::rc::Rc;
 
 use mqfs::{Ctx, Fs, FsError, Ino};
 use nvme_ctrl::SsdProfile;
-use pcie_sim::sync::Notify;
 use pcie_sim::{SimDuration, SimTime};
+use tokio::sync::Notify;
 
 use super::common::{block_on, device_write_bytes, run_window, BenchResult, LatStats, Rig, Span, System};
 

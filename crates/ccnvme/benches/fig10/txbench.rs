@@ -88,7 +88,7 @@ pub fn run(
     threads: usize,
     blocks: usize,
     duration: SimDuration,
-) -> Result<TxResult, DriverError> {
+) -> Result<TxResult, Box<dyn std::error::Error>> {
     let ex = Executor::new(10);
     let cpu = CpuProfile {
         cores: threads.max(1),
@@ -107,23 +107,17 @@ pub fn run(
         ControllerConfig::new(profile.clone()),
         Media::memory(BLOCKS),
         None,
-    )
-    .map_err(|e| DriverError::Unsupported(e.to_string()))?;
+    )?;
     let m2 = m.clone();
     let opts = ProbeOptions {
         ccnvme: matches!(approach, Approach::CcNvme | Approach::CcNvmeAtomic),
         horae: approach == Approach::Horae,
         ..ProbeOptions::default()
     };
-    let dev = ex
-        .block_on(async move { BlockDevice::probe(&m2, 0, opts).await })
-        .map_err(|e| DriverError::NotReady(e.to_string()))??;
+    let dev = ex.block_on(async move { BlockDevice::probe(&m2, 0, opts).await })??;
     let oq = if approach == Approach::Horae {
         let d = dev.clone();
-        Some(
-            ex.block_on(async move { OrderingQueue::attach(&d).await })
-                .map_err(|e| DriverError::NotReady(e.to_string()))??,
-        )
+        Some(ex.block_on(async move { OrderingQueue::attach(&d).await })??)
     } else {
         None
     };

@@ -81,8 +81,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use nvme_spec::completion::Status;
-use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::{BusAddr, Core, PersistSkips, Purpose, SimDuration};
+use tokio::sync::{Mutex, Notify};
 
 use crate::device::BlockDevice;
 use crate::error::DriverError;

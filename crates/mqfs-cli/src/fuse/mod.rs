@@ -18,7 +18,7 @@ mod ops;
 mod recording;
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -70,13 +70,13 @@ pub struct MqfsFuse {
     queues: usize,
     requests: u64,
     /// Open files per inode (a file unlinked while open becomes an orphan).
-    open: HashMap<Ino, u32>,
+    open: BTreeMap<Ino, u32>,
     /// Orphans waiting for their last close.
-    orphans: HashSet<Ino>,
+    orphans: BTreeSet<Ino>,
     /// Directory listings taken at opendir, by handle.
-    dirs: HashMap<u64, Vec<(String, u64, fuser::FileType)>>,
+    dirs: BTreeMap<u64, Vec<(String, u64, fuser::FileType)>>,
     /// Stats snapshots taken at open, by handle.
-    snapshots: HashMap<u64, Vec<u8>>,
+    snapshots: BTreeMap<u64, Vec<u8>>,
     next_fh: u64,
 }
 
@@ -119,10 +119,10 @@ impl MqfsFuse {
             outcome,
             queues,
             requests: 0,
-            open: HashMap::new(),
-            orphans: HashSet::new(),
-            dirs: HashMap::new(),
-            snapshots: HashMap::new(),
+            open: BTreeMap::new(),
+            orphans: BTreeSet::new(),
+            dirs: BTreeMap::new(),
+            snapshots: BTreeMap::new(),
             next_fh: 1,
         };
         me.remove_orphans()?;

@@ -3,7 +3,7 @@
 //! promise is about, and the contents each file path may hold after a
 //! crash ([`History`]), for fatomic's promise.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crashfuzz::Kind;
 use mqfs::layout::ROOT_INO;
@@ -31,20 +31,20 @@ type Name = (Ino, String);
 /// table holds every name the kernel can act through.
 #[derive(Debug)]
 pub struct Names {
-    entries: HashMap<Name, Ino>,
-    links: HashMap<Ino, BTreeSet<Name>>,
-    kinds: HashMap<Ino, Kind>,
+    entries: BTreeMap<Name, Ino>,
+    links: BTreeMap<Ino, BTreeSet<Name>>,
+    kinds: BTreeMap<Ino, Kind>,
     /// The name each inode was last reached through.
-    last: HashMap<Ino, Name>,
+    last: BTreeMap<Ino, Name>,
 }
 
 impl Default for Names {
     fn default() -> Names {
         Names {
-            entries: HashMap::new(),
-            links: HashMap::new(),
-            kinds: HashMap::from([(ROOT_INO, Kind::Dir)]),
-            last: HashMap::new(),
+            entries: BTreeMap::new(),
+            links: BTreeMap::new(),
+            kinds: BTreeMap::from([(ROOT_INO, Kind::Dir)]),
+            last: BTreeMap::new(),
         }
     }
 }
@@ -189,7 +189,7 @@ impl Names {
 #[derive(Debug, Default)]
 pub struct History {
     /// Path -> its contents at persistence points (`None`: unknown).
-    paths: HashMap<String, Option<Vec<Vec<u8>>>>,
+    paths: BTreeMap<String, Option<Vec<Vec<u8>>>>,
     /// Directories renamed during the run (both names).
     tainted: Vec<String>,
 }

@@ -43,7 +43,7 @@ pub(super) struct Checker<'a> {
     /// (inode, first block, blocks) of every claim, to name owners.
     pub(super) claims: Vec<(u32, u64, u64)>,
     /// Unmarked inode slots that are not clean free slots, in blocks read.
-    pub(super) stash: HashMap<u32, [u8; INODE_SIZE]>,
+    pub(super) stash: BTreeMap<u32, [u8; INODE_SIZE]>,
     pub(super) stack: Vec<u32>,
     pub(super) ents: Vec<Ent>,
     pub(super) names: Vec<u8>,
@@ -88,7 +88,7 @@ impl<'a> Checker<'a> {
             dirs: Vec::new(),
             dir_ext: Vec::new(),
             claims: Vec::new(),
-            stash: HashMap::new(),
+            stash: BTreeMap::new(),
             stack: Vec::new(),
             ents: Vec::new(),
             names: Vec::new(),

@@ -32,7 +32,7 @@
 //! found owned twice), sets are bit vectors, and nothing is allocated per
 //! block in the common case.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::data::MAX_FILE;

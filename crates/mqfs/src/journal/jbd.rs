@@ -24,20 +24,19 @@
 //! `RevokeScope::ThisAndEarlier`).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::horae::OrderingQueue;
 use ccnvme::{Bio, BioFlags, Done};
-use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::HostAddr;
+use tokio::sync::{Mutex, Notify};
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino};
 use crate::journal::format::{AreaSuper, Commit};
 use crate::journal::log::{self, lay_out, log_blocks, End, Found, Replay, RevokeScope, Ring};
 use crate::layout::BLOCK;
-use crate::ops::GATE;
 
 /// A committed transaction still in the log.
 struct LiveTx {
@@ -73,7 +72,7 @@ struct State {
     tail: u64,
     live: VecDeque<LiveTx>,
     /// Home blocks with a copy in a live transaction.
-    journaled: HashSet<u64>,
+    journaled: BTreeSet<u64>,
 }
 
 /// The journal.
@@ -114,7 +113,7 @@ impl Jbd {
                 head_seq: seq,
                 tail,
                 live: VecDeque::new(),
-                journaled: HashSet::new(),
+                journaled: BTreeSet::new(),
             }),
             commit_lock: Mutex::new(()),
             wake_commit: Notify::new(),
@@ -212,7 +211,7 @@ impl Jbd {
     pub(crate) async fn commit(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
         let _c = self.commit_lock.lock().await;
         // Freeze: no operation is half-way while the snapshot is taken.
-        fs.gate.acquire(GATE).await;
+        let frozen = fs.freeze().await;
         let (tid, running) = {
             let mut st = self.st.borrow_mut();
             let r = std::mem::take(&mut st.running);
@@ -237,7 +236,7 @@ impl Jbd {
                 }
             }
         }
-        fs.gate.release(GATE);
+        drop(frozen);
         let revokes: Vec<u64> = running.revokes.into_iter().collect();
         if snapshots.is_empty() && revokes.is_empty() {
             if !data.is_empty() {
@@ -365,7 +364,7 @@ impl Jbd {
             let st = self.st.borrow();
             // A copy followed by a revoke (the block was freed, and may now
             // hold file data written in place) is not written home.
-            let mut newest: HashMap<u64, &Box<[u8; BLOCK]>> = HashMap::new();
+            let mut newest: BTreeMap<u64, &Box<[u8; BLOCK]>> = BTreeMap::new();
             for t in &st.live {
                 for (b, d) in &t.blocks {
                     newest.insert(*b, d);

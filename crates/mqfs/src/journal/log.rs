@@ -44,7 +44,7 @@
 //! incomplete transaction). [`Replay`] then applies revokes and writes the
 //! newest surviving copy of each home block home.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use ccnvme::BioFlags;
 
@@ -323,7 +323,7 @@ impl Replay {
     /// first), that no revoke within `scope` hides. Revokes are keyed by
     /// transaction id.
     pub fn resolve(txs: &[(u64, &Found)], scope: RevokeScope) -> Replay {
-        let mut revoked: HashMap<u64, u64> = HashMap::new();
+        let mut revoked: BTreeMap<u64, u64> = BTreeMap::new();
         for (_, t) in txs {
             for b in &t.revokes {
                 let e = revoked.entry(*b).or_insert(t.txid);

@@ -149,7 +149,9 @@ impl Inner {
             } => self.serve_dma_read(port, addr, len, tag, offset, purpose, attr),
             Action::HostWrite { addr, data } => {
                 // The emitter checked the range; a failure here cannot happen.
-                let _ = self.mem.write(crate::addr::HostAddr(addr), data.bytes());
+                if let Err(e) = self.mem.write(crate::addr::HostAddr(addr), data.bytes()) {
+                    unreachable!("a host write checked when emitted failed when applied: {e}");
+                }
             }
             Action::Msix { vector } => self.irq.raise(vector),
         }
@@ -161,7 +163,7 @@ impl Inner {
     pub(crate) fn complete_read(&self, tag: u32, offset: usize, data: &[u8], ur: bool, covers: u32) {
         let mut reads = self.reads.borrow_mut();
         let Some(w) = reads.get(tag) else {
-            return;
+            unreachable!("a completion for read tag {tag}, which closed when its last request was answered");
         };
         if ur {
             w.failed = true;

@@ -26,12 +26,12 @@ use crate::link::{Serializer, TlpKind};
 use crate::pmr::PageStore;
 use crate::port::DevicePort;
 use crate::profile::MachineProfile;
-use crate::sync::Semaphore;
 use crate::time::SimTime;
 use crate::trace::{
     BusTrace, Counters, EventKind, Purpose, TraceEntry, TraceMode, FLAG_PMR, FLAG_UR, NO_PAYLOAD,
 };
 use crate::wc::WriteCombiningBuffer;
+use tokio::sync::Semaphore;
 
 mod fabric;
 
@@ -207,8 +207,9 @@ impl Future for ReadDone {
     type Output = ReadWait;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ReadWait> {
         let mut reads = self.machine.reads.borrow_mut();
+        // The tag is this reader's until it closes it below.
         let done = match reads.get(self.tag) {
-            None => true,
+            None => unreachable!("read tag {} closed before its reader saw it done", self.tag),
             Some(w) if w.remaining == 0 => true,
             Some(w) => {
                 w.waker = Some(cx.waker().clone());
@@ -216,12 +217,9 @@ impl Future for ReadDone {
             }
         };
         if done {
-            let w = reads.close(self.tag).unwrap_or(ReadWait {
-                buf: Vec::new(),
-                remaining: 0,
-                failed: true,
-                waker: None,
-            });
+            let Some(w) = reads.close(self.tag) else {
+                unreachable!("read tag {} was open a moment ago", self.tag);
+            };
             return Poll::Ready(w);
         }
         Poll::Pending

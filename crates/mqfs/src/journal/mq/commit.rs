@@ -245,7 +245,7 @@ impl MqJournal {
         let s = fs.dev.wait(sub.core, &sub.handle.durable).await;
         if !s.is_success() {
             fs.readonly.set(true);
-            return Err(FsError::Io(s.to_string()));
+            return Err(FsError::Driver(ccnvme::DriverError::Command(s)));
         }
         if self.opts.rule == RecoveryRule::GlobalPrefix {
             self.wait_durable_below(txid).await;
@@ -287,18 +287,13 @@ fn runs_of(mut blocks: Vec<(u64, Box<[u8; BLOCK]>)>, max: usize) -> Vec<Vec<(u64
 
 /// A page lock held across I/O (shadow paging off).
 pub(super) struct HeldLock {
-    block: Rc<crate::cache::CachedBlock>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl HeldLock {
     pub(super) fn take(block: Rc<crate::cache::CachedBlock>) -> Option<HeldLock> {
         // Under the gate no operation holds a page lock, so this succeeds.
-        block.lock.try_hold().then_some(HeldLock { block })
-    }
-}
-
-impl Drop for HeldLock {
-    fn drop(&mut self) {
-        self.block.lock.release_held();
+        let guard = block.lock.clone().try_lock_owned().ok()?;
+        Some(HeldLock { _guard: guard })
     }
 }

@@ -32,12 +32,12 @@
 //!   the anomaly.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::{Bio, BioFlags, TxId};
-use pcie_sim::sync::{Mutex, Notify};
 use pcie_sim::HostAddr;
+use tokio::sync::{Mutex, Notify};
 
 use crate::cache::CachedBlock;
 use crate::error::FsError;
@@ -45,7 +45,6 @@ use crate::fs::{Ctx, Fs, InodeState};
 use crate::journal::format::AreaSuper;
 use crate::journal::log::Ring;
 use crate::layout::BLOCK;
-use crate::ops::GATE;
 
 mod checkpoint;
 mod commit;
@@ -178,7 +177,7 @@ pub(crate) struct MqJournal {
     pending: RefCell<BTreeSet<u64>>,
     pending_notify: Notify,
     /// Blocks reused as data while being checkpointed: journal them.
-    journal_data: RefCell<HashSet<u64>>,
+    journal_data: RefCell<BTreeSet<u64>>,
     /// One checkpoint at a time (it spans every area).
     checkpointing: Mutex<()>,
     /// Blocks freed whose freeing is not yet durable, with the id of the
@@ -298,7 +297,7 @@ impl MqJournal {
             turn_notify: Notify::new(),
             pending: RefCell::new(BTreeSet::new()),
             pending_notify: Notify::new(),
-            journal_data: RefCell::new(HashSet::new()),
+            journal_data: RefCell::new(BTreeSet::new()),
             checkpointing: Mutex::new(()),
             held: RefCell::new(BTreeMap::new()),
             bitmaps: (0..sb.groups).map(|g| sb.block_bitmap(g)).collect(),
@@ -409,9 +408,9 @@ impl MqJournal {
         let _area = area.lock.lock().await;
         // Snapshot under the gate: no operation is half-way, and the id
         // is drawn in snapshot order (checklist M10).
-        fs.gate.acquire(GATE).await;
+        let frozen = fs.freeze().await;
         let snap = self.snapshot(fs, st, kind);
-        fs.gate.release(GATE);
+        drop(frozen);
         let Some(snap) = snap else {
             // Nothing left to journal, but an earlier transaction (an
             // fatomic of this inode, or another inode's that took its
@@ -535,7 +534,7 @@ impl MqJournal {
         owner: &InodeState,
         tx_owner: &InodeState,
         kind: SyncKind,
-        journal_data: &HashSet<u64>,
+        journal_data: &BTreeSet<u64>,
         items: &mut Vec<Item>,
         undo: &mut Undo,
     ) -> BTreeSet<u64> {

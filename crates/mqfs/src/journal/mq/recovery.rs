@@ -17,7 +17,7 @@ use crate::journal::log::{self, End, Found, Replay, RevokeScope, Ring};
 pub(crate) async fn recover(
     fs: &Fs,
     ctx: Ctx,
-    unfinished: &HashSet<u64>,
+    unfinished: &BTreeSet<u64>,
     rule: RecoveryRule,
 ) -> Result<(Vec<(u64, u64)>, u64), FsError> {
     let sb = fs.sb.borrow().clone();
