@@ -8,7 +8,7 @@
 //! one thread, one transaction in flight, no request merging (every block
 //! is its own command). A file `/f` with one 4 KiB block is created and
 //! `sync`ed, then one change makes a transaction of exactly `N` blocks
-//! (checklist E1: the file's data blocks plus its journaled metadata,
+//! (`docs/decisions.md` E1: the file's data blocks plus its journaled metadata,
 //! besides the journal descriptor and commit record):
 //!
 //! - `N = 1`: a chmod (the inode's table block);
@@ -22,7 +22,7 @@
 //! # The windows
 //!
 //! - **Critical path**: the counters from the primitive's start to its
-//!   return. For `mq-atomic` the phase attribution of checklist 3.3 keeps
+//!   return. For `mq-atomic` the phase attribution of `docs/architecture.md` 5 keeps
 //!   only the host-initiated traffic (MMIO writes and their flush reads):
 //!   the device may start fetching data before fatomic returns, but
 //!   fatomic does not wait for it. The raw window is checked to hold no
@@ -44,7 +44,7 @@
 //! and CQ doorbell (2 MMIO), SQE fetch and CQE post (2 DMA(Q)), one block,
 //! one interrupt. Its derived row is 2N, 2N, N, N. Whole-transaction
 //! counts equal the critical path for every durable primitive; for
-//! `mq-atomic` they are MQFS's fsync row (checklist 3.4: steps 4-9 still
+//! `mq-atomic` they are MQFS's fsync row (ccNVMe Table 1: steps 4-9 still
 //! happen, asynchronously): 4, N+1, N+1, N+1.
 //!
 //! Two more critical-path columns are checked against derived formulas:
@@ -52,7 +52,7 @@
 //! cache (the `ccnvme::horae` module docs: N+2 entries in two epochs, two
 //! tail pointers, N+2 `dr` words, one `flushed` pointer), 0 elsewhere; and
 //! the zero-length flush reads, one per persistent MMIO write: Horae's
-//! 2N+7, MQFS's 3 (P-SQ burst, P-SQDB, P-SQ-head; checklist 3.5), MQFS-A's
+//! 2N+7, MQFS's 3 (P-SQ burst, P-SQDB, P-SQ-head), MQFS-A's
 //! 2, none for plain NVMe.
 //!
 //! Only the paper's four columns of its four rows decide whether the

@@ -333,7 +333,7 @@ impl BlockDevice {
     }
 
     /// Most commands one ccNVMe transaction may hold (its P-SQ ring less
-    /// one slot, checklist D13); 0 without ccNVMe.
+    /// one slot, `docs/decisions.md` D13); 0 without ccNVMe.
     pub fn max_tx_commands(&self) -> usize {
         self.layout
             .as_ref()
@@ -446,7 +446,7 @@ impl BlockDevice {
 
     /// The upper layer has made its recovery durable: the persistent queues
     /// are reset (marked resetting, pointers zeroed, then a new generation)
-    /// and created on the controller (checklist D11).
+    /// and created on the controller (`docs/decisions.md` D11).
     pub async fn ack_recovery(&self) -> Result<(), DriverError> {
         if !self.psqs.borrow().is_empty() {
             return Ok(());

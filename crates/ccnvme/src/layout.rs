@@ -1,4 +1,4 @@
-//! Layout of the Persistent Memory Region (checklist D3).
+//! Layout of the Persistent Memory Region (`docs/decisions.md` D3).
 //!
 //! ```text
 //! 0x0000  header line: magic "CCNVME01", version, queues, slots, flags, generation

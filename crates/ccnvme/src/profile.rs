@@ -17,7 +17,7 @@ pub struct DriverProfile {
     /// Per completion entry processed in the handler.
     pub cqe_cycles: Cycles,
     /// Waking a thread that sleeps on a completion and switching to it
-    /// (checklist H8 suggests 2-5 us; 2 us, a fast context switch).
+    /// (`docs/decisions.md` H8 suggests 2-5 us; 2 us, a fast context switch).
     pub wakeup: SimDuration,
     /// Poll instead of taking interrupts (the handler checks its CQ every
     /// `poll_interval` instead of sleeping until an MSI-X).

@@ -9,7 +9,7 @@
 //!   flushes it the same way. P-SQDB is the queue's doorbell (the
 //!   controller watches that PMR word), so two persistent MMIOs make the
 //!   transaction atomic, whatever its size. The flush read after the
-//!   entries and after P-SQDB follow the paper (checklist D14).
+//!   entries and after P-SQDB follow the paper (`docs/decisions.md` D14).
 //! - **One open transaction per queue** (D10): a lock is held from the
 //!   first request to the commit, so entries of two transactions never
 //!   interleave below one doorbell.
@@ -176,7 +176,7 @@ impl PersistentSq {
     async fn store(&self, tx: &OpenTx, bio: &Bio, flags: TxFlags) -> Result<(), DriverError> {
         if tx.count + 1 > self.layout.slots - 1 {
             return Err(DriverError::Invalid(format!(
-                "a transaction holds at most {} commands (checklist D13)",
+                "a transaction holds at most {} commands (`docs/decisions.md` D13)",
                 self.layout.slots - 1
             )));
         }
@@ -373,7 +373,7 @@ impl PersistentSq {
 
 /// A transaction being built on one P-SQ. Dropping it without committing
 /// abandons the entries stored so far (they lie past P-SQDB, so recovery
-/// never parses them; checklist D12).
+/// never parses them; `docs/decisions.md` D12).
 pub struct OpenTx {
     psq: Rc<PersistentSq>,
     txid: TxId,
@@ -429,7 +429,7 @@ impl OpenTx {
     /// Like [`OpenTx::commit`], but waits for `before_ring` after the
     /// entries are persistent and before P-SQDB is written: an upper layer
     /// that orders doorbells across queues (MQFS's global-prefix rule,
-    /// checklist M9) waits for its turn there.
+    /// `docs/decisions.md` M9) waits for its turn there.
     pub async fn commit_after(
         mut self,
         bio: &Bio,

@@ -2,7 +2,7 @@
 //! memory, the command table, submission with an SQ tail doorbell, and the
 //! interrupt handler that reaps completions by phase tag and rings the CQ
 //! head doorbell (NVMe 1.4 4.1, 7.2). A persistent submission queue in the
-//! PMR may share the completion queue (ccNVMe 4.1, checklist D9).
+//! PMR may share the completion queue (ccNVMe 4.1, `docs/decisions.md` D9).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -229,7 +229,7 @@ impl QueuePair {
         // One completion per interrupt: with coalescing off every entry has
         // its own MSI-X, and consuming one per interrupt rings the CQ head
         // doorbell once per command, the count ccNVMe Table 1 assumes
-        // (checklist 3.2 item 3). Linux drains all entries per interrupt.
+        // (a precondition of ccNVMe Table 1's counts). Linux drains all entries per interrupt.
         1
     }
 

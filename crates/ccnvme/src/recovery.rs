@@ -1,4 +1,4 @@
-//! ccNVMe crash recovery at probe (ccNVMe 4.4, checklist D11, D12).
+//! ccNVMe crash recovery at probe (ccNVMe 4.4, `docs/decisions.md` D11, D12).
 //!
 //! For each persistent submission queue, the entries from P-SQ-head up to
 //! P-SQDB are the transactions that were submitted (atomic) but not

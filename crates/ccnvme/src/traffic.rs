@@ -45,7 +45,7 @@ impl Traffic {
     /// The part of this traffic that the host itself initiated: MMIO
     /// writes and flush reads. This is the critical path of a primitive
     /// that returns without waiting for any device completion (ccNVMe's
-    /// atomic wait): by the phase-attribution convention of checklist 3.3,
+    /// atomic wait): by the phase-attribution convention of `docs/architecture.md` 5,
     /// device DMA and interrupts that overlap it belong to the execute and
     /// complete phases, which it does not wait for. Callers should check
     /// that nothing it waited for was device-initiated (no completion

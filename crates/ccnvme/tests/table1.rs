@@ -1,6 +1,6 @@
 //! Driver-level traffic of one transaction of N 4 KiB blocks, on the
 //! critical path of its wait, from the machine's own counters (ccNVMe
-//! Table 1, checklist 3.4): plain NVMe with a journal descriptor and a
+//! Table 1, `docs/architecture.md` 5): plain NVMe with a journal descriptor and a
 //! commit record, ccNVMe durable, ccNVMe atomic.
 
 mod common;

@@ -301,7 +301,7 @@ pub fn random(seed: u64, threads: usize, ops_per_thread: usize) -> Workload {
     }
 }
 
-/// The cross-queue anomaly of checklist M9: thread 0 makes directory A
+/// The cross-queue anomaly of `docs/decisions.md` M9: thread 0 makes directory A
 /// and a file in it with 256 KiB of data, and calls fatomic on the file
 /// (one long transaction that also holds A's entry in /root); thread 1
 /// waits for A/B, then until that transaction is under way, creates A/C and fsyncs it

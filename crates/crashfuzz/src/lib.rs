@@ -1,7 +1,7 @@
 //! crashfuzz: explores every crash state a workload can produce on the
 //! simulated machine, at bus-transaction granularity, recovers each one
 //! (driver recovery, file-system recovery, fsck) and checks it against a
-//! semantic oracle (ARCHITECTURE.md 6).
+//! semantic oracle (`docs/architecture.md` 6).
 //!
 //! The pipeline:
 //!

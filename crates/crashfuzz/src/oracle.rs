@@ -1,4 +1,4 @@
-//! The semantic oracle (ARCHITECTURE.md 6, after CrashMonkey): what each
+//! The semantic oracle (`docs/architecture.md` 6, after CrashMonkey): what each
 //! completed persistence point promised, and the check of a recovered
 //! file system against the promises in force at a crash point.
 //!

@@ -181,7 +181,7 @@ impl Fs {
     /// entry's inode. The inode also inherits what the directory has not
     /// synced yet (its ancestors' changes come with it transitively), so
     /// syncing the inode persists the whole path to it (ccNVMe 5.3's path
-    /// snapshot, checklist M11).
+    /// snapshot, `docs/decisions.md` M11).
     fn dirtied_dir(&self, b: u64, dir: &InodeState, child: Option<&InodeState>) {
         match child {
             Some(c) => {

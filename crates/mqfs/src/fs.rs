@@ -52,7 +52,7 @@ pub struct InodeState {
     /// whether fdatasync / fdataatomic must include the inode).
     pub size_dirty: Cell<bool>,
     /// Data blocks allocated since the last sync (their old content is
-    /// dead, so an atomic sync may write them in place; checklist M12).
+    /// dead, so an atomic sync may write them in place; `docs/decisions.md` M12).
     pub new_blocks: RefCell<BTreeSet<u64>>,
     /// Blocks reused from metadata that this inode's next transaction must
     /// revoke (selective revocation, ccNVMe 5.4).

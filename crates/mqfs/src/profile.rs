@@ -20,12 +20,12 @@ pub struct FsProfile {
     pub page_prep: SimDuration,
     /// Building one journal entry (tag, descriptor space, copy set-up).
     pub journal_block_cycles: Cycles,
-    /// Waking the journal commit thread and switching back (checklist H8:
+    /// Waking the journal commit thread and switching back (`docs/decisions.md` H8:
     /// 2-5 us; 2 us).
     pub context_switch: SimDuration,
     /// The core the commit thread runs on (classic and Horae).
     pub commit_core: usize,
-    /// Checkpoint when a journal area is this full (percent; checklist M5).
+    /// Checkpoint when a journal area is this full (percent; `docs/decisions.md` M5).
     pub checkpoint_watermark: u32,
     /// Write the classic journal's commit record with FUA (on a drive
     /// with a volatile cache the record may otherwise stay in the cache

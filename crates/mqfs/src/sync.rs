@@ -102,7 +102,7 @@ impl Fs {
 
     /// Ext4-NJ's fsync: data, then the inode's table block, then the other
     /// metadata blocks it dirtied (parents, bitmaps), each kind after the
-    /// previous completed, then a flush (checklist E3).
+    /// previous completed, then a flush (`docs/decisions.md` E3).
     async fn sync_in_place(&self, ctx: Ctx, st: &InodeState, datasync: bool) -> Result<(), FsError> {
         let data = self.take_dirty_data(ctx, st).await?;
         if !data.is_empty() {

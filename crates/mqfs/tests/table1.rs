@@ -5,7 +5,7 @@
 //! Horae ordering-queue writes are reported in their own column.
 //!
 //! N counts the blocks of the transaction besides the descriptor and the
-//! commit record (checklist E1): the file's data blocks plus its journaled
+//! commit record (`docs/decisions.md` E1): the file's data blocks plus its journaled
 //! metadata. A chmod journals 1 block (the inode's table block); an
 //! overwrite of one block adds that data block; an append of k blocks
 //! journals the inode block and the block bitmap beside k data blocks.

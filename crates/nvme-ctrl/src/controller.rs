@@ -597,7 +597,7 @@ impl Endpoint for Controller {
 impl Controller {
     /// PMRCAP: reads and writes supported, BAR 2, write barrier by a read
     /// of any PMR address (PMRWBM bit 0, what ccNVMe's zero-length read
-    /// relies on, checklist 1.6), timeout 500 ms units.
+    /// relies on, ccNVMe 4.3 Figure 4(a)), timeout 500 ms units.
     pub(crate) fn pmrcap(&self) -> u32 {
         regs::PmrCap(0)
             .with_rds(true)

@@ -66,7 +66,7 @@ pub struct SsdProfile {
     /// nothing to destage, admin commands).
     pub admin_latency: SimDuration,
     /// Time to read a command from a submission queue in the PMR (an
-    /// internal SRAM/DRAM access, no PCIe traffic; checklist D17).
+    /// internal SRAM/DRAM access, no PCIe traffic; `docs/decisions.md` D17).
     pub pmr_fetch_latency: SimDuration,
     /// Commands the controller works on at once (its internal contexts).
     pub max_inflight: u32,

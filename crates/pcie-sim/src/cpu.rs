@@ -7,7 +7,7 @@
 //! holds the core's occupancy lock, so threads pinned to the same core
 //! share its time. Waiting for I/O completion does not occupy the core.
 //!
-//! Counting convention (ccNVMe Table 1, ARCHITECTURE.md 5): an uncached
+//! Counting convention (ccNVMe Table 1, `docs/architecture.md` 5): an uncached
 //! store is one MMIO write operation; a write-combining burst (every line
 //! that leaves between two fences) is one operation however many TLPs it
 //! takes; an uncached read call is one MMIO read operation.

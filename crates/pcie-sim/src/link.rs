@@ -32,9 +32,9 @@ pub struct LinkProfile {
     /// Line encoding. PCIe 3.0: 128b/130b (PCIe 3.0 base spec 4.2.2).
     pub encoding: Encoding,
     /// Max_Payload_Size in bytes. 256 B is the common setting for NVMe SSDs
-    /// behind Intel root ports (checklist 3.8).
+    /// behind Intel root ports.
     pub max_payload: u32,
-    /// Max_Read_Request_Size in bytes; Linux default 512 B (checklist 3.8).
+    /// Max_Read_Request_Size in bytes; Linux default 512 B.
     pub max_read_request: u32,
     /// Read Completion Boundary of the root complex: 64 B (PCIe 3.0 2.3.1.1).
     pub read_completion_boundary: u32,

@@ -153,7 +153,7 @@ impl PageStore {
 }
 
 /// Timing of the device-side path that serves PMR accesses. The paper
-/// gives no absolute PMR numbers (checklist 1.7); these are calibrated to
+/// gives no absolute PMR numbers (ccNVMe 4.3 gives only Figure 5's ratios); these are calibrated to
 /// the sources that exist: Horae measured 0.9 us for an 8-byte and 113 us
 /// for a 4 KiB MMIO read of a capacitor-backed CMB (Horae 5.2), and
 /// ccNVMe's Figure 5 shows a persistent 64-byte write costing 2.5x a

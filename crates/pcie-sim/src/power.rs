@@ -1,6 +1,6 @@
 //! Power failure: which PMR states a crash after trace entry `k` may leave.
 //!
-//! The model (ARCHITECTURE.md 4), applied to a recorded trace:
+//! The model (`docs/persistence.md`), applied to a recorded trace:
 //!
 //! - a posted write to the PMR is persistent once it took effect (its
 //!   entry's `effect` time is at or before the crash);

@@ -12,7 +12,7 @@ pub struct CpuProfile {
     /// Core clock: Intel E5-2680 v3 at 2.5 GHz (ccNVMe 7.1).
     pub clock: Frequency,
     /// Write-combining line buffers per core: 10 fill buffers double as WC
-    /// buffers on Haswell (Intel Optimization Manual 3.6.10; checklist P1).
+    /// buffers on Haswell (Intel Optimization Manual 3.6.10; `docs/decisions.md` P1).
     pub wc_buffers: usize,
     /// Cycles for one store instruction of up to 8 bytes into a WC buffer.
     pub wc_store_cycles: Cycles,
@@ -31,7 +31,7 @@ pub struct CpuProfile {
     /// a non-persistent 64-byte PMR write (stores + fence) costs 0.62 us,
     /// which with the 0.94 us flush read (queued behind the write on the
     /// link) gives ccNVMe Figure 5's 2.5x ratio
-    /// (checklist T2).
+    /// (`docs/decisions.md` T2).
     pub wc_drain_latency: SimDuration,
     /// Interval between two write-combining lines leaving one core for the
     /// uncore. ccNVMe Figure 5 has persistent and plain PMR writes converge

@@ -48,7 +48,7 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              writes three blocks one after the other, waiting for each: the data, the inode's table \
              block, then the block bitmap (mqfs `sync_in_place` writes every metadata block the \
              inode dirtied). Linux's no-journal ext4 marks the bitmap dirty without tying it to the \
-             inode, so its fsync writes only the data and the inode, the two blocks the checklist's \
+             inode, so its fsync writes only the data and the inode, the two blocks the paper's \
              F11.7 reasoning assumes. Measured in one thread: Ext4-NJ's fsync takes {:.1} us after an \
              append and {:.1} us after an overwrite (data and inode only). Against that two-block \
              fsync, MQFS's append fsync ({:.1} us) is {:.0}% faster (paper: 24%) and its loop runs \

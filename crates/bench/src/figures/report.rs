@@ -30,7 +30,8 @@ const TOLERANCE_PTS: f64 = 10.0;
 /// One claim of the paper and the simulator's value for it.
 #[derive(Clone, Debug)]
 pub struct Check {
-    /// The checklist's id (paper-checklist.md section 4).
+    /// The claim's id (F for the ccNVMe paper's figures, with the figure's
+    /// number and an index).
     pub id: &'static str,
     /// What is compared.
     pub claim: String,

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! `start` is [`crate::BlockDevice::pmr_free_start`] (the first byte after
-//! the ccNVMe queue regions, 0 without ccNVMe; checklist H4). All integers
+//! the ccNVMe queue regions, 0 without ccNVMe; `docs/decisions.md` H4). All integers
 //! are little-endian. The pointers are monotonic 64-bit sequence numbers
 //! (never wrapped in practice); entry `seq` lives in slot
 //! `seq % capacity`. The queue holds `[head, tail)`; `flushed <= tail`, and
@@ -34,7 +34,7 @@
 //!
 //! So bytes 0..8 hold `lba | len << 32`, and the 8-byte word at bytes 8..16
 //! holds `devid | etag << 8 | dr << 9 | plba << 10 | rsvd << 42`: setting
-//! `dr` rewrites that one aligned 8-byte word (checklist H5).
+//! `dr` rewrites that one aligned 8-byte word (`docs/decisions.md` H5).
 
 /// Magic of the header ("HORAEOQ1" little-endian).
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HORAEOQ1");

@@ -1,5 +1,5 @@
-//! The Horae ordering queue (Horae, OSDI'20, sections 5.2-5.5; checklist
-//! 5.4, 5.5, 5.7, 5.13 and H1-H7): the baseline ccNVMe is compared with.
+//! The Horae ordering queue (Horae, OSDI'20, sections 5.2-5.5;
+//! `docs/decisions.md` H4, H5): the baseline ccNVMe is compared with.
 //!
 //! One ordered write stream (HoraeFS uses one queue shared by all cores,
 //! H3) keeps its ordering metadata in a circular queue in the PMR (H4;

@@ -1,5 +1,4 @@
-//! Recovery of the ordering queue after a power failure (Horae 5.5,
-//! checklist 5.7).
+//! Recovery of the ordering queue after a power failure (Horae 5.5).
 //!
 //! The region is read through MMIO (the DRAM mirror died with the host).
 //! Entries from head up to `flushed` are durable (a FLUSH completed after

@@ -3,7 +3,7 @@
 //!
 //! Every operation's metadata changes join the *running transaction*. A
 //! separate commit thread (JBD2's kjournald2) commits it when an fsync asks
-//! (checklist E1, E2):
+//! (`docs/decisions.md` E1, E2):
 //!
 //! - **classic**: freeze the operation gate and snapshot the transaction's
 //!   blocks; write the data of the files it touched (ordered mode) and

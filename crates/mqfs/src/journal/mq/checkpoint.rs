@@ -33,7 +33,7 @@ impl MqJournal {
     }
 
     /// Checkpoints every area up to the durable prefix of transaction ids
-    /// (ccNVMe 5.2, checklist M6): the transactions below the lowest
+    /// (ccNVMe 5.2, `docs/decisions.md` M6): the transactions below the lowest
     /// pending id, from all areas at once, newest version per block, then
     /// each area's superblock with its new head and `home_below`. Taking
     /// the areas together and only a prefix keeps an older copy of a block

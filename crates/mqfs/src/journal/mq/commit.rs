@@ -5,7 +5,7 @@
 //!    ([`lay_out`]);
 //! 2. [`MqJournal::submit`]: the blocks into host pages and one ccNVMe
 //!    transaction on the caller's queue, REQ_TX, then the JH REQ_TX_COMMIT
-//!    (ccNVMe 5.1), its doorbell rung in id order (checklist M9);
+//!    (ccNVMe 5.1), its doorbell rung in id order (`docs/decisions.md` M9);
 //! 3. [`MqJournal::record`]: only once the transaction is committed
 //!    (atomic), the area's tail and sequence number, its checkpoint queue
 //!    and the version indexes take it;

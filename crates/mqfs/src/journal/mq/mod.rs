@@ -22,7 +22,7 @@
 //!   version of it is being checkpointed is journaled (data journaling);
 //!   otherwise the reusing inode's next transaction carries a revoke and the
 //!   older versions leave the index.
-//! - **Recovery (5.5, checklist M8, M9).** Transactions ccNVMe reports
+//! - **Recovery (5.5, `docs/decisions.md` M8, M9).** Transactions ccNVMe reports
 //!   unfinished are discarded, the rest replayed in transaction-id order.
 //!   The paper's rule alone is unsafe across queues (M9), so the default
 //!   rule is the global prefix: transactions ring their doorbells in id
@@ -57,7 +57,7 @@ pub(crate) use recovery::recover;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RecoveryRule {
     /// Discard every transaction with an id at or above the lowest
-    /// unfinished one (checklist M9(a)); doorbells ring in id order and
+    /// unfinished one (`docs/decisions.md` M9, the global-prefix rule); doorbells ring in id order and
     /// fsync waits for every lower id. The default.
     GlobalPrefix,
     /// Discard exactly the unfinished transactions (the paper's 5.5 as
@@ -360,7 +360,7 @@ impl MqJournal {
             .retain(|_, t| !t.is_some_and(|t| t < lowest));
     }
 
-    /// Selective revocation (ccNVMe 5.4, checklist M14), at reuse time.
+    /// Selective revocation (ccNVMe 5.4, `docs/decisions.md` M14), at reuse time.
     pub(crate) fn note_reused(&self, b: u64, owner: &InodeState) {
         // Freed by a transaction that is not durable yet: the durable file
         // system may still map the block, so its new content goes through
@@ -407,7 +407,7 @@ impl MqJournal {
         let area = self.area_for(ctx);
         let _area = area.lock.lock().await;
         // Snapshot under the gate: no operation is half-way, and the id
-        // is drawn in snapshot order (checklist M10).
+        // is drawn in snapshot order (`docs/decisions.md` M10).
         let frozen = fs.freeze().await;
         let snap = self.snapshot(fs, st, kind);
         drop(frozen);
@@ -547,7 +547,7 @@ impl MqJournal {
             page.set_dirty(false);
             undo.pages.push(page.clone());
             // An atomic sync journals overwrites (their old content must
-            // survive a discard, checklist M12); reused blocks being
+            // survive a discard, `docs/decisions.md` M12); reused blocks being
             // checkpointed are journaled too (5.4 case 1).
             let mut journal =
                 (kind.atomic_only() && !new_blocks.contains(&home)) || journal_data.contains(&home);

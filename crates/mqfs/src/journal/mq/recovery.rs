@@ -1,4 +1,4 @@
-//! Recovery of the journal areas after a crash (ccNVMe 5.5, checklist M8,
+//! Recovery of the journal areas after a crash (ccNVMe 5.5, `docs/decisions.md` M8,
 //! M9): each area scanned by the shared scanner ([`log::scan`], a
 //! transaction ending at its JH and revokes, [`End::LastDescriptor`]), the
 //! unfinished ids dropped, the rest replayed by id ([`Replay`], a revoke
@@ -7,7 +7,7 @@
 use super::*;
 use crate::journal::log::{self, End, Found, Replay, RevokeScope, Ring};
 
-/// Replays the journal areas after a crash (checklist M8): scans each area
+/// Replays the journal areas after a crash (`docs/decisions.md` M8): scans each area
 /// from its head while the JH sequence continues and the copies check,
 /// drops the transactions `unfinished` (and, under the global prefix rule,
 /// every id at or above its lowest), merges the rest by id, honours
