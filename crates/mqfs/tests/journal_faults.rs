@@ -72,7 +72,10 @@ fn an_mq_transaction_that_fails_before_commit_leaves_the_journal_going() {
             }
         }
         let r = fs.fsync_path(C, "/b").await;
-        assert!(matches!(r, Err(FsError::Bus(_))), "the fsync must fail with the bus error: {r:?}");
+        assert!(
+            matches!(r, Err(FsError::Bus(_))),
+            "the fsync must fail with the bus error: {r:?}"
+        );
         for a in hoard {
             mem.free(a).unwrap();
         }
