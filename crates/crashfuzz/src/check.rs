@@ -131,6 +131,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let st = state.clone();
     let (probe, fs_profile) = (probe_for(cx.mode, cx.fault), fs_profile_for(cx.mode, cx.fault));
     let sanity_on = cx.sanity;
+    let journaled = cx.mode != ModeName::None;
     let m2 = m.clone();
     let ctrl2 = ctrl.clone();
     let run = async move {
@@ -178,18 +179,12 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         }
         match mqfs::fsck::fsck(&**ctrl2.backend()) {
             Ok(report) => {
-                for f in report.errors() {
-                    failures.push(Failure {
-                        check: "fsck".into(),
-                        detail: format!("{:?}: {}", f.kind, f.detail),
-                    });
-                }
-                if !report.is_clean() && report.errors().next().is_none() {
-                    failures.push(Failure {
-                        check: "fsck".into(),
-                        detail: format!("{} error(s) past the report's cap", report.suppressed_errors),
-                    });
-                }
+                failures.extend(fsck_failures(
+                    &report.findings,
+                    report.suppressed,
+                    report.suppressed_errors,
+                    journaled,
+                ));
                 log.push(format!("fsck: {} finding(s)", report.findings.len()));
             }
             Err(e) => failures.push(Failure {
@@ -241,5 +236,61 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             log,
             recovered_alike: false,
         },
+    }
+}
+
+/// The failures an fsck report makes. After a journaled mode's recovery
+/// the image must be spotless: an orphaned inode or a link count too high
+/// is a recovery bug there, not a harmless leak, so findings of any
+/// severity fail. Ext4-NJ (`journaled` false) promises no such thing;
+/// there only errors count.
+fn fsck_failures(
+    findings: &[mqfs::Finding],
+    suppressed: u64,
+    suppressed_errors: u64,
+    journaled: bool,
+) -> Vec<Failure> {
+    let mut out: Vec<Failure> = findings
+        .iter()
+        .filter(|f| journaled || f.severity == mqfs::Severity::Error)
+        .map(|f| Failure {
+            check: "fsck".into(),
+            detail: f.to_string(),
+        })
+        .collect();
+    let past_cap = if journaled { suppressed } else { suppressed_errors };
+    if past_cap > 0 {
+        out.push(Failure {
+            check: "fsck".into(),
+            detail: format!("{past_cap} finding(s) past the report's cap"),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(severity: mqfs::Severity) -> mqfs::Finding {
+        mqfs::Finding {
+            severity,
+            kind: mqfs::FindingKind::LinkCountTooHigh,
+            ino: Some(12),
+            block: None,
+            detail: "link count 2, 1 name".into(),
+        }
+    }
+
+    #[test]
+    fn a_warning_fails_a_journaled_mode_only() {
+        let w = [finding(mqfs::Severity::Warning)];
+        assert_eq!(fsck_failures(&w, 0, 0, true).len(), 1);
+        assert!(fsck_failures(&w, 0, 0, false).is_empty());
+        let e = [finding(mqfs::Severity::Error)];
+        assert_eq!(fsck_failures(&e, 0, 0, false).len(), 1);
+        // Suppressed warnings count where warnings count.
+        assert_eq!(fsck_failures(&[], 3, 0, true).len(), 1);
+        assert!(fsck_failures(&[], 3, 0, false).is_empty());
     }
 }
