@@ -10,7 +10,7 @@ use nvme_spec::features::{FeatureId, NumberOfQueues};
 use nvme_spec::identify::{self, IdentifyController, IdentifyNamespace};
 use nvme_spec::regs::{self, Cap, Cc, Csts};
 use nvme_spec::traffic;
-use pcie_sim::{BarKind, BusAddr, Core, Machine, Purpose, SimDuration};
+use pcie_sim::{BarKind, BusAddr, Core, Machine, PersistSkips, SimDuration};
 
 use crate::bio::{Bio, BioFlags, BioOp, Done, TxId};
 use crate::error::DriverError;
@@ -380,37 +380,29 @@ impl BlockDevice {
         self.recovery.borrow().clone()
     }
 
-    /// Writes a fresh layout: pointers zero, header last.
+    /// Writes a fresh layout: pointers zero, header last, each step a
+    /// persistent MMIO write ([`Core::persist_wc`], the one mechanism the
+    /// P-SQ and the Horae queue use too).
     async fn format_pmr(&self, layout: PmrLayout, generation: u64) -> Result<(), DriverError> {
         let core = self.machine.core(0)?;
         let pmr = self.pmr.ok_or(DriverError::NoLayout)?;
+        let mut words = Vec::with_capacity(2 * layout.queues as usize);
         for q in 0..layout.queues {
-            core.wc_store(
-                pmr + layout.doorbell(q),
-                &0u32.to_le_bytes(),
-                traffic::QUEUE_POINTER,
-                0,
-            )
-            .await?;
-            core.wc_store(
-                pmr + layout.head(q),
-                &0u32.to_le_bytes(),
-                traffic::QUEUE_POINTER,
-                0,
-            )
-            .await?;
+            for at in [layout.doorbell(q), layout.head(q)] {
+                core.wc_store(pmr + at, &0u32.to_le_bytes(), traffic::QUEUE_POINTER, 0)
+                    .await?;
+                words.push((pmr + at, 4u64));
+            }
         }
-        core.mfence().await?;
-        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0).await?;
-        core.wc_store(
+        core.persist_wc(&words, pmr, 0, PersistSkips::default()).await?;
+        core.persistent_write(
             pmr,
             &layout.header_bytes(generation, 0),
             traffic::QUEUE_POINTER,
             0,
+            PersistSkips::default(),
         )
         .await?;
-        core.mfence().await?;
-        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0).await?;
         Ok(())
     }
 
@@ -455,15 +447,14 @@ impl BlockDevice {
         let generation = self.recovery.borrow().as_ref().map_or(0, |r| r.generation) + 1;
         let core = self.machine.core(0)?;
         let pmr = self.pmr.ok_or(DriverError::NoLayout)?;
-        core.wc_store(
+        core.persistent_write(
             pmr,
             &layout.header_bytes(generation - 1, RESETTING),
             traffic::QUEUE_POINTER,
             0,
+            PersistSkips::default(),
         )
         .await?;
-        core.mfence().await?;
-        core.mmio_read(pmr, &mut [], Purpose::FLUSH_READ, 0).await?;
         self.format_pmr(layout, generation).await?;
         self.create_psqs().await?;
         *self.recovery.borrow_mut() = Some(Recovery {
