@@ -19,6 +19,15 @@ pub enum Error {
     /// No fault has this name.
     #[error("unknown fault `{0}` (one of: no-flush-read, no-fence, no-commit-fua, out-of-order, no-revoke)")]
     UnknownFault(String),
+    /// A fault that switches off a mechanism the mode does not have: the
+    /// run would test nothing.
+    #[error("fault `{fault}` does not apply to mode `{mode}` (the mechanism it switches off is not there)")]
+    FaultNotApplicable {
+        /// The fault as named.
+        fault: String,
+        /// The mode it does not apply to.
+        mode: String,
+    },
     /// No drive profile has this name.
     #[error("unknown drive profile `{0}` (one of: {1})")]
     UnknownProfile(String, String),

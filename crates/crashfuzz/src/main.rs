@@ -218,6 +218,9 @@ fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions), Error> {
         .collect::<Result<Vec<_>, _>>()?;
     let opts = explore_options(a)?;
     let fault = a.fault.as_deref().map(Fault::parse).transpose()?;
+    if let Some(f) = fault {
+        f.check_modes(&modes)?;
+    }
     let mut out = vec![Campaign {
         workloads,
         modes: modes.clone(),
@@ -309,13 +312,14 @@ fn record_one(one: &OneRun) -> Result<(Workload, RunConfig, crashfuzz::Recording
 
 /// The configuration `one` names (mode, profile, seed, fault).
 fn run_config(one: &OneRun) -> Result<RunConfig, Error> {
+    let mode = ModeName::parse(&one.mode)?;
+    let fault = one.fault.as_deref().map(Fault::parse).transpose()?;
+    if let Some(f) = fault {
+        f.check_modes(&[mode])?;
+    }
     Ok(RunConfig {
-        fault: one.fault.as_deref().map(Fault::parse).transpose()?,
-        ..RunConfig::new(
-            ModeName::parse(&one.mode)?,
-            RunConfig::profile_by_name(&one.profile)?,
-            one.seed,
-        )
+        fault,
+        ..RunConfig::new(mode, RunConfig::profile_by_name(&one.profile)?, one.seed)
     })
 }
 

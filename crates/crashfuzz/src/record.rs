@@ -149,6 +149,30 @@ impl Fault {
         }
     }
 
+    /// True if the mechanism this fault switches off exists in `mode`:
+    /// the P-SQ's flush read and fence, in-order completion and selective
+    /// revocation are MQFS-on-ccNVMe mechanisms; the commit record's FUA
+    /// is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has none of them.
+    pub fn applies_to(self, mode: ModeName) -> bool {
+        let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
+        match self {
+            Fault::NoFlushRead | Fault::NoFence | Fault::OutOfOrder | Fault::NoRevoke => ccnvme,
+            Fault::NoCommitFua => ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae),
+        }
+    }
+
+    /// `Ok` if the fault applies to every mode in `modes`, else the usage
+    /// error that names the first mode it does not apply to.
+    pub fn check_modes(self, modes: &[ModeName]) -> Result<(), Error> {
+        match modes.iter().find(|m| !self.applies_to(**m)) {
+            None => Ok(()),
+            Some(m) => Err(Error::FaultNotApplicable {
+                fault: self.name().into(),
+                mode: m.name().into(),
+            }),
+        }
+    }
+
     /// Parses a command-line name.
     pub fn parse(s: &str) -> Result<Fault, Error> {
         Fault::ALL
@@ -194,7 +218,11 @@ pub fn mode_label(mode: ModeName, fault: Option<Fault>) -> String {
 /// Parses [`mode_label`].
 pub fn parse_mode_label(s: &str) -> Result<(ModeName, Option<Fault>), Error> {
     match s.split_once('+') {
-        Some((m, f)) => Ok((ModeName::parse(m)?, Some(Fault::parse(f)?))),
+        Some((m, f)) => {
+            let (mode, fault) = (ModeName::parse(m)?, Fault::parse(f)?);
+            fault.check_modes(&[mode])?;
+            Ok((mode, Some(fault)))
+        }
         None => Ok((ModeName::parse(s)?, None)),
     }
 }

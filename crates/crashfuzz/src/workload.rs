@@ -212,9 +212,22 @@ pub struct ParseError {
     pub what: String,
 }
 
+/// A path operand: absolute and canonical (no empty, `.` or `..`
+/// component, no trailing `/`), so that the model, the oracle and the file
+/// system agree on which object it names.
 fn path(s: Option<&str>, line: usize) -> Result<String, ParseError> {
     match s {
-        Some(p) if p.starts_with('/') && p.len() > 1 => Ok(p.to_string()),
+        Some(p) if p.starts_with('/') && p.len() > 1 => {
+            if p[1..].split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+                return Err(ParseError {
+                    line,
+                    what: format!(
+                        "{p:?} is not canonical (no empty, `.` or `..` component, no trailing `/`)"
+                    ),
+                });
+            }
+            Ok(p.to_string())
+        }
         Some(p) => Err(ParseError {
             line,
             what: format!("{p:?} is not an absolute path"),
@@ -389,6 +402,16 @@ mod tests {
             ],
         };
         assert_eq!(parse("x", &w.to_text()).unwrap(), w);
+    }
+
+    #[test]
+    fn non_canonical_paths_are_refused_with_their_line() {
+        for bad in ["/a/", "/a//b", "/a/./b", "/a/../b", "/.."] {
+            let e = parse("x", &format!("mkdir /a\ncreate {bad}\n")).unwrap_err();
+            assert_eq!(e.line, 2, "{bad}");
+            assert!(e.what.contains("not canonical"), "{bad}: {}", e.what);
+        }
+        assert!(parse("x", "mkdir /a\ncreate /a/b.c\n").is_ok());
     }
 
     #[test]

@@ -103,6 +103,38 @@ fn bad_input_is_a_typed_error() {
     ));
     assert!(matches!(ModeName::parse("ext5"), Err(Error::UnknownMode(_))));
     assert!(matches!(Fault::parse("no-seatbelt"), Err(Error::UnknownFault(_))));
+    // A fault switching off a mechanism the mode lacks would test nothing.
+    assert!(matches!(
+        Fault::NoFence.check_modes(&[ModeName::Mq, ModeName::Classic]),
+        Err(Error::FaultNotApplicable { .. })
+    ));
+    assert!(matches!(
+        Fault::NoCommitFua.check_modes(&[ModeName::None]),
+        Err(Error::FaultNotApplicable { .. })
+    ));
+    assert!(Fault::NoCommitFua
+        .check_modes(&[ModeName::Classic, ModeName::Horae, ModeName::Mq])
+        .is_ok());
+    match ReplayId::parse("generic_035:classic+no-revoke:optane-905p:1:3:f0.l.m") {
+        Err(Error::BadReplayId { why, .. }) => assert!(why.contains("does not apply"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crashfuzz"))
+        .args([
+            "explore",
+            "-w",
+            "generic_035",
+            "-m",
+            "classic",
+            "--fault",
+            "no-fence",
+        ])
+        .output()
+        .expect("run crashfuzz");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("does not apply to mode `classic`"), "{err}");
     assert!(matches!(
         RunConfig::profile_by_name("floppy"),
         Err(Error::UnknownProfile(..))
