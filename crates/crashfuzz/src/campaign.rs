@@ -7,10 +7,85 @@ use std::sync::Mutex;
 
 use nvme_ctrl::SsdProfile;
 
+use crate::builtin::by_name;
 use crate::error::Error;
 use crate::explore::{explore, ExploreOptions, ExploreReport};
-use crate::record::{ModeName, RunConfig};
+use crate::oracle::is_promise_check;
+use crate::record::{Fault, ModeName, RunConfig};
 use crate::workload::Workload;
+
+/// One check of the explorer itself: an ordering mechanism switched off
+/// (`fault`) on a workload, mode and drive where that must break a
+/// promise. A campaign whose explorer, recorder or oracle silently lost
+/// its teeth would pass these runs; the default campaign fails then.
+#[derive(Debug, Clone, Copy)]
+pub struct SelfCheck {
+    /// The mechanism switched off.
+    pub fault: Fault,
+    /// A built-in workload that needs it.
+    pub workload: &'static str,
+    /// The mode.
+    pub mode: ModeName,
+    /// The drive profile's name.
+    pub profile: &'static str,
+}
+
+/// One self-check per fault switch.
+pub const SELF_CHECKS: [SelfCheck; 5] = [
+    SelfCheck {
+        fault: Fault::NoFlushRead,
+        workload: "generic_035",
+        mode: ModeName::Mq,
+        profile: "optane-905p",
+    },
+    SelfCheck {
+        fault: Fault::NoFence,
+        workload: "generic_035",
+        mode: ModeName::Mq,
+        profile: "optane-905p",
+    },
+    SelfCheck {
+        fault: Fault::NoCommitFua,
+        workload: "generic_035",
+        mode: ModeName::Classic,
+        profile: "flash-vwc",
+    },
+    SelfCheck {
+        fault: Fault::OutOfOrder,
+        workload: "canary_out_of_order",
+        mode: ModeName::Mq,
+        profile: "optane-905p",
+    },
+    SelfCheck {
+        fault: Fault::NoRevoke,
+        workload: "canary_block_reuse",
+        mode: ModeName::Mq,
+        profile: "optane-905p",
+    },
+];
+
+impl SelfCheck {
+    /// The run with the mechanism on (`fault: false`) or off.
+    pub fn config(&self, fault: bool) -> Result<(Workload, RunConfig), Error> {
+        let w = by_name(self.workload)
+            .and_then(|mut ws| if ws.is_empty() { None } else { Some(ws.remove(0)) })
+            .ok_or_else(|| Error::UnknownWorkload(self.workload.into()))?;
+        let cfg = RunConfig {
+            fault: fault.then_some(self.fault),
+            ..RunConfig::new(self.mode, RunConfig::profile_by_name(self.profile)?, 1)
+        };
+        Ok((w, cfg))
+    }
+
+    /// Explores the run with the mechanism off; returns its report and the
+    /// first violation that broke a promise, if any.
+    pub fn run(&self, opts: &ExploreOptions) -> Result<(ExploreReport, Option<usize>), Error> {
+        let (w, cfg) = self.config(true)?;
+        let r = explore(&w, &cfg, opts, &w.name)?;
+        let caught = r.violations.iter().position(|v| is_promise_check(&v.check));
+        Ok((r, caught))
+    }
+}
 
 /// What to explore.
 #[derive(Debug, Clone)]

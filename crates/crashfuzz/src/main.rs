@@ -16,7 +16,7 @@ use crashfuzz::record::Fault;
 use crashfuzz::replay::{replay, replay_saved};
 use crashfuzz::{
     timeline, Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, SavedConfig, SavedRun,
-    Workload,
+    SelfCheck, Workload, SELF_CHECKS,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -265,8 +265,18 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
         })?);
     }
     bar.finish_and_clear();
+    // The default campaign also checks the explorer itself: each ordering
+    // mechanism switched off must break a promise.
+    let default_set = a.workload.iter().any(|w| w == "default" || w == "all");
+    let mut checks = Vec::new();
+    if !strict && default_set && a.fault.is_none() {
+        for sc in SELF_CHECKS {
+            let (r, caught) = sc.run(&opts)?;
+            checks.push((sc, r, caught));
+        }
+    }
     write_json(a, &reports)?;
-    Ok(summarize(&reports, a.show, strict))
+    Ok(summarize(&reports, a.show, strict, &checks))
 }
 
 /// `explore --trace FILE,...`: every violation fails the run.
@@ -277,7 +287,7 @@ fn run_saved(a: &RunArgs) -> Result<ExitCode, Error> {
         reports.push(explore_saved(path, &opts)?);
     }
     write_json(a, &reports)?;
-    Ok(summarize(&reports, a.show, true))
+    Ok(summarize(&reports, a.show, true, &[]))
 }
 
 fn write_json(a: &RunArgs, reports: &[ExploreReport]) -> Result<(), Error> {
@@ -372,7 +382,14 @@ fn trace_cmd(one: &OneRun, trace: Option<&Path>, output: Option<&Path>) -> Resul
     Ok(ExitCode::SUCCESS)
 }
 
-fn summarize(reports: &[ExploreReport], show: usize, strict: bool) -> ExitCode {
+/// Prints the table of runs and the self-checks, and decides the exit
+/// status.
+fn summarize(
+    reports: &[ExploreReport],
+    show: usize,
+    strict: bool,
+    checks: &[(SelfCheck, ExploreReport, Option<usize>)],
+) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
@@ -450,6 +467,34 @@ fn summarize(reports: &[ExploreReport], show: usize, strict: bool) -> ExitCode {
             "of a crash-consistent mode lost a promise"
         };
         let _ = writeln!(out, "FAIL: {bad} run(s) {what}");
+        return ExitCode::from(1);
+    }
+    let mut missed = 0usize;
+    for (sc, r, found) in checks {
+        let what = match found {
+            Some(i) => {
+                let v = &r.violations[*i];
+                format!("caught: {} ({})", v.check, v.id)
+            }
+            None => {
+                missed += 1;
+                format!("NOT CAUGHT by a broken promise in {} states", r.states_checked)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "self-check: {} off on {} {} {}: {what}",
+            sc.fault.name(),
+            sc.workload,
+            sc.mode.name(),
+            sc.profile
+        );
+    }
+    if missed > 0 {
+        let _ = writeln!(
+            out,
+            "FAIL: {missed} ordering mechanism(s) switched off broke no promise: the explorer is suspect"
+        );
         return ExitCode::from(1);
     }
     if !strict && none_runs > 0 && caught == 0 && reports.len() > 1 {

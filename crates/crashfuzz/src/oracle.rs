@@ -140,6 +140,21 @@ pub struct Failure {
     pub detail: String,
 }
 
+/// The checks that fail when a promise is broken (as opposed to a
+/// recovery, fsck or sanity failure, which a broken image alone causes).
+pub const PROMISE_CHECKS: [&str; 5] = [
+    "durable-data",
+    "durable-dir",
+    "durable-tree",
+    "atomic",
+    "rename-atomic",
+];
+
+/// True if `check` is a broken promise ([`PROMISE_CHECKS`]).
+pub fn is_promise_check(check: &str) -> bool {
+    PROMISE_CHECKS.contains(&check)
+}
+
 fn fail(check: &str, detail: String) -> Failure {
     Failure {
         check: check.to_string(),
