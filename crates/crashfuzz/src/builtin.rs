@@ -387,6 +387,49 @@ pub fn canary_block_reuse() -> Workload {
     )
 }
 
+/// A transaction larger than a persistent submission queue (300 blocks
+/// against the default 256 slots): the journal must split it over several
+/// descriptors and the driver must not wrap a P-SQ over its own
+/// uncommitted entries. A small synced file follows, so a crash in the
+/// big one's tail meets a later promise too.
+pub fn stress_big_tx() -> Workload {
+    Workload::single(
+        "stress_big_tx",
+        vec![Op::Create(s("/big")), Op::Create(s("/small"))],
+        vec![
+            Op::Write(s("/big"), 0, 300 * 4096, 11),
+            Op::Fsync(s("/big")),
+            Op::Write(s("/small"), 0, 4096, 12),
+            Op::Fsync(s("/small")),
+        ],
+    )
+}
+
+/// Many scattered overwrites, then one fsync: on a drive with a volatile
+/// cache every overwritten block is pending until the fsync's Flush, in
+/// any combination, whatever order the drive destaged them in.
+pub fn stress_scattered() -> Workload {
+    let blocks = 64u64;
+    let mut run = Vec::new();
+    // A fixed stride coprime with the file's size visits its blocks out of
+    // order.
+    for i in 0..24u64 {
+        let b = (i * 37) % blocks;
+        run.push(Op::Write(s("/f"), b * 4096, 4096, 100 + i as u8));
+    }
+    run.push(Op::Fsync(s("/f")));
+    Workload::single(
+        "stress_scattered",
+        vec![Op::Create(s("/f")), Op::Write(s("/f"), 0, blocks * 4096, 1)],
+        run,
+    )
+}
+
+/// The stress workloads: what the simulator's timing once hid.
+pub fn stress() -> Vec<Workload> {
+    vec![stress_big_tx(), stress_scattered()]
+}
+
 /// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
 /// `random`, `m9_cross_queue` (and `ace1-*` / `ace2-*` for one member).
 pub fn by_name(name: &str) -> Option<Vec<Workload>> {
@@ -398,6 +441,9 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "m9_cross_queue" => Some(vec![m9_cross_queue()]),
         "canary_out_of_order" => Some(vec![canary_out_of_order()]),
         "canary_block_reuse" => Some(vec![canary_block_reuse()]),
+        "stress" => Some(stress()),
+        "stress_big_tx" => Some(vec![stress_big_tx()]),
+        "stress_scattered" => Some(vec![stress_scattered()]),
         n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("random-") => {
@@ -444,6 +490,9 @@ pub fn names() -> Vec<String> {
             "m9_cross_queue",
             "canary_out_of_order",
             "canary_block_reuse",
+            "stress",
+            "stress_big_tx",
+            "stress_scattered",
             "table4",
         ]
         .map(String::from),
@@ -454,6 +503,19 @@ pub fn names() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_big_transaction_is_larger_than_a_psq() {
+        let slots = u64::from(ccnvme::DriverProfile::default().psq_slots);
+        let blocks = stress_big_tx().threads[0]
+            .iter()
+            .find_map(|op| match op {
+                Op::Write(_, _, len, _) => Some(len / 4096),
+                _ => None,
+            })
+            .expect("a write");
+        assert!(blocks > slots, "{blocks} blocks, {slots} slots");
+    }
 
     #[test]
     fn spaces_have_the_expected_sizes() {

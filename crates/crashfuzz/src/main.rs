@@ -153,15 +153,25 @@ struct RunArgs {
 }
 
 /// The default campaign's workloads (a few minutes on two cores).
-const DEFAULT_WORKLOADS: [&str; 4] = ["table4", "ace1", "m9_cross_queue", "random-1-3x6"];
+/// `stress_scattered` is there for the cached drive: 24 scattered
+/// overwrites pending together until one Flush.
+const DEFAULT_WORKLOADS: [&str; 5] = [
+    "table4",
+    "ace1",
+    "m9_cross_queue",
+    "random-1-3x6",
+    "stress_scattered",
+];
 
 /// The default campaign's canaries (workloads shaped so that one ordering
 /// mechanism switched off is caught, see `tests/canaries.rs`). They run on
 /// the first profile given only (default: `optane-905p`, where each is
 /// caught): on a drive with a volatile write cache the 1 MiB write of
-/// `canary_out_of_order` alone has two million crash states. Named
-/// explicitly (`-w canary_out_of_order`), they run on every profile.
-const DEFAULT_CANARIES: [&str; 2] = ["canary_out_of_order", "canary_block_reuse"];
+/// `canary_out_of_order` alone has two million crash states. So does
+/// `stress_big_tx` (a transaction larger than the P-SQ), which joins them
+/// here for that reason. Named explicitly (`-w canary_out_of_order`), they
+/// run on every profile.
+const DEFAULT_CANARIES: [&str; 3] = ["canary_out_of_order", "canary_block_reuse", "stress_big_tx"];
 
 /// `all` adds ACE's seq-2 space (2304 workloads; about ten minutes per
 /// mode and drive on two cores).
