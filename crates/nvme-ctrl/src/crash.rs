@@ -40,7 +40,7 @@ pub struct CrashState {
     pub pmr: PageStore,
     /// Media blocks that differ from the starting image.
     pub media: imbl::HashMap<u64, Block>,
-    /// Hash of the media delta (see [`MediaCursor::state_hash`]).
+    /// Hash of the media delta (see [`MediaCursor::state`]).
     pub media_hash: ContentHash,
     /// Each delta block's contribution to `media_hash`.
     pub block_hashes: imbl::HashMap<u64, ContentHash>,
@@ -188,11 +188,12 @@ impl<'t> Explorer<'t> {
                 cur.blocks.len()
             )));
         }
+        let media = self.media.state(&cur.blocks, &choice.media)?;
         Ok(CrashState {
             point: k,
-            media: self.media.materialize(&cur.blocks, &choice.media)?,
-            media_hash: self.media.state_hash(&cur.blocks, &choice.media),
-            block_hashes: self.media.block_hashes(&cur.blocks, &choice.media),
+            media: media.delta,
+            media_hash: media.hash,
+            block_hashes: media.block_hashes,
             pmr,
             choice: choice.clone(),
         })

@@ -71,5 +71,5 @@ pub use controller::{Controller, ControllerConfig};
 pub use error::CtrlError;
 pub use measure::{measure, Measured};
 pub use media::{Block, Image, Media, BLOCK};
-pub use power::{MediaCursor, PendingBlock};
+pub use power::{MediaCursor, MediaState, PendingBlock};
 pub use profile::{DriveFigures, SsdProfile, WriteCache};

@@ -61,6 +61,17 @@ pub fn block_hash(lba: u64, data: &[u8]) -> ContentHash {
     unit_term(Space::MediaBlock, lba, data)
 }
 
+/// The media of one crash state ([`MediaCursor::state`]).
+#[derive(Clone, Debug)]
+pub struct MediaState {
+    /// Blocks that differ from the starting image.
+    pub delta: imbl::HashMap<u64, Block>,
+    /// Hash of the delta (XOR of `block_hashes`).
+    pub hash: ContentHash,
+    /// Each delta block's contribution to `hash`.
+    pub block_hashes: imbl::HashMap<u64, ContentHash>,
+}
+
 /// A pending block version: its block and the trace index of its
 /// `DATA_IN` (versions of a block are ordered by it).
 type VersionKey = (u64, usize);
@@ -254,33 +265,6 @@ impl<'t> MediaCursor<'t> {
         out
     }
 
-    /// A hash of the durable delta combined with the pending versions at
-    /// `landed`: equal for states with equal delta content.
-    pub fn state_hash(&self, pending: &[PendingBlock], landed: &[usize]) -> ContentHash {
-        let mut h = self.durable_hash;
-        for (b, p) in Self::chosen(pending, landed) {
-            if let Some(old) = self.durable_hashes.get(&b) {
-                h ^= old;
-            }
-            h ^= p.hash;
-        }
-        h
-    }
-
-    /// Per block of one crash state's delta (see [`MediaCursor::materialize`]),
-    /// its hash contribution. Cheap: shares structure with the cursor.
-    pub fn block_hashes(
-        &self,
-        pending: &[PendingBlock],
-        landed: &[usize],
-    ) -> imbl::HashMap<u64, ContentHash> {
-        let mut h = self.durable_hashes.clone();
-        for (b, p) in Self::chosen(pending, landed) {
-            h.insert(b, p.hash);
-        }
-        h
-    }
-
     /// Blocks that are on the media for certain, over the starting image.
     pub fn durable(&self) -> &imbl::HashMap<u64, Block> {
         &self.durable
@@ -308,14 +292,30 @@ impl<'t> MediaCursor<'t> {
         pending: &[PendingBlock],
         landed: &[usize],
     ) -> Result<imbl::HashMap<u64, Block>, CtrlError> {
+        Ok(self.state(pending, landed)?.delta)
+    }
+
+    /// One crash state's media: its delta, the delta's hash (equal for
+    /// equal content) and each delta block's hash contribution, with each
+    /// block's version chosen once. Cheap: shares structure with the
+    /// cursor.
+    pub fn state(&self, pending: &[PendingBlock], landed: &[usize]) -> Result<MediaState, CtrlError> {
         if let Some(&i) = landed.iter().find(|&&i| i >= pending.len()) {
             return Err(CtrlError::Crash(format!("no pending block {i}")));
         }
-        let mut delta = self.durable.clone();
+        let mut out = MediaState {
+            delta: self.durable.clone(),
+            hash: self.durable_hash,
+            block_hashes: self.durable_hashes.clone(),
+        };
         for (b, p) in Self::chosen(pending, landed) {
-            delta.insert(b, p.data.clone());
+            out.delta.insert(b, p.data.clone());
+            if let Some(old) = out.block_hashes.insert(b, p.hash) {
+                out.hash ^= old;
+            }
+            out.hash ^= p.hash;
         }
-        Ok(delta)
+        Ok(out)
     }
 
     /// A media store for a fresh controller booting over a crash state.
@@ -373,7 +373,7 @@ mod envelope_tests {
         cmd: u32,
         completed: Option<u64>,
         fua: bool,
-        /// Covered by a completed Flush.
+        /// Covered by a completed Flush (set per crash point).
         flushed: bool,
     }
 
@@ -468,9 +468,6 @@ mod envelope_tests {
                     Step::Flush { back } => {
                         let covered = completions.saturating_sub(back);
                         record(&mut trace, events::FLUSH_DONE, covered, 0, &[]);
-                        for v in vs.iter_mut().filter(|v| v.completed.is_some_and(|c| c < covered)) {
-                            v.flushed = true;
-                        }
                     }
                 }
             }
@@ -493,7 +490,7 @@ mod envelope_tests {
                         if v.completed.is_some_and(|c| c >= completions) {
                             v.completed = None;
                         }
-                        v.flushed = v.flushed && flushed_by(&steps[..=k], &v, &steps);
+                        v.flushed = flushed_by(&steps[..=k], &v);
                         v
                     })
                     .collect();
@@ -505,7 +502,7 @@ mod envelope_tests {
 
     /// True if version `v` (whose completion sequence is fixed by the whole
     /// history) is covered by a Flush among `prefix`.
-    fn flushed_by(prefix: &[Step], v: &V, _all: &[Step]) -> bool {
+    fn flushed_by(prefix: &[Step], v: &V) -> bool {
         let Some(c) = v.completed else { return false };
         let mut completions = 0u64;
         for s in prefix {
