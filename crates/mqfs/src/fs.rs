@@ -321,6 +321,9 @@ impl Fs {
             return Err(FsError::Corrupt(format!("inode {ino} is free but referenced")));
         }
         let leaf_count = Inode::leaf_count(&buf.data()[off..off + INODE_SIZE]);
+        if inode.xattr != 0 {
+            self.check_block(inode.xattr)?;
+        }
         if inode.leaf != 0 {
             self.check_block(inode.leaf)?;
             let leaf = self.meta(ctx, inode.leaf).await?;
@@ -588,6 +591,7 @@ impl Fs {
                 logical: fb,
                 len: 1,
                 physical: b,
+                unwritten: false,
             });
             ino.extents.sort_by_key(|e| e.logical);
         }
