@@ -599,10 +599,10 @@ impl Fs {
     }
 
     /// True if device block `b` for file block `fb` extends the last
-    /// extent of `ino`.
+    /// extent of `ino` (a written one: `b` is mapped written).
     fn extends_last(ino: &Inode, fb: u32, b: u64) -> bool {
         matches!(ino.extents.last(),
-            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768)
+            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 && !e.unwritten)
     }
 
     /// True if mapping file block `fb` to device block `b` starts an
