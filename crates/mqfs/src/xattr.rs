@@ -15,8 +15,9 @@
 //! is always 1, so no mbcache), no `ea_inode` for values larger than a
 //! block (such a value fails with `NoSpace`, as Ext4 without `ea_inode`),
 //! and no permission checks (the callers have no credentials; `trusted.`
-//! needs `CAP_SYS_ADMIN` in Linux). `system.` names are stored as given;
-//! Linux interprets `system.posix_acl_*` as ACLs.
+//! needs `CAP_SYS_ADMIN` in Linux). `system.` names are stored as given,
+//! except `system.posix_acl_*`: ACLs are not implemented, so they are
+//! EOPNOTSUPP (ext4 without the `acl` option).
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,12 @@ pub enum XattrFlags {
 fn check_name(name: &str) -> Result<(), FsError> {
     if name.is_empty() || name.len() > XATTR_NAME_MAX {
         return Err(FsError::Range);
+    }
+    // POSIX ACLs are not implemented: ext4 mounted without `acl` answers
+    // EOPNOTSUPP for them, which makes programs (cp -a) fall back to
+    // chmod; storing them opaquely would drop the mode they carry.
+    if name.starts_with("system.posix_acl_") {
+        return Err(FsError::Unsupported(format!("POSIX ACL {name:?}")));
     }
     match xattr_split(name) {
         None => Err(FsError::Unsupported(format!("attribute namespace of {name:?}"))),

@@ -121,6 +121,10 @@ fn xattr_operations_and_errors_in_every_mode() {
                 Err(22)
             );
             assert_eq!(fs.getxattr(C, f, "bogus").await.map_err(|e| e.errno()), Err(95));
+            let acl = fs
+                .setxattr(C, f, "system.posix_acl_access", b"", XattrFlags::Any)
+                .await;
+            assert_eq!(errno(acl), Err(95), "no ACLs: cp -a falls back to chmod");
             // Values: over 64 KiB is E2BIG; over the block is ENOSPC, and
             // changes nothing.
             let e = fs
