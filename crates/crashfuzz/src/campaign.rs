@@ -31,7 +31,7 @@ pub struct SelfCheck {
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 5] = [
+pub const SELF_CHECKS: [SelfCheck; 6] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -61,6 +61,12 @@ pub const SELF_CHECKS: [SelfCheck; 5] = [
         workload: "canary_block_reuse",
         mode: ModeName::Mq,
         profile: "optane-905p",
+    },
+    SelfCheck {
+        fault: Fault::NoDataFlush,
+        workload: "sfr_writeback",
+        mode: ModeName::Mq,
+        profile: "flash-vwc",
     },
 ];
 

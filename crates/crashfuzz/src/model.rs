@@ -167,7 +167,10 @@ impl Model {
             Op::Create(p) => self.insert(p, Node::File(Vec::new())),
             Op::Mkdir(p) => self.insert(p, Node::Dir(BTreeMap::new())),
             Op::Symlink(p, t) => self.insert(p, Node::Symlink(t.clone())),
-            Op::Write(p, off, len, seed) => {
+            // An O_DIRECT write and a store through a mapping change the
+            // bytes as a write does (a store never lies past the size: the
+            // file system refused it).
+            Op::Write(p, off, len, seed) | Op::Dwrite(p, off, len, seed) | Op::Mwrite(p, off, len, seed) => {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
                         let end = (off + len) as usize;
@@ -216,7 +219,9 @@ impl Model {
             | Op::Fdataatomic(_)
             | Op::Sync
             | Op::Sleep(_)
-            | Op::WaitFor(_) => {}
+            | Op::WaitFor(_)
+            | Op::Sfr(..)
+            | Op::Msync(..) => {}
             // Setup only; the recorder applies it as the write it became.
             Op::Fill(_) => {}
         }
@@ -226,6 +231,23 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn direct_and_mapped_writes_change_bytes_and_range_syncs_nothing() {
+        let mut m = Model::default();
+        m.apply(&Op::Create("/f".into()));
+        m.apply(&Op::Dwrite("/f".into(), 4, 2, 0));
+        assert_eq!(m.content("/f").unwrap(), vec![0, 0, 0, 0, b'e', b'f']);
+        m.apply(&Op::Mwrite("/f".into(), 0, 2, 0));
+        assert_eq!(m.content("/f").unwrap(), vec![b'a', b'b', 0, 0, b'e', b'f']);
+        let before = m.tree();
+        m.apply(&Op::Sfr("/f".into(), 0, 0));
+        m.apply(&Op::Msync("/f".into(), 0, 6));
+        m.apply(&Op::Fsync("/".into()));
+        assert_eq!(m.tree(), before);
+        assert_eq!(m.lookup("/"), Some(ROOT));
+        assert_eq!(m.kind("/"), Some(Kind::Dir));
+    }
 
     #[test]
     fn links_share_content_and_renames_move() {

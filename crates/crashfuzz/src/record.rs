@@ -126,16 +126,20 @@ pub enum Fault {
     OutOfOrder,
     /// MQFS without selective revocation.
     NoRevoke,
+    /// fsync without the FLUSH for data written home outside a sync
+    /// (O_DIRECT, sync_file_range) when it finds nothing else to do.
+    NoDataFlush,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::NoFlushRead,
         Fault::NoFence,
         Fault::NoCommitFua,
         Fault::OutOfOrder,
         Fault::NoRevoke,
+        Fault::NoDataFlush,
     ];
 
     /// Command-line name.
@@ -146,6 +150,7 @@ impl Fault {
             Fault::NoCommitFua => "no-commit-fua",
             Fault::OutOfOrder => "out-of-order",
             Fault::NoRevoke => "no-revoke",
+            Fault::NoDataFlush => "no-data-flush",
         }
     }
 
@@ -153,11 +158,15 @@ impl Fault {
     /// the P-SQ's flush read and fence, in-order completion and selective
     /// revocation are MQFS-on-ccNVMe mechanisms; the commit record's FUA
     /// is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has none of them.
+    /// The flush for data written outside a sync is the journaled modes'
+    /// (Ext4-NJ's fsync always flushes).
     pub fn applies_to(self, mode: ModeName) -> bool {
         let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
         match self {
             Fault::NoFlushRead | Fault::NoFence | Fault::OutOfOrder | Fault::NoRevoke => ccnvme,
-            Fault::NoCommitFua => ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae),
+            Fault::NoCommitFua | Fault::NoDataFlush => {
+                ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae)
+            }
         }
     }
 
@@ -191,7 +200,7 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
         Some(Fault::NoFence) => f.no_fence = true,
         Some(Fault::NoCommitFua) => f.no_commit_fua = true,
         Some(Fault::OutOfOrder) => f.out_of_order_completion = true,
-        Some(Fault::NoRevoke) | None => {}
+        Some(Fault::NoRevoke | Fault::NoDataFlush) | None => {}
     }
     p
 }
@@ -202,6 +211,7 @@ pub fn fs_profile_for(mode: ModeName, fault: Option<Fault>) -> FsProfile {
     match fault {
         Some(Fault::NoRevoke) => p.mq.selective_revocation = false,
         Some(Fault::NoCommitFua) => p.commit_fua = false,
+        Some(Fault::NoDataFlush) => p.flush_unflushed_data = false,
         _ => {}
     }
     p
@@ -379,6 +389,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         versions: BTreeMap::new(),
         refused: Vec::new(),
         fresh: Default::default(),
+        written_in_place: Default::default(),
     }));
     // The base tree: what the setup left.
     for op in &w.setup {
@@ -408,13 +419,14 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     let mut handles = Vec::new();
     let oplog: Rc<RefCell<Vec<OpRecord>>> = Rc::default();
     for (t, ops) in threads.into_iter().enumerate() {
+        let where_: Vec<String> = (0..ops.len()).map(|i| w.locate(t, i)).collect();
         let fs = fs.clone();
         let m3 = m.clone();
         let sh = shared.clone();
         let log = oplog.clone();
         handles.push(m.sim().spawn(async move {
             let c = Ctx::on(t);
-            for op in ops {
+            for (i, op) in ops.into_iter().enumerate() {
                 let start = m3.trace().len() as usize;
                 let start_time = m3.sim().now();
                 let id = sh.borrow_mut().begin(&op, start);
@@ -431,7 +443,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
                     end_ps: m3.sim().now().as_ps(),
                     error: r.as_ref().err().map(|e| e.to_string()),
                 });
-                sh.borrow_mut().end(&op, r, id, end);
+                sh.borrow_mut().end(&op, r, id, end, &where_[i]);
             }
         }));
     }
@@ -521,12 +533,26 @@ pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
     match op {
         Op::Create(p) => fs.create_path(c, p).await.map(|_| ()),
         Op::Mkdir(p) => fs.mkdir_path(c, p).await.map(|_| ()),
-        Op::Write(p, off, len, seed) => {
-            let data: Vec<u8> = (0..*len)
-                .map(|i| crate::workload::pattern(*seed, off + i))
-                .collect();
-            fs.write_path(c, p, *off, &data).await.map(|_| ())
+        Op::Write(p, off, len, seed) => fs
+            .write_path(c, p, *off, &bytes(*off, *len, *seed))
+            .await
+            .map(|_| ()),
+        Op::Dwrite(p, off, len, seed) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.write_direct(c, ino, *off, &bytes(*off, *len, *seed))
+                .await
+                .map(|_| ())
         }
+        Op::Mwrite(p, off, len, seed) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.write_mapped(c, ino, *off, &bytes(*off, *len, *seed))
+                .await
+                .map(|_| ())
+        }
+        Op::Sfr(p, off, len) => fs.sync_file_range(c, fs.resolve(c, p).await?, *off, *len).await,
+        // msync(MS_SYNC) is vfs_fsync_range(datasync = 1) (mm/msync.c);
+        // MQFS syncs whole files, so the range is the file.
+        Op::Msync(p, _, _) => fs.fdatasync(c, fs.resolve(c, p).await?).await,
         Op::Truncate(p, size) => {
             let ino = fs.resolve(c, p).await?;
             fs.truncate(c, ino, *size).await
@@ -580,6 +606,16 @@ pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
     }
 }
 
+/// An error as a report shows it: its errno's name, then what mqfs says.
+fn errno_text(e: &FsError) -> String {
+    format!("{}: {e}", e.errno_name())
+}
+
+/// The bytes a write of `len` at `off` with `seed` writes.
+fn bytes(off: u64, len: u64, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| pattern(seed, off + i)).collect()
+}
+
 /// State shared by the threads of a recorded run.
 struct Shared {
     model: Model,
@@ -591,6 +627,12 @@ struct Shared {
     /// Names made since their directory was last made durable: fdatasync
     /// does not promise them (it persists data, not the name).
     fresh: std::collections::BTreeSet<String>,
+    /// Files (model nodes) with data written in place outside a sync
+    /// (O_DIRECT, sync_file_range) since their last durable sync: those
+    /// blocks are outside any transaction and may land in any
+    /// combination, so an atomic sync promises nothing about the file
+    /// until a durable sync (or `sync`) has made them durable.
+    written_in_place: std::collections::BTreeSet<u64>,
 }
 
 /// The sync an operation is, if any: its path and kind (`sync` is not one:
@@ -601,6 +643,7 @@ fn sync_of(op: &Op) -> Option<(&String, SyncKind)> {
         Op::Fdatasync(p) => Some((p, SyncKind::Fdatasync)),
         Op::Fatomic(p) => Some((p, SyncKind::Fatomic)),
         Op::Fdataatomic(p) => Some((p, SyncKind::Fdataatomic)),
+        Op::Msync(p, _, _) => Some((p, SyncKind::Fdatasync)),
         _ => None,
     }
 }
@@ -629,7 +672,11 @@ impl Shared {
             // On a directory, fatomic makes its changes atomic with the
             // file operations in the same transaction; the tree checks
             // cover that, so only files get a version promise.
-            if self.promises.atomic_only(kind) && self.model.kind(p) == Some(Kind::File) {
+            let torn = self
+                .model
+                .lookup(p)
+                .is_some_and(|n| self.written_in_place.contains(&n));
+            if self.promises.atomic_only(kind) && self.model.kind(p) == Some(Kind::File) && !torn {
                 // Atomic from the moment it starts: the file is one of its
                 // synced versions, old or new.
                 let earlier = self.versions.get(p).cloned().unwrap_or_default();
@@ -711,15 +758,31 @@ impl Shared {
     }
 
     /// An operation `id` ended after `end` trace entries.
-    fn end(&mut self, op: &Op, r: Result<(), FsError>, id: OpId, end: usize) {
+    /// `at` says where the operation is in the workload (for reports).
+    fn end(&mut self, op: &Op, r: Result<(), FsError>, id: OpId, end: usize, at: &str) {
         // A refused operation promises nothing.
         self.promises.end(id, end, r.is_ok());
         if let Err(e) = r {
-            self.refused.push((op.to_string(), e.to_string()));
+            self.refused.push((format!("{op} ({at})"), errno_text(&e)));
             return;
         }
         self.model.apply(op);
         self.track_names(op);
+        match op {
+            Op::Dwrite(p, ..) | Op::Sfr(p, ..) => {
+                self.written_in_place.extend(self.model.lookup(p));
+            }
+            Op::Sync => self.written_in_place.clear(),
+            _ => {
+                if let Some((p, kind)) = sync_of(op) {
+                    if !self.promises.atomic_only(kind) {
+                        if let Some(n) = self.model.lookup(p) {
+                            self.written_in_place.remove(&n);
+                        }
+                    }
+                }
+            }
+        }
         self.note_versions(op);
         if let Some((p, kind)) = sync_of(op) {
             if !self.promises.atomic_only(kind) && !self.promises.overlapped(id, p) {

@@ -40,6 +40,7 @@
 pub mod cache;
 pub mod data;
 pub mod dir;
+pub mod direct;
 pub mod error;
 pub mod fs;
 pub mod fsck;

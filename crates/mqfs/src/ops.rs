@@ -276,6 +276,7 @@ impl Fs {
             size_dirty: std::cell::Cell::new(true),
             new_blocks: Default::default(),
             revokes: Default::default(),
+            unflushed: Default::default(),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         // The allocation was made on behalf of the directory; the new inode
