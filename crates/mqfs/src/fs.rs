@@ -62,6 +62,9 @@ pub struct InodeState {
     /// flush even when it finds nothing dirty (ext4_sync_file's
     /// `blkdev_issue_flush`, fs/ext4/fsync.c).
     pub unflushed: Cell<bool>,
+    /// Open file descriptions ([`Fs::open`]); an inode whose last name
+    /// goes while it is open stays, an orphan, until the last close.
+    pub open: Cell<u32>,
 }
 
 /// The mounted file system.
@@ -356,6 +359,7 @@ impl Fs {
             new_blocks: RefCell::new(BTreeSet::new()),
             revokes: RefCell::new(BTreeSet::new()),
             unflushed: Cell::new(false),
+            open: Cell::new(0),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         Ok(st)

@@ -48,6 +48,7 @@ pub mod journal;
 pub mod layout;
 pub mod mount;
 pub mod ops;
+pub mod orphan;
 pub mod paths;
 pub mod profile;
 pub mod sync;

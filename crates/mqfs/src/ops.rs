@@ -277,6 +277,7 @@ impl Fs {
             new_blocks: Default::default(),
             revokes: Default::default(),
             unflushed: Default::default(),
+            open: Default::default(),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         // The allocation was made on behalf of the directory; the new inode
@@ -503,6 +504,23 @@ impl Fs {
         if !gone {
             return self.write_inode(ctx, st).await;
         }
+        if !is_dir && st.open.get() > 0 {
+            // Still open: an orphan until the last close (unlink(2)).
+            self.orphan_add(ctx, st).await?;
+            return self.write_inode(ctx, st).await;
+        }
+        self.free_inode(ctx, st, is_dir, heir).await
+    }
+
+    /// Frees `st` (no link left, not open): its blocks, then its slot.
+    /// `heir` inherits the metadata the freeing dirtied.
+    pub(crate) async fn free_inode(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        is_dir: bool,
+        heir: &InodeState,
+    ) -> Result<(), FsError> {
         let blocks = Fs::unmap_from(st, 0);
         for b in blocks {
             self.free_block(ctx, st, b, is_dir).await?;

@@ -623,7 +623,21 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The orphan table: inodes unlinked while open, which mount frees
+    /// (see [`crate::orphan`]).
+    fn orphans(&mut self) -> Vec<u32> {
+        let Ok((blk, off)) = self.sb.inode_location(ORPHAN_INO) else {
+            return Vec::new();
+        };
+        let mut buf = Box::new([0u8; BLOCK]);
+        Self::read_into(self.src, &mut self.blocks_read, blk, &mut buf);
+        decode_orphans(&buf[off..off + INODE_SIZE])
+    }
+
     pub(super) fn check_inode_bitmap(&mut self) {
+        // A listed orphan with no link left is not a leak: mount (and
+        // e2fsck) frees it.
+        let orphans = self.orphans();
         let n = self.disk_ibm.w.len();
         for wi in 0..n {
             let mut x = self.disk_ibm.w[wi] & !self.reached.w.get(wi).copied().unwrap_or(0);
@@ -633,7 +647,11 @@ impl<'a> Checker<'a> {
             while x != 0 {
                 let ino = (wi as u64 * 64 + x.trailing_zeros() as u64 + 1) as u32;
                 x &= x - 1;
-                let what = match self.info.get(ino as usize).map(|s| s.kind) {
+                let info = self.info.get(ino as usize).copied();
+                if orphans.contains(&ino) && info.is_some_and(|s| s.kind.live() && s.links == 0) {
+                    continue;
+                }
+                let what = match info.map(|s| s.kind) {
                     Some(Kind::Free) | Some(Kind::Unseen) | None => "a free slot is marked in use",
                     Some(Kind::Bad) => "a damaged inode is marked in use but not reachable",
                     Some(_) => "marked in use but not reachable from the root",
