@@ -490,10 +490,43 @@ pub fn mmap_msync() -> Workload {
     )
 }
 
+/// File descriptors: writes and syncs through them, after a rename and
+/// after the last unlink (the file lives on, an orphan, until its last
+/// close; fsync through it then promises nothing visible), fstat checked
+/// against the model, and a file still open and nameless when the run
+/// ends, made durable as an orphan by sync: recovery must free it.
+pub fn fd_unlinked() -> Workload {
+    Workload::single(
+        "fd_unlinked",
+        vec![
+            Op::Create(s("/a")),
+            Op::Write(s("/a"), 0, 8192, 1),
+            Op::Create(s("/b")),
+        ],
+        vec![
+            Op::Open(1, s("/a")),
+            Op::Open(2, s("/b")),
+            Op::Fdwrite(2, 0, 4096, 2),
+            Op::Fdfsync(2),
+            Op::Unlink(s("/a")),
+            Op::Fdwrite(1, 0, 4096, 3),
+            Op::Fdfsync(1),
+            Op::Fstat(1),
+            Op::Fstat(2),
+            Op::Close(1),
+            Op::Rename(s("/b"), s("/c")),
+            Op::Fdwrite(2, 4096, 100, 4),
+            Op::Fdfdatasync(2),
+            Op::Unlink(s("/c")),
+            Op::Sync,
+        ],
+    )
+}
+
 /// The workloads of the I/O paths besides write and fsync: O_DIRECT,
-/// sync_file_range, mmap and msync.
+/// sync_file_range, mmap and msync, file descriptors.
 pub fn io_paths() -> Vec<Workload> {
-    vec![direct_io(), sfr_writeback(), mmap_msync()]
+    vec![direct_io(), sfr_writeback(), mmap_msync(), fd_unlinked()]
 }
 
 /// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
@@ -514,6 +547,7 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "direct_io" => Some(vec![direct_io()]),
         "sfr_writeback" => Some(vec![sfr_writeback()]),
         "mmap_msync" => Some(vec![mmap_msync()]),
+        "fd_unlinked" => Some(vec![fd_unlinked()]),
         n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("random-") => {
@@ -567,6 +601,7 @@ pub fn names() -> Vec<String> {
             "direct_io",
             "sfr_writeback",
             "mmap_msync",
+            "fd_unlinked",
             "table4",
         ]
         .map(String::from),

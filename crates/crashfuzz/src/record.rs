@@ -390,6 +390,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         refused: Vec::new(),
         fresh: Default::default(),
         written_in_place: Default::default(),
+        mismatches: Vec::new(),
     }));
     // The base tree: what the setup left.
     for op in &w.setup {
@@ -418,19 +419,21 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     };
     let mut handles = Vec::new();
     let oplog: Rc<RefCell<Vec<OpRecord>>> = Rc::default();
+    let fds: Rc<Fds> = Rc::default();
     for (t, ops) in threads.into_iter().enumerate() {
         let where_: Vec<String> = (0..ops.len()).map(|i| w.locate(t, i)).collect();
         let fs = fs.clone();
         let m3 = m.clone();
         let sh = shared.clone();
         let log = oplog.clone();
+        let fds = fds.clone();
         handles.push(m.sim().spawn(async move {
             let c = Ctx::on(t);
             for (i, op) in ops.into_iter().enumerate() {
                 let start = m3.trace().len() as usize;
                 let start_time = m3.sim().now();
                 let id = sh.borrow_mut().begin(&op, start);
-                let r = run_op(&fs, c, &op).await;
+                let r = run_op(&fs, c, &op, &fds).await;
                 let end = m3.trace().len() as usize;
                 log.borrow_mut().push(OpRecord {
                     thread: t,
@@ -465,6 +468,12 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     ex.block_on_until(join, Some(SimTime::ZERO + RECORD_LIMIT))
         .map_err(failed("run"))?;
     let sh = shared.borrow();
+    if !sh.mismatches.is_empty() {
+        return Err(Error::Failed(format!(
+            "the file system disagrees with the model: {}",
+            sh.mismatches.join("; ")
+        )));
+    }
     Ok(Recording {
         workload: w.name.clone(),
         machine: cfg.machine(w),
@@ -509,8 +518,10 @@ fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore, Vec<
         mkfs(&dev, c, &opts).await?;
         let fs = mount(&dev, c, mode.fs_profile()).await?;
         let mut filled = Vec::new();
+        // The setup has no descriptors (the parser refuses them there).
+        let fds = Fds::default();
         for op in &setup {
-            run_op(&fs, c, op).await?;
+            run_op(&fs, c, op, &fds).await?;
             if let Op::Fill(p) = op {
                 let ino = fs.resolve(c, p).await?;
                 filled.push((p.clone(), fs.getattr(c, ino).await?.size));
@@ -528,9 +539,62 @@ fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore, Vec<
     })
 }
 
-/// Runs one operation.
-pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
+/// The open descriptors of a run: the workload's number -> inode.
+pub type Fds = RefCell<BTreeMap<u32, mqfs::Ino>>;
+
+/// Runs one operation; `fds` are the run's descriptors. Returns what
+/// fstat found.
+pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op, fds: &Fds) -> Result<Option<mqfs::Attr>, FsError> {
+    // EBADF has no FsError; the message names it.
+    let ino_of = |fd: &u32| {
+        fds.borrow()
+            .get(fd)
+            .copied()
+            .ok_or_else(|| FsError::Invalid(format!("descriptor {fd} is not open (EBADF)")))
+    };
     match op {
+        Op::Open(fd, p) => {
+            if fds.borrow().contains_key(fd) {
+                return Err(FsError::Invalid(format!("descriptor {fd} is open already")));
+            }
+            let ino = fs.resolve(c, p).await?;
+            fs.open(c, ino).await?;
+            if fds.borrow().contains_key(fd) {
+                // Another thread took the number meanwhile.
+                fs.release(c, ino).await?;
+                return Err(FsError::Invalid(format!("descriptor {fd} is open already")));
+            }
+            fds.borrow_mut().insert(*fd, ino);
+            Ok(None)
+        }
+        Op::Close(fd) => {
+            let ino = ino_of(fd)?;
+            fds.borrow_mut().remove(fd);
+            fs.release(c, ino).await.map(|_| None)
+        }
+        Op::Fdwrite(fd, off, len, seed) => fs
+            .write(c, ino_of(fd)?, *off, &bytes(*off, *len, *seed))
+            .await
+            .map(|_| None),
+        Op::Fdfsync(fd) => fs.fsync(c, ino_of(fd)?).await.map(|_| None),
+        Op::Fdfdatasync(fd) => fs.fdatasync(c, ino_of(fd)?).await.map(|_| None),
+        Op::Fstat(fd) => fs.getattr(c, ino_of(fd)?).await.map(Some),
+        o => run_path_op(fs, c, o).await.map(|_| None),
+    }
+}
+
+/// Runs one operation on paths (descriptor operations are
+/// [`run_op`]'s).
+async fn run_path_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
+    match op {
+        Op::Open(..)
+        | Op::Close(_)
+        | Op::Fdwrite(..)
+        | Op::Fdfsync(_)
+        | Op::Fdfdatasync(_)
+        | Op::Fstat(_) => {
+            unreachable!("run_op runs the descriptor operations")
+        }
         Op::Create(p) => fs.create_path(c, p).await.map(|_| ()),
         Op::Mkdir(p) => fs.mkdir_path(c, p).await.map(|_| ()),
         Op::Write(p, off, len, seed) => fs
@@ -633,6 +697,8 @@ struct Shared {
     /// combination, so an atomic sync promises nothing about the file
     /// until a durable sync (or `sync`) has made them durable.
     written_in_place: std::collections::BTreeSet<u64>,
+    /// What fstat found that the model does not say.
+    mismatches: Vec<String>,
 }
 
 /// The sync an operation is, if any: its path and kind (`sync` is not one:
@@ -649,17 +715,49 @@ fn sync_of(op: &Op) -> Option<(&String, SyncKind)> {
 }
 
 impl Shared {
+    /// The paths `op` changes, and every other name of the same files (a
+    /// write through one hard link, or through a descriptor, changes them
+    /// all).
+    fn changed(&self, op: &Op) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in op.changed_paths() {
+            out.extend(self.model.aliases(p));
+            out.push(p.to_string());
+        }
+        if let Op::Fdwrite(fd, ..) = op {
+            out.extend(
+                self.model
+                    .fd_node(*fd)
+                    .map(|n| self.model.names_of(n))
+                    .unwrap_or_default(),
+            );
+        }
+        out
+    }
+
+    /// The path and kind of the sync `op` is, if any: a descriptor's sync
+    /// is its file's first name's (none once the file has no name: its
+    /// data is visible nowhere).
+    fn sync_target(&self, op: &Op) -> Option<(String, SyncKind)> {
+        match op {
+            Op::Fdfsync(fd) | Op::Fdfdatasync(fd) => {
+                let name = self.model.names_of(self.model.fd_node(*fd)?).into_iter().next()?;
+                let kind = if matches!(op, Op::Fdfsync(_)) {
+                    SyncKind::Fsync
+                } else {
+                    SyncKind::Fdatasync
+                };
+                Some((name, kind))
+            }
+            _ => sync_of(op).map(|(p, k)| (p.clone(), k)),
+        }
+    }
+
     /// An operation starts after `start` trace entries: promises about what
     /// it may change stop holding; a rename of a durable file and an
     /// atomic sync promise from here.
     fn begin(&mut self, op: &Op, start: usize) -> OpId {
-        // The paths the operation changes, and every other name of the
-        // same files (a write through one hard link changes them all).
-        let mut owned: Vec<String> = Vec::new();
-        for p in op.changed_paths() {
-            owned.extend(self.model.aliases(p));
-            owned.push(p.to_string());
-        }
+        let owned = self.changed(op);
         let id = self.promises.begin(owned, start);
         if let Op::Rename(from, to) = op {
             if self.model.kind(from) == Some(Kind::File) {
@@ -668,7 +766,8 @@ impl Shared {
                 }
             }
         }
-        if let Some((p, kind)) = sync_of(op) {
+        if let Some((p, kind)) = self.sync_target(op) {
+            let p = &p;
             // On a directory, fatomic makes its changes atomic with the
             // file operations in the same transaction; the tree checks
             // cover that, so only files get a version promise.
@@ -739,12 +838,7 @@ impl Shared {
                 }
             }
         }
-        let mut changed: Vec<String> = Vec::new();
-        for p in op.changed_paths() {
-            changed.extend(self.model.aliases(p));
-            changed.push(p.to_string());
-        }
-        for p in changed {
+        for p in self.changed(op) {
             if self.model.kind(&p) != Some(Kind::File) {
                 continue;
             }
@@ -758,13 +852,28 @@ impl Shared {
     }
 
     /// An operation `id` ended after `end` trace entries.
-    /// `at` says where the operation is in the workload (for reports).
-    fn end(&mut self, op: &Op, r: Result<(), FsError>, id: OpId, end: usize, at: &str) {
+    /// `at` says where the operation is in the workload (for reports);
+    /// `r` holds what fstat found.
+    fn end(&mut self, op: &Op, r: Result<Option<mqfs::Attr>, FsError>, id: OpId, end: usize, at: &str) {
         // A refused operation promises nothing.
         self.promises.end(id, end, r.is_ok());
-        if let Err(e) = r {
-            self.refused.push((format!("{op} ({at})"), errno_text(&e)));
-            return;
+        let stat = match r {
+            Err(e) => {
+                self.refused.push((format!("{op} ({at})"), errno_text(&e)));
+                return;
+            }
+            Ok(stat) => stat,
+        };
+        if let (Op::Fstat(fd), Some(a)) = (op, stat) {
+            let node = self.model.fd_node(*fd);
+            let size = node.and_then(|n| self.model.file_size(n));
+            let links = node.map_or(0, |n| self.model.names_of(n).len());
+            if size != Some(a.size) || links != usize::from(a.links) {
+                self.mismatches.push(format!(
+                    "{op} ({at}): size {} and {} link(s), the model says {size:?} and {links}",
+                    a.size, a.links
+                ));
+            }
         }
         self.model.apply(op);
         self.track_names(op);
@@ -774,9 +883,9 @@ impl Shared {
             }
             Op::Sync => self.written_in_place.clear(),
             _ => {
-                if let Some((p, kind)) = sync_of(op) {
+                if let Some((p, kind)) = self.sync_target(op) {
                     if !self.promises.atomic_only(kind) {
-                        if let Some(n) = self.model.lookup(p) {
+                        if let Some(n) = self.model.lookup(&p) {
                             self.written_in_place.remove(&n);
                         }
                     }
@@ -784,7 +893,8 @@ impl Shared {
             }
         }
         self.note_versions(op);
-        if let Some((p, kind)) = sync_of(op) {
+        if let Some((p, kind)) = self.sync_target(op) {
+            let p = &p;
             if !self.promises.atomic_only(kind) && !self.promises.overlapped(id, p) {
                 let data_only = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
                 let name_durable = !self.fresh.contains(p);

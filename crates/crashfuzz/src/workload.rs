@@ -20,6 +20,11 @@
 //! sfr /a/e 0 8192           # sync_file_range(WAIT_BEFORE|WRITE|WAIT_AFTER)
 //! mwrite /a/e 100 20 4      # a store through a shared mapping (within the size)
 //! msync /a/e 0 4096         # msync(MS_SYNC) of that range
+//! open 3 /a/e               # descriptor 3 names the file, not the path
+//! unlink /a/e
+//! fdwrite 3 0 100 5         # through the descriptor (also fdfsync 3, fdfdatasync 3)
+//! fstat 3                   # size and link count checked against the model
+//! close 3                   # the last close of a nameless file frees it
 //! sync
 //! t1 sleep 30               # simulated microseconds (to shape races)
 //! t1 wait /a/e              # until the path exists (another thread's)
@@ -99,7 +104,29 @@ pub enum Op {
     /// `vfs_fsync_range(file, start, end, 1)` (mm/msync.c), so it promises
     /// what fdatasync of the file promises.
     Msync(String, u64, u64),
+    /// Opens the regular file at the path as descriptor `fd` (a number
+    /// the workload picks, shared by its threads, as a process's
+    /// descriptors are): the descriptor names the file, not the path, so
+    /// it keeps working after a rename or the last `unlink` (unlink(2)).
+    /// Refused if `fd` is open already.
+    Open(u32, String),
+    /// Closes `fd`; the last close of a file with no name left frees it.
+    Close(u32),
+    /// [`Op::Write`] through `fd`.
+    Fdwrite(u32, u64, u64, u8),
+    /// fsync(2) through `fd`: promises as fsync of the file's name does,
+    /// if it still has one; the data of an unlinked file is visible
+    /// nowhere, so then nothing.
+    Fdfsync(u32),
+    /// fdatasync(2) through `fd` (as [`Op::Fdfsync`]).
+    Fdfdatasync(u32),
+    /// fstat(2) through `fd`: the recorder checks the size and link count
+    /// against the model (a mismatch fails the recording).
+    Fstat(u32),
 }
+
+/// Descriptors a workload may use: `0..MAX_FD`.
+pub const MAX_FD: u32 = 1024;
 
 /// The pattern seed of [`Op::Fill`].
 pub const FILL_SEED: u8 = 0xf1;
@@ -130,6 +157,13 @@ impl Op {
             | Op::Fdatasync(_)
             | Op::Sfr(..)
             | Op::Msync(..)
+            // A descriptor's file: the recorder knows its names.
+            | Op::Open(..)
+            | Op::Close(_)
+            | Op::Fdwrite(..)
+            | Op::Fdfsync(_)
+            | Op::Fdfdatasync(_)
+            | Op::Fstat(_)
             | Op::Fatomic(_)
             | Op::Fdataatomic(_)
             | Op::Sync
@@ -142,7 +176,14 @@ impl Op {
     pub fn is_sync(&self) -> bool {
         matches!(
             self,
-            Op::Fsync(_) | Op::Fdatasync(_) | Op::Fatomic(_) | Op::Fdataatomic(_) | Op::Sync | Op::Msync(..)
+            Op::Fsync(_)
+                | Op::Fdatasync(_)
+                | Op::Fatomic(_)
+                | Op::Fdataatomic(_)
+                | Op::Sync
+                | Op::Msync(..)
+                | Op::Fdfsync(_)
+                | Op::Fdfdatasync(_)
         )
     }
 
@@ -180,6 +221,12 @@ impl fmt::Display for Op {
             Op::Sfr(p, o, l) => write!(f, "sfr {p} {o} {l}"),
             Op::Mwrite(p, o, l, s) => write!(f, "mwrite {p} {o} {l} {s}"),
             Op::Msync(p, o, l) => write!(f, "msync {p} {o} {l}"),
+            Op::Open(fd, p) => write!(f, "open {fd} {p}"),
+            Op::Close(fd) => write!(f, "close {fd}"),
+            Op::Fdwrite(fd, o, l, s) => write!(f, "fdwrite {fd} {o} {l} {s}"),
+            Op::Fdfsync(fd) => write!(f, "fdfsync {fd}"),
+            Op::Fdfdatasync(fd) => write!(f, "fdfdatasync {fd}"),
+            Op::Fstat(fd) => write!(f, "fstat {fd}"),
         }
     }
 }
@@ -365,6 +412,18 @@ fn num(s: Option<&str>, line: usize, what: &str) -> Result<u64, ParseError> {
     })
 }
 
+/// A descriptor operand.
+fn fd(s: Option<&str>, line: usize) -> Result<u32, ParseError> {
+    let n = num(s, line, "descriptor")?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| *n < MAX_FD)
+        .ok_or_else(|| ParseError {
+            line,
+            what: format!("descriptor {n}: at most {MAX_FD} descriptors"),
+        })
+}
+
 /// The offset, length and optional seed (default 1) of a write.
 fn write_args<'a>(
     words: &mut impl Iterator<Item = &'a str>,
@@ -518,6 +577,25 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
                 Op::Sleep(us)
             }
             "wait" => Op::WaitFor(path(words.next(), line)?),
+            "open" | "close" | "fdwrite" | "fdfsync" | "fdfdatasync" | "fstat" if thread.is_none() => {
+                return Err(ParseError {
+                    line,
+                    what: format!("{verb}: descriptors are not for the setup (it ends with an unmount)"),
+                })
+            }
+            "open" => {
+                let n = fd(words.next(), line)?;
+                Op::Open(n, path(words.next(), line)?)
+            }
+            "close" => Op::Close(fd(words.next(), line)?),
+            "fdwrite" => {
+                let n = fd(words.next(), line)?;
+                let (off, len, seed) = write_args(&mut words, line)?;
+                Op::Fdwrite(n, off, len, seed)
+            }
+            "fdfsync" => Op::Fdfsync(fd(words.next(), line)?),
+            "fdfdatasync" => Op::Fdfdatasync(fd(words.next(), line)?),
+            "fstat" => Op::Fstat(fd(words.next(), line)?),
             "fill" if thread.is_some() => {
                 return Err(ParseError {
                     line,
@@ -653,6 +731,30 @@ mod tests {
         assert!(Op::Msync("/f".into(), 0, 1).is_sync());
         assert!(!Op::Sfr("/f".into(), 0, 1).is_sync());
         assert_eq!(Op::Mwrite("/f".into(), 0, 1, 1).changed_paths(), vec!["/f"]);
+        let fds = parse(
+            "x",
+            "open 3 /f\nfdwrite 3 0 10\nfdfsync 3\nfdfdatasync 3\nfstat 3\nclose 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            fds.threads[0],
+            vec![
+                Op::Open(3, "/f".into()),
+                Op::Fdwrite(3, 0, 10, 1),
+                Op::Fdfsync(3),
+                Op::Fdfdatasync(3),
+                Op::Fstat(3),
+                Op::Close(3),
+            ]
+        );
+        assert_eq!(parse("x", &fds.to_text()).unwrap(), fds);
+        assert!(Op::Fdfsync(3).is_sync() && Op::Fdwrite(3, 0, 1, 1).changed_paths().is_empty());
+        let e = parse("x", "sync\nclose 1024\n").unwrap_err();
+        assert!(e.line == 2 && e.what.contains("1024 descriptors"), "{e}");
+        let e = parse("x", "sync\nsetup open 1 /f\n").unwrap_err();
+        assert!(e.line == 2 && e.what.contains("not for the setup"), "{e}");
+        let e = parse("x", "sync\nopen 1\n").unwrap_err();
+        assert_eq!((e.line, e.what.as_str()), (2, "missing path"));
         let e = parse("x", "sync\nsfr /f 0\n").unwrap_err();
         assert_eq!((e.line, e.what.as_str()), (2, "missing length"));
         let e = parse("x", "sync\ndwrite /f 0 99999999\n").unwrap_err();

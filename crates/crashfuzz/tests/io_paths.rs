@@ -13,7 +13,7 @@ use crashfuzz::{explore, record, Expect, ModeName};
 
 #[test]
 fn the_io_workloads_pass_in_every_safe_mode() {
-    for name in ["direct_io", "sfr_writeback", "mmap_msync"] {
+    for name in ["direct_io", "sfr_writeback", "mmap_msync", "fd_unlinked"] {
         let w = workload(name);
         for mode in [
             ModeName::Classic,
@@ -113,4 +113,39 @@ fn an_outcome_other_than_the_expected_one_fails_the_run() {
     let (code, out) = run_file(sfr, &["-m", "mq", "-p", "flash-vwc", "--fault", "no-data-flush"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("caught (expected)"), "{out}");
+}
+
+#[test]
+fn a_descriptor_syncs_its_file_under_its_current_name_and_nothing_once_nameless() {
+    let rec = record(&workload("fd_unlinked"), &config(ModeName::Classic, "flash-vwc")).expect("record");
+    let promised = |op: &str| -> Vec<(String, usize)> {
+        rec.promises
+            .iter()
+            .filter(|p| p.op == op)
+            .filter_map(|p| match &p.expect {
+                Expect::File { path, content, .. } => Some((path.clone(), content.len())),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(promised("fdfsync 2"), vec![("/b".to_string(), 4096)]);
+    // The unlinked file's fsync: its data is visible nowhere.
+    assert!(
+        rec.promises.iter().all(|p| p.op != "fdfsync 1"),
+        "{:?}",
+        rec.promises
+    );
+    // After the rename, through the same descriptor: the new name.
+    assert_eq!(promised("fdfdatasync 2"), vec![("/c".to_string(), 4196)]);
+    assert!(rec.refused.is_empty(), "{:?}", rec.refused);
+    // fstat agreed with the model (else the recording fails), and a
+    // descriptor never opened is refused.
+    let w = crashfuzz::parse("f", "setup create /a\nfdwrite 4 0 1 1\nclose 4\nsync\n").expect("parse");
+    let rec = record(&w, &config(ModeName::Mq, "optane-905p")).expect("record");
+    assert_eq!(rec.refused.len(), 2, "{:?}", rec.refused);
+    assert!(
+        rec.refused[0].1.contains("descriptor 4 is not open (EBADF)"),
+        "{:?}",
+        rec.refused
+    );
 }

@@ -126,7 +126,8 @@ impl Fs {
                 Err(FsError::Corrupt(_)) => continue,
                 Err(e) => return Err(e),
             };
-            let orphan = st.inode.borrow().links == 0 && st.inode.borrow().file_type() == Some(FileType::File);
+            let orphan =
+                st.inode.borrow().links == 0 && st.inode.borrow().file_type() == Some(FileType::File);
             if orphan {
                 self.free_inode(ctx, &st, false, &root).await?;
             }

@@ -68,9 +68,8 @@ fn mount_frees_the_orphans_a_stop_left_and_fsck_accepts_them_meanwhile() {
         let Some(t) = setup(mode, 4096, 2) else { continue };
         let fs = t.fs.clone();
         let m = t.machine.clone();
-        let (free0, ino) = t
-            .ex
-            .block_on(async move {
+        let (free0, ino) =
+            t.ex.block_on(async move {
                 let c = Ctx::on(0);
                 let free0 = fs.statfs(c).await.unwrap().free_inodes;
                 fs.create_path(c, "/f").await.unwrap();
@@ -104,9 +103,8 @@ fn mount_frees_the_orphans_a_stop_left_and_fsck_accepts_them_meanwhile() {
             report.findings
         );
         // Mount frees it.
-        let fs = t
-            .ex
-            .block_on(async move {
+        let fs =
+            t.ex.block_on(async move {
                 let c = Ctx::on(0);
                 let dev = BlockDevice::probe(&m, 0, probe_options(mode)).await.unwrap();
                 let fs = mount(&dev, c, FsProfile::default()).await.unwrap();

@@ -39,8 +39,9 @@ use crate::data::MAX_FILE;
 use crate::error::FsError;
 use crate::journal::format::AreaSuper;
 use crate::layout::{
-    crc, decode_leaf, decode_orphans, dirent_len, Extent, FileType, Inode, Mode, Superblock, BLOCK, DIR_SPACE,
-    DIR_TAIL, FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK, INODE_SIZE, ORPHAN_INO, ROOT_INO,
+    crc, decode_leaf, decode_orphans, dirent_len, Extent, FileType, Inode, Mode, Superblock, BLOCK,
+    DIR_SPACE, DIR_TAIL, FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK, INODE_SIZE,
+    ORPHAN_INO, ROOT_INO,
 };
 
 mod checker;
