@@ -26,6 +26,10 @@
 //!   durable; sync makes everything durable; fatomic and fdataatomic make
 //!   the same blocks atomic (all or nothing) without waiting for
 //!   durability in `mq` mode ([`sync`]).
+//! - A file unlinked while open ([`Fs::open`]) lives until its last
+//!   close; after a crash, mount frees it ([`orphan`]). O_DIRECT writes
+//!   and sync_file_range write data home without a FLUSH; the next fsync
+//!   sends one ([`direct`]).
 //! - In the journaled modes every crash state recovers ([`mount`]) to an
 //!   image [`fsck`] finds clean, holding every promise above.
 //! - The drive is reached only through `ccnvme`'s block layer; [`fsck`]

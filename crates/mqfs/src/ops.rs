@@ -484,7 +484,8 @@ impl Fs {
         self.drop_link(ctx, &st, want_dir, &dir).await
     }
 
-    /// Removes one link of `st`; frees it when none is left. `heir` (the
+    /// Removes one link of `st`; frees it when none is left, unless it is
+    /// open (then an orphan until its last close, [`crate::orphan`]). `heir` (the
     /// directory that held the last link) inherits the metadata the freeing
     /// dirtied, so syncing it makes the removal durable and consistent.
     async fn drop_link(

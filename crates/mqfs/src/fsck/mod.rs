@@ -18,7 +18,9 @@
 //!    free in the bitmap are checked on the way;
 //! 6. link counts against the entries found, and both bitmaps against the
 //!    blocks and inodes found (leaks and orphans are warnings, a used block
-//!    or inode marked free is an error).
+//!    or inode marked free is an error; an inode with no link listed in
+//!    the orphan table, a file unlinked while open, is neither: mount
+//!    frees it, see [`crate::orphan`]).
 //!
 //! fsck reads home locations only: it does not replay a journal, so an
 //! image of a journaled mode that was not unmounted cleanly should be
