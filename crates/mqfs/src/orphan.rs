@@ -9,7 +9,7 @@
 //! inode-table block as the root) in the same transaction as the unlink
 //! that orphaned it, and removed from it in the same transaction as its
 //! freeing. Mount frees every inode the table lists with no link left
-//! and empties the table, making that durable ([`Fs::cleanup_orphans`]),
+//! and empties the table, making that durable (`Fs::cleanup_orphans`),
 //! as ext4's orphan processing at mount (fs/ext4/orphan.c,
 //! `ext4_orphan_cleanup`); fsck accepts a listed inode with no link, as
 //! e2fsck releases orphans without calling them damage.
