@@ -35,6 +35,8 @@ pub const FIRST_INO: u32 = 11;
 /// close or, after a crash, at mount (ext4's orphan file,
 /// fs/ext4/orphan.c). Never loaded as an inode.
 pub const ORPHAN_INO: u32 = 10;
+// fsck reads the orphan table with the root's inode-table block.
+const _: () = assert!(ORPHAN_INO <= INODES_PER_BLOCK && ROOT_INO <= INODES_PER_BLOCK);
 /// Inode numbers the orphan table holds.
 pub const ORPHAN_SLOTS: usize = (INODE_SIZE - 8) / 4;
 /// The orphan table's magic ("ORPH").
