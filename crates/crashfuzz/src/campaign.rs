@@ -51,7 +51,7 @@ impl CaughtBy {
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 6] = [
+pub const SELF_CHECKS: [SelfCheck; 7] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -92,6 +92,13 @@ pub const SELF_CHECKS: [SelfCheck; 6] = [
         workload: "canary_block_reuse",
         mode: ModeName::Mq,
         profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
+    },
+    SelfCheck {
+        fault: Fault::NoDataFlush,
+        workload: "sfr_writeback",
+        mode: ModeName::Mq,
+        profile: "flash-vwc",
         caught_by: CaughtBy::Promise,
     },
 ];

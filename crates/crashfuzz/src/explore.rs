@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::oracle::Failure;
 use crate::record::{mode_label, record, Recording, RunConfig};
 use crate::saved::{SavedConfig, SavedRun};
-use crate::workload::Workload;
+use crate::workload::{Outcome, Workload};
 
 /// Bounds and parallelism.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +90,13 @@ pub struct ExploreReport {
     pub states_per_second: f64,
     /// Operations the file system refused while recording.
     pub refused_ops: usize,
+    /// Those operations, each as `OP (where): ERRNO: message`.
+    #[serde(default)]
+    pub refused: Vec<String>,
+    /// The outcome the workload says this run must have (its `expect`
+    /// lines), if any.
+    #[serde(default)]
+    pub expected: Option<Outcome>,
     /// Wall-clock seconds spent recording the run.
     pub record_seconds: f64,
     /// Wall-clock seconds spent building and hashing states.
@@ -160,6 +167,7 @@ pub fn explore(
     let record_seconds = t0.elapsed().as_secs_f64();
     let mut report = explore_recording(&rec, &SavedConfig::of_run(w, cfg), opts, replay_of)?;
     report.record_seconds = record_seconds;
+    report.expected = w.expected(&report.mode);
     report.wall_seconds += record_seconds;
     report.states_per_second = report.states_checked as f64 / report.wall_seconds.max(1e-9);
     Ok(report)
@@ -214,6 +222,7 @@ pub fn explore_recording(
         mode: mode_label(cfg.mode, cfg.fault),
         profile: cfg.profile.name.into(),
         refused_ops: rec.refused.len(),
+        refused: rec.refused.iter().map(|(op, e)| format!("{op}: {e}")).collect(),
         ..Default::default()
     };
     let cx = CheckContext::for_run(cfg, rec, opts.sanity);

@@ -26,11 +26,13 @@ enum Node {
 }
 
 /// The model tree: nodes by id, names in directories (hard links share a
-/// node).
+/// node), and open descriptors (each names a node, which outlives its
+/// names while open).
 #[derive(Clone, Debug)]
 pub struct Model {
     nodes: BTreeMap<u64, Node>,
     next: u64,
+    fds: BTreeMap<u32, u64>,
 }
 
 /// Root node id.
@@ -40,7 +42,11 @@ impl Default for Model {
     fn default() -> Self {
         let mut nodes = BTreeMap::new();
         nodes.insert(ROOT, Node::Dir(BTreeMap::new()));
-        Model { nodes, next: 2 }
+        Model {
+            nodes,
+            next: 2,
+            fds: BTreeMap::new(),
+        }
     }
 }
 
@@ -106,6 +112,41 @@ impl Model {
         }
     }
 
+    /// The node descriptor `fd` names, if open.
+    pub fn fd_node(&self, fd: u32) -> Option<u64> {
+        self.fds.get(&fd).copied()
+    }
+
+    /// Every name of node `id`, in path order (none once the last is
+    /// gone).
+    pub fn names_of(&self, id: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), ROOT)];
+        while let Some((prefix, dir)) = stack.pop() {
+            if let Some(Node::Dir(e)) = self.nodes.get(&dir) {
+                for (name, child) in e {
+                    let p = format!("{prefix}/{name}");
+                    if *child == id {
+                        out.push(p.clone());
+                    }
+                    if matches!(self.nodes.get(child), Some(Node::Dir(_))) {
+                        stack.push((p, *child));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The size of the file node `id` (what fstat says).
+    pub fn file_size(&self, id: u64) -> Option<u64> {
+        match self.nodes.get(&id)? {
+            Node::File(c) => Some(c.len() as u64),
+            _ => None,
+        }
+    }
+
     /// The other names of the file at `path` (hard links), if any.
     pub fn aliases(&self, path: &str) -> Vec<String> {
         let Some(id) = self.lookup(path) else {
@@ -161,23 +202,45 @@ impl Model {
         self.dir_mut(dir)?.remove(name)
     }
 
+    /// Writes `len` bytes of `seed`'s pattern at `off` into file node `id`.
+    fn write_node(&mut self, id: u64, off: u64, len: u64, seed: u8) {
+        if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
+            let end = (off + len) as usize;
+            if c.len() < end {
+                c.resize(end, 0);
+            }
+            for i in 0..len {
+                c[(off + i) as usize] = pattern(seed, off + i);
+            }
+        }
+    }
+
     /// Applies an operation the file system accepted.
     pub fn apply(&mut self, op: &Op) {
         match op {
+            Op::Open(fd, p) => {
+                if let Some(id) = self.lookup(p) {
+                    self.fds.insert(*fd, id);
+                }
+            }
+            Op::Close(fd) => {
+                self.fds.remove(fd);
+            }
+            Op::Fdwrite(fd, off, len, seed) => {
+                if let Some(id) = self.fd_node(*fd) {
+                    self.write_node(id, *off, *len, *seed);
+                }
+            }
+            Op::Fdfsync(_) | Op::Fdfdatasync(_) | Op::Fstat(_) => {}
             Op::Create(p) => self.insert(p, Node::File(Vec::new())),
             Op::Mkdir(p) => self.insert(p, Node::Dir(BTreeMap::new())),
             Op::Symlink(p, t) => self.insert(p, Node::Symlink(t.clone())),
-            Op::Write(p, off, len, seed) => {
+            // An O_DIRECT write and a store through a mapping change the
+            // bytes as a write does (a store never lies past the size: the
+            // file system refused it).
+            Op::Write(p, off, len, seed) | Op::Dwrite(p, off, len, seed) | Op::Mwrite(p, off, len, seed) => {
                 if let Some(id) = self.lookup(p) {
-                    if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
-                        let end = (off + len) as usize;
-                        if c.len() < end {
-                            c.resize(end, 0);
-                        }
-                        for i in 0..*len {
-                            c[(off + i) as usize] = pattern(*seed, off + i);
-                        }
-                    }
+                    self.write_node(id, *off, *len, *seed);
                 }
             }
             Op::Truncate(p, size) => {
@@ -216,7 +279,9 @@ impl Model {
             | Op::Fdataatomic(_)
             | Op::Sync
             | Op::Sleep(_)
-            | Op::WaitFor(_) => {}
+            | Op::WaitFor(_)
+            | Op::Sfr(..)
+            | Op::Msync(..) => {}
             // Setup only; the recorder applies it as the write it became.
             Op::Fill(_) => {}
         }
@@ -226,6 +291,46 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_descriptor_names_the_file_not_the_path() {
+        let mut m = Model::default();
+        m.apply(&Op::Create("/f".into()));
+        m.apply(&Op::Open(1, "/f".into()));
+        let node = m.fd_node(1).unwrap();
+        m.apply(&Op::Link("/f".into(), "/g".into()));
+        assert_eq!(m.names_of(node), vec!["/f", "/g"]);
+        m.apply(&Op::Rename("/f".into(), "/h".into()));
+        m.apply(&Op::Fdwrite(1, 1, 1, 0));
+        assert_eq!(m.content("/h").unwrap(), vec![0, b'b']);
+        m.apply(&Op::Unlink("/g".into()));
+        m.apply(&Op::Unlink("/h".into()));
+        // Nameless, still open: written through the descriptor, seen
+        // nowhere in the tree.
+        m.apply(&Op::Fdwrite(1, 0, 3, 0));
+        assert!(m.names_of(node).is_empty());
+        assert_eq!(m.file_size(node), Some(3));
+        assert!(m.tree().is_empty());
+        m.apply(&Op::Close(1));
+        assert_eq!(m.fd_node(1), None);
+    }
+
+    #[test]
+    fn direct_and_mapped_writes_change_bytes_and_range_syncs_nothing() {
+        let mut m = Model::default();
+        m.apply(&Op::Create("/f".into()));
+        m.apply(&Op::Dwrite("/f".into(), 4, 2, 0));
+        assert_eq!(m.content("/f").unwrap(), vec![0, 0, 0, 0, b'e', b'f']);
+        m.apply(&Op::Mwrite("/f".into(), 0, 2, 0));
+        assert_eq!(m.content("/f").unwrap(), vec![b'a', b'b', 0, 0, b'e', b'f']);
+        let before = m.tree();
+        m.apply(&Op::Sfr("/f".into(), 0, 0));
+        m.apply(&Op::Msync("/f".into(), 0, 6));
+        m.apply(&Op::Fsync("/".into()));
+        assert_eq!(m.tree(), before);
+        assert_eq!(m.lookup("/"), Some(ROOT));
+        assert_eq!(m.kind("/"), Some(Kind::Dir));
+    }
 
     #[test]
     fn links_share_content_and_renames_move() {

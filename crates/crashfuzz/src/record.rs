@@ -129,17 +129,21 @@ pub enum Fault {
     OutOfOrder,
     /// MQFS without selective revocation.
     NoRevoke,
+    /// fsync without the FLUSH for data written home outside a sync
+    /// (O_DIRECT, sync_file_range) when it finds nothing else to do.
+    NoDataFlush,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::NoFlushRead,
         Fault::NoFence,
         Fault::NoEntryFence,
         Fault::NoCommitFua,
         Fault::OutOfOrder,
         Fault::NoRevoke,
+        Fault::NoDataFlush,
     ];
 
     /// Command-line name.
@@ -151,6 +155,7 @@ impl Fault {
             Fault::NoCommitFua => "no-commit-fua",
             Fault::OutOfOrder => "out-of-order",
             Fault::NoRevoke => "no-revoke",
+            Fault::NoDataFlush => "no-data-flush",
         }
     }
 
@@ -158,6 +163,8 @@ impl Fault {
     /// the P-SQ's flush read and fence, in-order completion and selective
     /// revocation are MQFS-on-ccNVMe mechanisms; the commit record's FUA
     /// is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has none of them.
+    /// The flush for data written outside a sync is the journaled modes'
+    /// (Ext4-NJ's fsync always flushes).
     pub fn applies_to(self, mode: ModeName) -> bool {
         let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
         match self {
@@ -166,7 +173,9 @@ impl Fault {
             | Fault::NoEntryFence
             | Fault::OutOfOrder
             | Fault::NoRevoke => ccnvme,
-            Fault::NoCommitFua => ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae),
+            Fault::NoCommitFua | Fault::NoDataFlush => {
+                ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae)
+            }
         }
     }
 
@@ -201,7 +210,7 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
         Some(Fault::NoEntryFence) => f.no_entry_fence = true,
         Some(Fault::NoCommitFua) => f.no_commit_fua = true,
         Some(Fault::OutOfOrder) => f.out_of_order_completion = true,
-        Some(Fault::NoRevoke) | None => {}
+        Some(Fault::NoRevoke | Fault::NoDataFlush) | None => {}
     }
     p
 }
@@ -212,6 +221,7 @@ pub fn fs_profile_for(mode: ModeName, fault: Option<Fault>) -> FsProfile {
     match fault {
         Some(Fault::NoRevoke) => p.mq.selective_revocation = false,
         Some(Fault::NoCommitFua) => p.commit_fua = false,
+        Some(Fault::NoDataFlush) => p.flush_unflushed_data = false,
         _ => {}
     }
     p
@@ -389,6 +399,8 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         versions: BTreeMap::new(),
         refused: Vec::new(),
         fresh: Default::default(),
+        written_in_place: Default::default(),
+        mismatches: Vec::new(),
     }));
     // The base tree: what the setup left.
     for op in &w.setup {
@@ -417,18 +429,21 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     };
     let mut handles = Vec::new();
     let oplog: Rc<RefCell<Vec<OpRecord>>> = Rc::default();
+    let fds: Rc<Fds> = Rc::default();
     for (t, ops) in threads.into_iter().enumerate() {
+        let where_: Vec<String> = (0..ops.len()).map(|i| w.locate(t, i)).collect();
         let fs = fs.clone();
         let m3 = m.clone();
         let sh = shared.clone();
         let log = oplog.clone();
+        let fds = fds.clone();
         handles.push(m.sim().spawn(async move {
             let c = Ctx::on(t);
-            for op in ops {
+            for (i, op) in ops.into_iter().enumerate() {
                 let start = m3.trace().len() as usize;
                 let start_time = m3.sim().now();
                 let id = sh.borrow_mut().begin(&op, start);
-                let r = run_op(&fs, c, &op).await;
+                let r = run_op(&fs, c, &op, &fds).await;
                 let end = m3.trace().len() as usize;
                 log.borrow_mut().push(OpRecord {
                     thread: t,
@@ -441,7 +456,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
                     end_ps: m3.sim().now().as_ps(),
                     error: r.as_ref().err().map(|e| e.to_string()),
                 });
-                sh.borrow_mut().end(&op, r, id, end);
+                sh.borrow_mut().end(&op, r, id, end, &where_[i]);
             }
         }));
     }
@@ -463,6 +478,12 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     ex.block_on_until(join, Some(SimTime::ZERO + RECORD_LIMIT))
         .map_err(failed("run"))?;
     let sh = shared.borrow();
+    if !sh.mismatches.is_empty() {
+        return Err(Error::Failed(format!(
+            "the file system disagrees with the model: {}",
+            sh.mismatches.join("; ")
+        )));
+    }
     Ok(Recording {
         workload: w.name.clone(),
         machine: cfg.machine(w),
@@ -507,8 +528,10 @@ fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore, Vec<
         mkfs(&dev, c, &opts).await?;
         let fs = mount(&dev, c, mode.fs_profile()).await?;
         let mut filled = Vec::new();
+        // The setup has no descriptors (the parser refuses them there).
+        let fds = Fds::default();
         for op in &setup {
-            run_op(&fs, c, op).await?;
+            run_op(&fs, c, op, &fds).await?;
             if let Op::Fill(p) = op {
                 let ino = fs.resolve(c, p).await?;
                 filled.push((p.clone(), fs.getattr(c, ino).await?.size));
@@ -526,17 +549,84 @@ fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore, Vec<
     })
 }
 
-/// Runs one operation.
-pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
+/// The open descriptors of a run: the workload's number -> inode.
+pub type Fds = RefCell<BTreeMap<u32, mqfs::Ino>>;
+
+/// Runs one operation; `fds` are the run's descriptors. Returns what
+/// fstat found.
+pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op, fds: &Fds) -> Result<Option<mqfs::Attr>, FsError> {
+    // EBADF has no FsError; the message names it.
+    let ino_of = |fd: &u32| {
+        fds.borrow()
+            .get(fd)
+            .copied()
+            .ok_or_else(|| FsError::Invalid(format!("descriptor {fd} is not open (EBADF)")))
+    };
     match op {
+        Op::Open(fd, p) => {
+            if fds.borrow().contains_key(fd) {
+                return Err(FsError::Invalid(format!("descriptor {fd} is open already")));
+            }
+            let ino = fs.resolve(c, p).await?;
+            fs.open(c, ino).await?;
+            if fds.borrow().contains_key(fd) {
+                // Another thread took the number meanwhile.
+                fs.release(c, ino).await?;
+                return Err(FsError::Invalid(format!("descriptor {fd} is open already")));
+            }
+            fds.borrow_mut().insert(*fd, ino);
+            Ok(None)
+        }
+        Op::Close(fd) => {
+            let ino = ino_of(fd)?;
+            fds.borrow_mut().remove(fd);
+            fs.release(c, ino).await.map(|_| None)
+        }
+        Op::Fdwrite(fd, off, len, seed) => fs
+            .write(c, ino_of(fd)?, *off, &bytes(*off, *len, *seed))
+            .await
+            .map(|_| None),
+        Op::Fdfsync(fd) => fs.fsync(c, ino_of(fd)?).await.map(|_| None),
+        Op::Fdfdatasync(fd) => fs.fdatasync(c, ino_of(fd)?).await.map(|_| None),
+        Op::Fstat(fd) => fs.getattr(c, ino_of(fd)?).await.map(Some),
+        o => run_path_op(fs, c, o).await.map(|_| None),
+    }
+}
+
+/// Runs one operation on paths (descriptor operations are
+/// [`run_op`]'s).
+async fn run_path_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
+    match op {
+        Op::Open(..)
+        | Op::Close(_)
+        | Op::Fdwrite(..)
+        | Op::Fdfsync(_)
+        | Op::Fdfdatasync(_)
+        | Op::Fstat(_) => {
+            unreachable!("run_op runs the descriptor operations")
+        }
         Op::Create(p) => fs.create_path(c, p).await.map(|_| ()),
         Op::Mkdir(p) => fs.mkdir_path(c, p).await.map(|_| ()),
-        Op::Write(p, off, len, seed) => {
-            let data: Vec<u8> = (0..*len)
-                .map(|i| crate::workload::pattern(*seed, off + i))
-                .collect();
-            fs.write_path(c, p, *off, &data).await.map(|_| ())
+        Op::Write(p, off, len, seed) => fs
+            .write_path(c, p, *off, &bytes(*off, *len, *seed))
+            .await
+            .map(|_| ()),
+        Op::Dwrite(p, off, len, seed) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.write_direct(c, ino, *off, &bytes(*off, *len, *seed))
+                .await
+                .map(|_| ())
         }
+        Op::Mwrite(p, off, len, seed) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.write_mapped(c, ino, *off, &bytes(*off, *len, *seed))
+                .await
+                .map(|_| ())
+        }
+        Op::Sfr(p, off, len) => fs.sync_file_range(c, fs.resolve(c, p).await?, *off, *len).await,
+        // msync(MS_SYNC) is vfs_fsync_range(datasync = 1) (mm/msync.c);
+        // MQFS syncs whole files, so the range is the file.
+        Op::Msync(p, _, _) => fs.fdatasync(c, fs.resolve(c, p).await?).await,
         Op::Truncate(p, size) => {
             let ino = fs.resolve(c, p).await?;
             fs.truncate(c, ino, *size).await
@@ -590,6 +680,16 @@ pub async fn run_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
     }
 }
 
+/// An error as a report shows it: its errno's name, then what mqfs says.
+fn errno_text(e: &FsError) -> String {
+    format!("{}: {e}", e.errno_name())
+}
+
+/// The bytes a write of `len` at `off` with `seed` writes.
+fn bytes(off: u64, len: u64, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| pattern(seed, off + i)).collect()
+}
+
 /// State shared by the threads of a recorded run.
 struct Shared {
     model: Model,
@@ -601,6 +701,14 @@ struct Shared {
     /// Names made since their directory was last made durable: fdatasync
     /// does not promise them (it persists data, not the name).
     fresh: std::collections::BTreeSet<String>,
+    /// Files (model nodes) with data written in place outside a sync
+    /// (O_DIRECT, sync_file_range) since their last durable sync: those
+    /// blocks are outside any transaction and may land in any
+    /// combination, so an atomic sync promises nothing about the file
+    /// until a durable sync (or `sync`) has made them durable.
+    written_in_place: std::collections::BTreeSet<u64>,
+    /// What fstat found that the model does not say.
+    mismatches: Vec<String>,
 }
 
 /// The sync an operation is, if any: its path and kind (`sync` is not one:
@@ -611,22 +719,55 @@ fn sync_of(op: &Op) -> Option<(&String, SyncKind)> {
         Op::Fdatasync(p) => Some((p, SyncKind::Fdatasync)),
         Op::Fatomic(p) => Some((p, SyncKind::Fatomic)),
         Op::Fdataatomic(p) => Some((p, SyncKind::Fdataatomic)),
+        Op::Msync(p, _, _) => Some((p, SyncKind::Fdatasync)),
         _ => None,
     }
 }
 
 impl Shared {
+    /// The paths `op` changes, and every other name of the same files (a
+    /// write through one hard link, or through a descriptor, changes them
+    /// all).
+    fn changed(&self, op: &Op) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in op.changed_paths() {
+            out.extend(self.model.aliases(p));
+            out.push(p.to_string());
+        }
+        if let Op::Fdwrite(fd, ..) = op {
+            out.extend(
+                self.model
+                    .fd_node(*fd)
+                    .map(|n| self.model.names_of(n))
+                    .unwrap_or_default(),
+            );
+        }
+        out
+    }
+
+    /// The path and kind of the sync `op` is, if any: a descriptor's sync
+    /// is its file's first name's (none once the file has no name: its
+    /// data is visible nowhere).
+    fn sync_target(&self, op: &Op) -> Option<(String, SyncKind)> {
+        match op {
+            Op::Fdfsync(fd) | Op::Fdfdatasync(fd) => {
+                let name = self.model.names_of(self.model.fd_node(*fd)?).into_iter().next()?;
+                let kind = if matches!(op, Op::Fdfsync(_)) {
+                    SyncKind::Fsync
+                } else {
+                    SyncKind::Fdatasync
+                };
+                Some((name, kind))
+            }
+            _ => sync_of(op).map(|(p, k)| (p.clone(), k)),
+        }
+    }
+
     /// An operation starts after `start` trace entries: promises about what
     /// it may change stop holding; a rename of a durable file and an
     /// atomic sync promise from here.
     fn begin(&mut self, op: &Op, start: usize) -> OpId {
-        // The paths the operation changes, and every other name of the
-        // same files (a write through one hard link changes them all).
-        let mut owned: Vec<String> = Vec::new();
-        for p in op.changed_paths() {
-            owned.extend(self.model.aliases(p));
-            owned.push(p.to_string());
-        }
+        let owned = self.changed(op);
         let id = self.promises.begin(owned, start);
         if let Op::Rename(from, to) = op {
             if self.model.kind(from) == Some(Kind::File) {
@@ -635,11 +776,16 @@ impl Shared {
                 }
             }
         }
-        if let Some((p, kind)) = sync_of(op) {
+        if let Some((p, kind)) = self.sync_target(op) {
+            let p = &p;
             // On a directory, fatomic makes its changes atomic with the
             // file operations in the same transaction; the tree checks
             // cover that, so only files get a version promise.
-            if self.promises.atomic_only(kind) && self.model.kind(p) == Some(Kind::File) {
+            let torn = self
+                .model
+                .lookup(p)
+                .is_some_and(|n| self.written_in_place.contains(&n));
+            if self.promises.atomic_only(kind) && self.model.kind(p) == Some(Kind::File) && !torn {
                 // Atomic from the moment it starts: the file is one of its
                 // synced versions, old or new.
                 let earlier = self.versions.get(p).cloned().unwrap_or_default();
@@ -702,12 +848,7 @@ impl Shared {
                 }
             }
         }
-        let mut changed: Vec<String> = Vec::new();
-        for p in op.changed_paths() {
-            changed.extend(self.model.aliases(p));
-            changed.push(p.to_string());
-        }
-        for p in changed {
+        for p in self.changed(op) {
             if self.model.kind(&p) != Some(Kind::File) {
                 continue;
             }
@@ -721,17 +862,49 @@ impl Shared {
     }
 
     /// An operation `id` ended after `end` trace entries.
-    fn end(&mut self, op: &Op, r: Result<(), FsError>, id: OpId, end: usize) {
+    /// `at` says where the operation is in the workload (for reports);
+    /// `r` holds what fstat found.
+    fn end(&mut self, op: &Op, r: Result<Option<mqfs::Attr>, FsError>, id: OpId, end: usize, at: &str) {
         // A refused operation promises nothing.
         self.promises.end(id, end, r.is_ok());
-        if let Err(e) = r {
-            self.refused.push((op.to_string(), e.to_string()));
-            return;
+        let stat = match r {
+            Err(e) => {
+                self.refused.push((format!("{op} ({at})"), errno_text(&e)));
+                return;
+            }
+            Ok(stat) => stat,
+        };
+        if let (Op::Fstat(fd), Some(a)) = (op, stat) {
+            let node = self.model.fd_node(*fd);
+            let size = node.and_then(|n| self.model.file_size(n));
+            let links = node.map_or(0, |n| self.model.names_of(n).len());
+            if size != Some(a.size) || links != usize::from(a.links) {
+                self.mismatches.push(format!(
+                    "{op} ({at}): size {} and {} link(s), the model says {size:?} and {links}",
+                    a.size, a.links
+                ));
+            }
         }
         self.model.apply(op);
         self.track_names(op);
+        match op {
+            Op::Dwrite(p, ..) | Op::Sfr(p, ..) => {
+                self.written_in_place.extend(self.model.lookup(p));
+            }
+            Op::Sync => self.written_in_place.clear(),
+            _ => {
+                if let Some((p, kind)) = self.sync_target(op) {
+                    if !self.promises.atomic_only(kind) {
+                        if let Some(n) = self.model.lookup(&p) {
+                            self.written_in_place.remove(&n);
+                        }
+                    }
+                }
+            }
+        }
         self.note_versions(op);
-        if let Some((p, kind)) = sync_of(op) {
+        if let Some((p, kind)) = self.sync_target(op) {
+            let p = &p;
             if !self.promises.atomic_only(kind) && !self.promises.overlapped(id, p) {
                 let data_only = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
                 let name_durable = !self.fresh.contains(p);

@@ -15,11 +15,27 @@
 //! rmdir /a/b
 //! symlink /a/s target
 //! fsync /a/e                # also fdatasync, fatomic, fdataatomic
+//! fsync /                   # the root directory is `/`
+//! dwrite /a/e 0 8192 3      # O_DIRECT write: block-aligned offset and length
+//! sfr /a/e 0 8192           # sync_file_range(WAIT_BEFORE|WRITE|WAIT_AFTER)
+//! mwrite /a/e 100 20 4      # a store through a shared mapping (within the size)
+//! msync /a/e 0 4096         # msync(MS_SYNC) of that range
+//! open 3 /a/e               # descriptor 3 names the file, not the path
+//! unlink /a/e
+//! fdwrite 3 0 100 5         # through the descriptor (also fdfsync 3, fdfdatasync 3)
+//! fstat 3                   # size and link count checked against the model
+//! close 3                   # the last close of a nameless file frees it
 //! sync
 //! t1 sleep 30               # simulated microseconds (to shape races)
 //! t1 wait /a/e              # until the path exists (another thread's)
 //! setup fill /big           # setup only: write until the disk is full
+//! expect pass               # every run of the workload must pass
+//! expect caught mq+no-revoke  # ... but this mode (and fault) must be caught
 //! ```
+//!
+//! An operation the file system refuses (EINVAL for an unaligned `dwrite`,
+//! a `mwrite` past the end of the file) changes nothing and promises
+//! nothing; the recorder keeps it, with its line, for the report.
 
 use std::fmt;
 
@@ -66,7 +82,51 @@ pub enum Op {
     /// the recorded run reuses freed blocks at once). Bytes follow
     /// [`pattern`] with seed [`FILL_SEED`].
     Fill(String),
+    /// A write through a file descriptor opened with `O_DIRECT` (open(2)):
+    /// `off` and `len` must be multiples of the block size, else EINVAL
+    /// as Linux gives. The data goes to the device before the call
+    /// returns, past the page cache, but without a FLUSH (it may sit in
+    /// the drive's volatile cache) and without the allocation metadata:
+    /// it promises nothing until a later fsync.
+    Dwrite(String, u64, u64, u8),
+    /// sync_file_range(2) with `SYNC_FILE_RANGE_WAIT_BEFORE | WRITE |
+    /// WAIT_AFTER` over `len` bytes at `off` (`len` 0: to the end):
+    /// writes the range's dirty pages and waits, with no metadata and no
+    /// FLUSH. Promises nothing (the man page says so); it changes which
+    /// writes are in flight when.
+    Sfr(String, u64, u64),
+    /// A store of `len` bytes at `off` through a `MAP_SHARED` mapping of
+    /// the file: the whole range must lie within the file's size (beyond
+    /// it a store faults with SIGBUS, mmap(2); refused here as EINVAL).
+    /// It changes the page cache as a write does, never the size.
+    Mwrite(String, u64, u64, u8),
+    /// msync(2) with `MS_SYNC` over `len` bytes at `off`: Linux runs
+    /// `vfs_fsync_range(file, start, end, 1)` (mm/msync.c), so it promises
+    /// what fdatasync of the file promises.
+    Msync(String, u64, u64),
+    /// Opens the regular file at the path as descriptor `fd` (a number
+    /// the workload picks, shared by its threads, as a process's
+    /// descriptors are): the descriptor names the file, not the path, so
+    /// it keeps working after a rename or the last `unlink` (unlink(2)).
+    /// Refused if `fd` is open already.
+    Open(u32, String),
+    /// Closes `fd`; the last close of a file with no name left frees it.
+    Close(u32),
+    /// [`Op::Write`] through `fd`.
+    Fdwrite(u32, u64, u64, u8),
+    /// fsync(2) through `fd`: promises as fsync of the file's name does,
+    /// if it still has one; the data of an unlinked file is visible
+    /// nowhere, so then nothing.
+    Fdfsync(u32),
+    /// fdatasync(2) through `fd` (as [`Op::Fdfsync`]).
+    Fdfdatasync(u32),
+    /// fstat(2) through `fd`: the recorder checks the size and link count
+    /// against the model (a mismatch fails the recording).
+    Fstat(u32),
 }
+
+/// Descriptors a workload may use: `0..MAX_FD`.
+pub const MAX_FD: u32 = 1024;
 
 /// The pattern seed of [`Op::Fill`].
 pub const FILL_SEED: u8 = 0xf1;
@@ -89,10 +149,21 @@ impl Op {
             | Op::Unlink(p)
             | Op::Rmdir(p)
             | Op::Symlink(p, _)
-            | Op::Fill(p) => vec![p],
+            | Op::Fill(p)
+            | Op::Dwrite(p, ..)
+            | Op::Mwrite(p, ..) => vec![p],
             Op::Link(a, b) | Op::Rename(a, b) => vec![a, b],
             Op::Fsync(_)
             | Op::Fdatasync(_)
+            | Op::Sfr(..)
+            | Op::Msync(..)
+            // A descriptor's file: the recorder knows its names.
+            | Op::Open(..)
+            | Op::Close(_)
+            | Op::Fdwrite(..)
+            | Op::Fdfsync(_)
+            | Op::Fdfdatasync(_)
+            | Op::Fstat(_)
             | Op::Fatomic(_)
             | Op::Fdataatomic(_)
             | Op::Sync
@@ -105,7 +176,14 @@ impl Op {
     pub fn is_sync(&self) -> bool {
         matches!(
             self,
-            Op::Fsync(_) | Op::Fdatasync(_) | Op::Fatomic(_) | Op::Fdataatomic(_) | Op::Sync
+            Op::Fsync(_)
+                | Op::Fdatasync(_)
+                | Op::Fatomic(_)
+                | Op::Fdataatomic(_)
+                | Op::Sync
+                | Op::Msync(..)
+                | Op::Fdfsync(_)
+                | Op::Fdfdatasync(_)
         )
     }
 
@@ -139,12 +217,52 @@ impl fmt::Display for Op {
             Op::Sleep(us) => write!(f, "sleep {us}"),
             Op::WaitFor(p) => write!(f, "wait {p}"),
             Op::Fill(p) => write!(f, "fill {p}"),
+            Op::Dwrite(p, o, l, s) => write!(f, "dwrite {p} {o} {l} {s}"),
+            Op::Sfr(p, o, l) => write!(f, "sfr {p} {o} {l}"),
+            Op::Mwrite(p, o, l, s) => write!(f, "mwrite {p} {o} {l} {s}"),
+            Op::Msync(p, o, l) => write!(f, "msync {p} {o} {l}"),
+            Op::Open(fd, p) => write!(f, "open {fd} {p}"),
+            Op::Close(fd) => write!(f, "close {fd}"),
+            Op::Fdwrite(fd, o, l, s) => write!(f, "fdwrite {fd} {o} {l} {s}"),
+            Op::Fdfsync(fd) => write!(f, "fdfsync {fd}"),
+            Op::Fdfdatasync(fd) => write!(f, "fdfdatasync {fd}"),
+            Op::Fstat(fd) => write!(f, "fstat {fd}"),
         }
     }
 }
 
+/// What a run of a workload must end with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Outcome {
+    /// No violation.
+    Pass,
+    /// At least one violation.
+    Caught,
+}
+
+impl Outcome {
+    /// The word of the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Caught => "caught",
+        }
+    }
+}
+
+/// An `expect` line: the outcome every run of the workload must have, or,
+/// with a mode label (`mq`, `mq+no-revoke`), the runs in that mode and
+/// fault only.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Expectation {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The runs it is about ([`crate::record::mode_label`]); `None`: all.
+    pub mode: Option<String>,
+}
+
 /// A workload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Workload {
     /// Name (used in reports and replay ids).
     pub name: String,
@@ -152,7 +270,23 @@ pub struct Workload {
     pub setup: Vec<Op>,
     /// Per thread, its operations; thread i runs on core i.
     pub threads: Vec<Vec<Op>>,
+    /// The outcomes its runs must have (`expect` lines).
+    #[serde(default)]
+    pub expect: Vec<Expectation>,
+    /// Per thread, the 1-based line of each operation in the text it was
+    /// parsed from (empty for a workload built in code). Not part of the
+    /// workload's identity: equality ignores it.
+    #[serde(default)]
+    pub lines: Vec<Vec<usize>>,
 }
+
+impl PartialEq for Workload {
+    fn eq(&self, o: &Workload) -> bool {
+        (&self.name, &self.setup, &self.threads, &self.expect) == (&o.name, &o.setup, &o.threads, &o.expect)
+    }
+}
+
+impl Eq for Workload {}
 
 impl Workload {
     /// A single-threaded workload.
@@ -161,6 +295,27 @@ impl Workload {
             name: name.to_string(),
             setup,
             threads: vec![ops],
+            expect: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    /// The outcome a run in `mode_label` (`mq`, `mq+no-revoke`) must
+    /// have: the `expect` line naming that label, else the one naming
+    /// none.
+    pub fn expected(&self, mode_label: &str) -> Option<Outcome> {
+        let named = self.expect.iter().find(|e| e.mode.as_deref() == Some(mode_label));
+        named
+            .or_else(|| self.expect.iter().find(|e| e.mode.is_none()))
+            .map(|e| e.outcome)
+    }
+
+    /// Where operation `index` of `thread` is, for messages: `line N`
+    /// when the workload was parsed from text, else `tT op I` (1-based).
+    pub fn locate(&self, thread: usize, index: usize) -> String {
+        match self.lines.get(thread).and_then(|l| l.get(index)) {
+            Some(n) => format!("line {n}"),
+            None => format!("t{thread} op {}", index + 1),
         }
     }
 
@@ -173,19 +328,24 @@ impl Workload {
     /// fdataatomic.
     pub fn atomic(&self) -> Workload {
         Workload {
-            name: self.name.clone(),
-            setup: self.setup.clone(),
             threads: self
                 .threads
                 .iter()
                 .map(|t| t.iter().map(Op::atomic_variant).collect())
                 .collect(),
+            ..self.clone()
         }
     }
 
     /// The text form (parses back to the same workload).
     pub fn to_text(&self) -> String {
         let mut s = format!("# workload {}\n", self.name);
+        for e in &self.expect {
+            match &e.mode {
+                Some(m) => s.push_str(&format!("expect {} {m}\n", e.outcome.name())),
+                None => s.push_str(&format!("expect {}\n", e.outcome.name())),
+            }
+        }
         for op in &self.setup {
             s.push_str(&format!("setup {op}\n"));
         }
@@ -213,11 +373,12 @@ pub struct ParseError {
 }
 
 /// A path operand: absolute and canonical (no empty, `.` or `..`
-/// component, no trailing `/`), so that the model, the oracle and the file
-/// system agree on which object it names.
+/// component, no trailing `/`; the root is `/`), so that the model, the
+/// oracle and the file system agree on which object it names.
 fn path(s: Option<&str>, line: usize) -> Result<String, ParseError> {
     match s {
-        Some(p) if p.starts_with('/') && p.len() > 1 => {
+        Some("/") => Ok("/".to_string()),
+        Some(p) if p.starts_with('/') => {
             if p[1..].split('/').any(|c| c.is_empty() || c == "." || c == "..") {
                 return Err(ParseError {
                     line,
@@ -251,12 +412,78 @@ fn num(s: Option<&str>, line: usize, what: &str) -> Result<u64, ParseError> {
     })
 }
 
+/// A descriptor operand.
+fn fd(s: Option<&str>, line: usize) -> Result<u32, ParseError> {
+    let n = num(s, line, "descriptor")?;
+    u32::try_from(n)
+        .ok()
+        .filter(|n| *n < MAX_FD)
+        .ok_or_else(|| ParseError {
+            line,
+            what: format!("descriptor {n}: at most {MAX_FD} descriptors"),
+        })
+}
+
+/// The offset, length and optional seed (default 1) of a write.
+fn write_args<'a>(
+    words: &mut impl Iterator<Item = &'a str>,
+    line: usize,
+) -> Result<(u64, u64, u8), ParseError> {
+    let off = num(words.next(), line, "offset")?;
+    let len = num(words.next(), line, "length")?;
+    if len > 16 << 20 {
+        return Err(ParseError {
+            line,
+            what: "writes are limited to 16 MiB".into(),
+        });
+    }
+    let seed = match words.next() {
+        Some(s) => s.parse().map_err(|_| ParseError {
+            line,
+            what: "seed is not a byte".into(),
+        })?,
+        None => 1,
+    };
+    Ok((off, len, seed))
+}
+
+/// An `expect` line's operands: `pass` or `caught`, then an optional mode
+/// label.
+fn expectation<'a>(
+    words: &mut impl Iterator<Item = &'a str>,
+    line: usize,
+) -> Result<Expectation, ParseError> {
+    let outcome = match words.next() {
+        Some("pass") => Outcome::Pass,
+        Some("caught") => Outcome::Caught,
+        other => {
+            return Err(ParseError {
+                line,
+                what: format!("expect {other:?}: write `expect pass` or `expect caught` [MODE[+FAULT]]"),
+            })
+        }
+    };
+    let mode = match words.next() {
+        Some(m) => {
+            crate::record::parse_mode_label(m).map_err(|e| ParseError {
+                line,
+                what: e.to_string(),
+            })?;
+            Some(m.to_string())
+        }
+        None => None,
+    };
+    Ok(Expectation { outcome, mode })
+}
+
 /// Parses the text format (see the module docs).
 pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
     let mut w = Workload {
         name: name.to_string(),
         setup: Vec::new(),
         threads: vec![Vec::new()],
+        expect: Vec::new(),
+        lines: vec![Vec::new()],
     };
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -282,27 +509,44 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
             }
         }
         let verb = words.next().unwrap_or("");
+        if verb == "expect" && thread == Some(0) {
+            let e = expectation(&mut words, line)?;
+            if let Some(extra) = words.next() {
+                return Err(ParseError {
+                    line,
+                    what: format!("unexpected {extra:?} after the expectation"),
+                });
+            }
+            if w.expect.iter().any(|o| o.mode == e.mode) {
+                return Err(ParseError {
+                    line,
+                    what: "a second expectation for the same runs".into(),
+                });
+            }
+            w.expect.push(e);
+            continue;
+        }
         let op = match verb {
             "create" => Op::Create(path(words.next(), line)?),
             "mkdir" => Op::Mkdir(path(words.next(), line)?),
-            "write" => {
+            "write" | "dwrite" | "mwrite" => {
+                let p = path(words.next(), line)?;
+                let (off, len, seed) = write_args(&mut words, line)?;
+                match verb {
+                    "write" => Op::Write(p, off, len, seed),
+                    "dwrite" => Op::Dwrite(p, off, len, seed),
+                    _ => Op::Mwrite(p, off, len, seed),
+                }
+            }
+            "sfr" | "msync" => {
                 let p = path(words.next(), line)?;
                 let off = num(words.next(), line, "offset")?;
                 let len = num(words.next(), line, "length")?;
-                if len > 16 << 20 {
-                    return Err(ParseError {
-                        line,
-                        what: "writes are limited to 16 MiB".into(),
-                    });
+                if verb == "sfr" {
+                    Op::Sfr(p, off, len)
+                } else {
+                    Op::Msync(p, off, len)
                 }
-                let seed = match words.next() {
-                    Some(s) => s.parse().map_err(|_| ParseError {
-                        line,
-                        what: "seed is not a byte".into(),
-                    })?,
-                    None => 1,
-                };
-                Op::Write(p, off, len, seed)
             }
             "truncate" => Op::Truncate(path(words.next(), line)?, num(words.next(), line, "size")?),
             "link" => Op::Link(path(words.next(), line)?, path(words.next(), line)?),
@@ -333,6 +577,25 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
                 Op::Sleep(us)
             }
             "wait" => Op::WaitFor(path(words.next(), line)?),
+            "open" | "close" | "fdwrite" | "fdfsync" | "fdfdatasync" | "fstat" if thread.is_none() => {
+                return Err(ParseError {
+                    line,
+                    what: format!("{verb}: descriptors are not for the setup (it ends with an unmount)"),
+                })
+            }
+            "open" => {
+                let n = fd(words.next(), line)?;
+                Op::Open(n, path(words.next(), line)?)
+            }
+            "close" => Op::Close(fd(words.next(), line)?),
+            "fdwrite" => {
+                let n = fd(words.next(), line)?;
+                let (off, len, seed) = write_args(&mut words, line)?;
+                Op::Fdwrite(n, off, len, seed)
+            }
+            "fdfsync" => Op::Fdfsync(fd(words.next(), line)?),
+            "fdfdatasync" => Op::Fdfdatasync(fd(words.next(), line)?),
+            "fstat" => Op::Fstat(fd(words.next(), line)?),
             "fill" if thread.is_some() => {
                 return Err(ParseError {
                     line,
@@ -364,8 +627,10 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
             Some(t) => {
                 while w.threads.len() <= t {
                     w.threads.push(Vec::new());
+                    w.lines.push(Vec::new());
                 }
                 w.threads[t].push(op);
+                w.lines[t].push(line);
             }
         }
     }
@@ -397,16 +662,108 @@ mod tests {
                     Op::Sleep(5),
                     Op::WaitFor("/a/f".into()),
                     Op::Rename("/a/f".into(), "/g".into()),
+                    Op::Dwrite("/g".into(), 4096, 8192, 3),
+                    Op::Sfr("/g".into(), 0, 0),
+                    Op::Mwrite("/g".into(), 10, 20, 4),
+                    Op::Msync("/g".into(), 0, 4096),
+                    Op::Fsync("/".into()),
                     Op::Sync,
                 ],
             ],
+            expect: vec![
+                Expectation {
+                    outcome: Outcome::Pass,
+                    mode: None,
+                },
+                Expectation {
+                    outcome: Outcome::Caught,
+                    mode: Some("mq+no-data-flush".into()),
+                },
+            ],
+            lines: Vec::new(),
         };
-        assert_eq!(parse("x", &w.to_text()).unwrap(), w);
+        let back = parse("x", &w.to_text()).unwrap();
+        assert_eq!(back, w);
+        // The parsed one knows its lines: the header, two expectations,
+        // the setup line, then the operations in thread order.
+        assert_eq!(back.lines[0], vec![5, 6, 7]);
+        assert_eq!(back.locate(1, 0), "line 8");
+        assert_eq!(w.locate(1, 0), "t1 op 1");
+    }
+
+    #[test]
+    fn expectations_pick_the_mode_s_own_line_first() {
+        let w = parse("x", "expect pass\nexpect caught mq+no-revoke\nsync\n").unwrap();
+        assert_eq!(w.expected("mq"), Some(Outcome::Pass));
+        assert_eq!(w.expected("mq+no-revoke"), Some(Outcome::Caught));
+        assert_eq!(parse("x", "sync\n").unwrap().expected("mq"), None);
+        for (bad, what) in [
+            ("expect maybe", "expect pass"),
+            ("expect", "expect pass"),
+            ("expect pass nomode", "unknown mode"),
+            ("expect pass none+no-revoke", "does not apply"),
+            ("expect pass\nexpect caught", "second expectation"),
+            ("expect pass mq extra", "unexpected"),
+        ] {
+            let e = parse("x", &format!("sync\n{bad}\n")).unwrap_err();
+            assert!(e.line >= 2, "{bad}: line {}", e.line);
+            assert!(e.what.contains(what), "{bad}: {}", e.what);
+        }
+    }
+
+    #[test]
+    fn the_root_is_slash_and_the_new_operations_parse() {
+        let w = parse(
+            "x",
+            "fsync /\ndwrite /f 0 4096\nsfr /f 0 0\nmwrite /f 1 2 9\nmsync /f 0 10\n",
+        )
+        .unwrap();
+        assert_eq!(
+            w.threads[0],
+            vec![
+                Op::Fsync("/".into()),
+                Op::Dwrite("/f".into(), 0, 4096, 1),
+                Op::Sfr("/f".into(), 0, 0),
+                Op::Mwrite("/f".into(), 1, 2, 9),
+                Op::Msync("/f".into(), 0, 10),
+            ]
+        );
+        assert!(Op::Msync("/f".into(), 0, 1).is_sync());
+        assert!(!Op::Sfr("/f".into(), 0, 1).is_sync());
+        assert_eq!(Op::Mwrite("/f".into(), 0, 1, 1).changed_paths(), vec!["/f"]);
+        let fds = parse(
+            "x",
+            "open 3 /f\nfdwrite 3 0 10\nfdfsync 3\nfdfdatasync 3\nfstat 3\nclose 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            fds.threads[0],
+            vec![
+                Op::Open(3, "/f".into()),
+                Op::Fdwrite(3, 0, 10, 1),
+                Op::Fdfsync(3),
+                Op::Fdfdatasync(3),
+                Op::Fstat(3),
+                Op::Close(3),
+            ]
+        );
+        assert_eq!(parse("x", &fds.to_text()).unwrap(), fds);
+        assert!(Op::Fdfsync(3).is_sync() && Op::Fdwrite(3, 0, 1, 1).changed_paths().is_empty());
+        let e = parse("x", "sync\nclose 1024\n").unwrap_err();
+        assert!(e.line == 2 && e.what.contains("1024 descriptors"), "{e}");
+        let e = parse("x", "sync\nsetup open 1 /f\n").unwrap_err();
+        assert!(e.line == 2 && e.what.contains("not for the setup"), "{e}");
+        let e = parse("x", "sync\nopen 1\n").unwrap_err();
+        assert_eq!((e.line, e.what.as_str()), (2, "missing path"));
+        let e = parse("x", "sync\nsfr /f 0\n").unwrap_err();
+        assert_eq!((e.line, e.what.as_str()), (2, "missing length"));
+        let e = parse("x", "sync\ndwrite /f 0 99999999\n").unwrap_err();
+        assert!(e.line == 2 && e.what.contains("16 MiB"), "{e}");
     }
 
     #[test]
     fn non_canonical_paths_are_refused_with_their_line() {
-        for bad in ["/a/", "/a//b", "/a/./b", "/a/../b", "/.."] {
+        for bad in ["/a/", "/a//b", "/a/./b", "/a/../b", "/..", "//", "/."] {
             let e = parse("x", &format!("mkdir /a\ncreate {bad}\n")).unwrap_err();
             assert_eq!(e.line, 2, "{bad}");
             assert!(e.what.contains("not canonical"), "{bad}: {}", e.what);

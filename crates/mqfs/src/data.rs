@@ -78,6 +78,21 @@ impl Fs {
     /// Writes `data` at `off` into the page cache, allocating blocks for
     /// holes (on behalf of the file). Returns the bytes written.
     pub async fn write(&self, ctx: Ctx, ino: Ino, off: u64, data: &[u8]) -> Result<usize, FsError> {
+        self.write_pages(ctx, ino, off, data, false).await
+    }
+
+    /// [`Fs::write`], or with `within_size` a store through a shared
+    /// mapping: refused (EINVAL, standing for the SIGBUS of mmap(2)) unless
+    /// the whole range lies within the file's size, checked under the
+    /// inode lock; it never changes the size.
+    pub(crate) async fn write_pages(
+        &self,
+        ctx: Ctx,
+        ino: Ino,
+        off: u64,
+        data: &[u8],
+        within_size: bool,
+    ) -> Result<usize, FsError> {
         self.check_writable()?;
         let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
         if end > MAX_FILE {
@@ -96,6 +111,12 @@ impl Fs {
             return Ok(0);
         }
         let _g = st.lock.lock().await;
+        if within_size && end > st.inode.borrow().size {
+            return Err(FsError::Invalid(format!(
+                "a store at {off}..{end} past the end of a mapped file of {} bytes (SIGBUS)",
+                st.inode.borrow().size
+            )));
+        }
         let mut pos = off;
         let mut src = 0usize;
         let mut allocated = false;

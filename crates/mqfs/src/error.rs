@@ -85,6 +85,27 @@ pub enum FsError {
 }
 
 impl FsError {
+    /// The name of [`FsError::errno`] (`ENOENT`, `EINVAL`, ...).
+    pub fn errno_name(&self) -> &'static str {
+        match self.errno() {
+            2 => "ENOENT",
+            5 => "EIO",
+            17 => "EEXIST",
+            20 => "ENOTDIR",
+            21 => "EISDIR",
+            22 => "EINVAL",
+            27 => "EFBIG",
+            28 => "ENOSPC",
+            30 => "EROFS",
+            31 => "EMLINK",
+            36 => "ENAMETOOLONG",
+            39 => "ENOTEMPTY",
+            95 => "EOPNOTSUPP",
+            117 => "EUCLEAN",
+            n => unreachable!("errno {n} has no name here: FsError::errno and errno_name disagree"),
+        }
+    }
+
     /// The POSIX errno value (Linux numbering).
     pub fn errno(&self) -> i32 {
         match self {

@@ -57,6 +57,14 @@ pub struct InodeState {
     /// Blocks reused from metadata that this inode's next transaction must
     /// revoke (selective revocation, ccNVMe 5.4).
     pub revokes: RefCell<BTreeSet<u64>>,
+    /// Data written home outside a sync (O_DIRECT, sync_file_range) since
+    /// the last durable sync, with no FLUSH after it: the next fsync must
+    /// flush even when it finds nothing dirty (ext4_sync_file's
+    /// `blkdev_issue_flush`, fs/ext4/fsync.c).
+    pub unflushed: Cell<bool>,
+    /// Open file descriptions ([`Fs::open`]); an inode whose last name
+    /// goes while it is open stays, an orphan, until the last close.
+    pub open: Cell<u32>,
 }
 
 /// The mounted file system.
@@ -353,6 +361,8 @@ impl Fs {
             size_dirty: Cell::new(false),
             new_blocks: RefCell::new(BTreeSet::new()),
             revokes: RefCell::new(BTreeSet::new()),
+            unflushed: Cell::new(false),
+            open: Cell::new(0),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         Ok(st)

@@ -57,6 +57,44 @@ pub const VERSION: u32 = 2;
 pub const ROOT_INO: u32 = 2;
 /// First inode number handed to files.
 pub const FIRST_INO: u32 = 11;
+/// The reserved inode slot that holds the orphan table: the inodes whose
+/// last name is gone while the file is still open, freed at the last
+/// close or, after a crash, at mount (ext4's orphan file,
+/// fs/ext4/orphan.c). Never loaded as an inode.
+pub const ORPHAN_INO: u32 = 10;
+// fsck reads the orphan table with the root's inode-table block.
+const _: () = assert!(ORPHAN_INO <= INODES_PER_BLOCK && ROOT_INO <= INODES_PER_BLOCK);
+/// Inode numbers the orphan table holds.
+pub const ORPHAN_SLOTS: usize = (INODE_SIZE - 8) / 4;
+/// The orphan table's magic ("ORPH").
+const ORPHAN_MAGIC: u32 = u32::from_le_bytes(*b"ORPH");
+
+/// Decodes the orphan table from its inode slot: a slot without the magic
+/// (a fresh image) is empty; a count past the slot is cut to it. Entries
+/// are untrusted numbers: callers check them.
+pub fn decode_orphans(b: &[u8]) -> Vec<u32> {
+    if b.len() < INODE_SIZE || get_u32(b, 0) != ORPHAN_MAGIC {
+        return Vec::new();
+    }
+    let n = (get_u32(b, 4) as usize).min(ORPHAN_SLOTS);
+    (0..n).map(|i| get_u32(b, 8 + 4 * i)).collect()
+}
+
+/// Encodes the orphan table (at most [`ORPHAN_SLOTS`] entries; the
+/// caller refuses more).
+pub fn encode_orphans(list: &[u32]) -> [u8; INODE_SIZE] {
+    debug_assert!(list.len() <= ORPHAN_SLOTS, "the caller bounds the orphan table");
+    let mut b = [0u8; INODE_SIZE];
+    if list.is_empty() {
+        return b;
+    }
+    put_u32(&mut b, 0, ORPHAN_MAGIC);
+    put_u32(&mut b, 4, list.len().min(ORPHAN_SLOTS) as u32);
+    for (i, ino) in list.iter().take(ORPHAN_SLOTS).enumerate() {
+        put_u32(&mut b, 8 + 4 * i, *ino);
+    }
+    b
+}
 /// Longest file name.
 pub const NAME_MAX: usize = 255;
 /// Inline extents in an inode.

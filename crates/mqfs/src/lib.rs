@@ -28,6 +28,10 @@
 //!   durability in `mq` mode ([`sync`]). Extended attributes ([`xattr`])
 //!   and fallocate's allocations ([`falloc`]) are metadata: fsync makes
 //!   them durable with the inode.
+//! - A file unlinked while open ([`Fs::open`]) lives until its last
+//!   close; after a crash, mount frees it ([`orphan`]). O_DIRECT writes
+//!   and sync_file_range write data home without a FLUSH; the next fsync
+//!   sends one ([`direct`]).
 //! - In the journaled modes every crash state recovers ([`mount`]) to an
 //!   image [`fsck`] finds clean, holding every promise above.
 //! - The drive is reached only through `ccnvme`'s block layer; [`fsck`]
@@ -42,6 +46,7 @@
 pub mod cache;
 pub mod data;
 pub mod dir;
+pub mod direct;
 pub mod error;
 pub mod falloc;
 pub mod fs;
@@ -50,6 +55,7 @@ pub mod journal;
 pub mod layout;
 pub mod mount;
 pub mod ops;
+pub mod orphan;
 pub mod paths;
 pub mod profile;
 pub mod sync;

@@ -290,6 +290,8 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
     if root.inode.borrow().file_type() != Some(FileType::Dir) {
         return Err(FsError::Corrupt("the root is not a directory".into()));
     }
+    // Files unlinked while open when the machine stopped.
+    fs.cleanup_orphans(ctx).await?;
     Ok(fs)
 }
 

@@ -276,6 +276,8 @@ impl Fs {
             size_dirty: std::cell::Cell::new(true),
             new_blocks: Default::default(),
             revokes: Default::default(),
+            unflushed: Default::default(),
+            open: Default::default(),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         // The allocation was made on behalf of the directory; the new inode
@@ -482,7 +484,8 @@ impl Fs {
         self.drop_link(ctx, &st, want_dir, &dir).await
     }
 
-    /// Removes one link of `st`; frees it when none is left. `heir` (the
+    /// Removes one link of `st`; frees it when none is left, unless it is
+    /// open (then an orphan until its last close, [`crate::orphan`]). `heir` (the
     /// directory that held the last link) inherits the metadata the freeing
     /// dirtied, so syncing it makes the removal durable and consistent.
     async fn drop_link(
@@ -502,6 +505,23 @@ impl Fs {
         if !gone {
             return self.write_inode(ctx, st).await;
         }
+        if !is_dir && st.open.get() > 0 {
+            // Still open: an orphan until the last close (unlink(2)).
+            self.orphan_add(ctx, st).await?;
+            return self.write_inode(ctx, st).await;
+        }
+        self.free_inode(ctx, st, is_dir, heir).await
+    }
+
+    /// Frees `st` (no link left, not open): its blocks, then its slot.
+    /// `heir` inherits the metadata the freeing dirtied.
+    pub(crate) async fn free_inode(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        is_dir: bool,
+        heir: &InodeState,
+    ) -> Result<(), FsError> {
         let blocks = Fs::unmap_from(st, 0);
         for b in blocks {
             self.free_block(ctx, st, b, is_dir).await?;

@@ -31,6 +31,10 @@ pub struct FsProfile {
     /// with a volatile cache the record may otherwise stay in the cache
     /// when fsync returns). Off only for fault injection.
     pub commit_fua: bool,
+    /// Flush at fsync and sync when data went home outside a sync since
+    /// the last one (O_DIRECT, sync_file_range; see [`crate::direct`]).
+    /// Off only for fault injection.
+    pub flush_unflushed_data: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
 }
@@ -48,6 +52,7 @@ impl Default for FsProfile {
             commit_core: 0,
             checkpoint_watermark: 75,
             commit_fua: true,
+            flush_unflushed_data: true,
             mq: crate::journal::mq::MqOptions::default(),
         }
     }

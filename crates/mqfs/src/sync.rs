@@ -53,11 +53,30 @@ impl Fs {
         let datasync = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
         match self.journal()? {
             Journal::Mq(m) => {
-                m.sync_inode(self, ctx, &st, kind).await?;
-                return Ok(());
+                // Data written home outside a sync (O_DIRECT,
+                // sync_file_range) is durable only after a FLUSH, which a
+                // transaction with nothing left to journal does not send
+                // (ext4_sync_file ends with blkdev_issue_flush).
+                let unflushed =
+                    !kind.atomic_only() && st.unflushed.replace(false) && self.profile.flush_unflushed_data;
+                let r = m.sync_inode(self, ctx, &st, kind).await;
+                if unflushed {
+                    match &r {
+                        Ok(()) => self.flush(ctx).await?,
+                        Err(_) => st.unflushed.set(true),
+                    }
+                }
+                return r;
             }
-            Journal::None => self.sync_in_place(ctx, &st, datasync).await?,
+            // Ext4-NJ's fsync always ends with a flush.
+            Journal::None => {
+                st.unflushed.set(false);
+                self.sync_in_place(ctx, &st, datasync).await?
+            }
             Journal::Jbd(j) => {
+                // As in the mq mode: a commit with nothing to journal
+                // sends no FLUSH for data written home earlier.
+                let unflushed = st.unflushed.replace(false) && self.profile.flush_unflushed_data;
                 let horae = j.is_horae();
                 if horae {
                     // HoraeFS: the data is part of the first epoch.
@@ -74,6 +93,9 @@ impl Fs {
                     }
                 } else {
                     j.commit_and_wait(self, ctx).await?;
+                }
+                if unflushed {
+                    self.flush(ctx).await?;
                 }
             }
         }
@@ -154,6 +176,10 @@ impl Fs {
         // In inode order: the transactions sync issues are deterministic.
         let mut inodes: Vec<Rc<InodeState>> = self.inodes.borrow().values().cloned().collect();
         inodes.sort_by_key(|st| st.ino);
+        // Data written home outside a sync needs a FLUSH of its own in
+        // the journaled modes (see `sync_kind`); Ext4-NJ's sync flushes.
+        // Every flag is cleared, so no short-circuit.
+        let unflushed = inodes.iter().filter(|st| st.unflushed.replace(false)).count() > 0;
         match self.journal()? {
             Journal::None => {
                 let mut data = Vec::new();
@@ -196,6 +222,9 @@ impl Fs {
                     m.sync_inode(self, ctx, &root, SyncKind::Fsync).await?;
                 }
             }
+        }
+        if unflushed && self.profile.flush_unflushed_data && !matches!(self.journal()?, Journal::None) {
+            self.flush(ctx).await?;
         }
         for st in &inodes {
             st.size_dirty.set(false);

@@ -53,6 +53,9 @@ pub(super) struct Checker<'a> {
     /// (directory, what its ".." names, block) where that is not the
     /// directory it was reached from.
     pub(super) odd_dotdots: Vec<(u32, u32, u64)>,
+    /// The orphan table (inodes unlinked while open, which mount frees;
+    /// see [`crate::orphan`]), read with the root's inode-table block.
+    pub(super) orphans: Vec<u32>,
 }
 
 impl<'a> Checker<'a> {
@@ -95,6 +98,7 @@ impl<'a> Checker<'a> {
             name_keys: Vec::new(),
             extra_names: Vec::new(),
             odd_dotdots: Vec::new(),
+            orphans: Vec::new(),
             sb,
         }
     }
@@ -260,6 +264,9 @@ impl<'a> Checker<'a> {
         let mut any = false;
         for s in 0..INODES_PER_BLOCK as usize {
             let ino = (first_ino + s as u64) as u32;
+            if ino == ORPHAN_INO {
+                self.orphans = decode_orphans(&self.ibuf[s * INODE_SIZE..(s + 1) * INODE_SIZE]);
+            }
             if ino < FIRST_INO && ino != ROOT_INO {
                 continue;
             }
@@ -648,6 +655,9 @@ impl<'a> Checker<'a> {
     }
 
     pub(super) fn check_inode_bitmap(&mut self) {
+        // A listed orphan with no link left is not a leak: mount (and
+        // e2fsck) frees it.
+        let orphans = std::mem::take(&mut self.orphans);
         let n = self.disk_ibm.w.len();
         for wi in 0..n {
             let mut x = self.disk_ibm.w[wi] & !self.reached.w.get(wi).copied().unwrap_or(0);
@@ -657,7 +667,11 @@ impl<'a> Checker<'a> {
             while x != 0 {
                 let ino = (wi as u64 * 64 + x.trailing_zeros() as u64 + 1) as u32;
                 x &= x - 1;
-                let what = match self.info.get(ino as usize).map(|s| s.kind) {
+                let info = self.info.get(ino as usize).copied();
+                if orphans.contains(&ino) && info.is_some_and(|s| s.kind.live() && s.links == 0) {
+                    continue;
+                }
+                let what = match info.map(|s| s.kind) {
                     Some(Kind::Free) | Some(Kind::Unseen) | None => "a free slot is marked in use",
                     Some(Kind::Bad) => "a damaged inode is marked in use but not reachable",
                     Some(_) => "marked in use but not reachable from the root",

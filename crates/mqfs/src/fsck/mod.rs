@@ -19,7 +19,9 @@
 //!    free in the bitmap are checked on the way;
 //! 6. link counts against the entries found, and both bitmaps against the
 //!    blocks and inodes found (leaks and orphans are warnings, a used block
-//!    or inode marked free is an error).
+//!    or inode marked free is an error; an inode with no link listed in
+//!    the orphan table, a file unlinked while open, is neither: mount
+//!    frees it, see [`crate::orphan`]).
 //!
 //! fsck reads home locations only: it does not replay a journal, so an
 //! image of a journaled mode that was not unmounted cleanly should be
@@ -40,9 +42,9 @@ use crate::data::MAX_FILE;
 use crate::error::FsError;
 use crate::journal::format::AreaSuper;
 use crate::layout::{
-    crc, decode_leaf, decode_xattr_block, dirent_len, Extent, FileType, Inode, Mode, Superblock, BLOCK,
-    DIR_SPACE, DIR_TAIL, FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK, INODE_SIZE,
-    ROOT_INO,
+    crc, decode_leaf, decode_orphans, decode_xattr_block, dirent_len, Extent, FileType, Inode, Mode,
+    Superblock, BLOCK, DIR_SPACE, DIR_TAIL, FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK,
+    INODE_SIZE, ORPHAN_INO, ROOT_INO,
 };
 
 mod checker;

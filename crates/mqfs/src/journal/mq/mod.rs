@@ -107,7 +107,7 @@ pub enum SyncKind {
 }
 
 impl SyncKind {
-    fn atomic_only(self) -> bool {
+    pub(crate) fn atomic_only(self) -> bool {
         matches!(self, SyncKind::Fatomic | SyncKind::Fdataatomic)
     }
     fn data_only(self) -> bool {
@@ -314,6 +314,15 @@ impl MqJournal {
     }
 
     pub(crate) fn note_dirty(&self, _b: u64) {}
+
+    /// True if data block `home` may be written in place outside a
+    /// transaction (O_DIRECT, sync_file_range): no copy of it waits in a
+    /// log to be replayed or checkpointed over it, and it is not a block
+    /// whose new content must be journaled (reused before its freeing is
+    /// durable, or while being checkpointed).
+    pub(crate) fn may_write_home(&self, home: u64) -> bool {
+        !self.tree(home).borrow().contains_key(&home) && !self.journal_data.borrow().contains(&home)
+    }
 
     pub(crate) fn note_freed_meta(&self, _b: u64) {}
 
