@@ -528,7 +528,37 @@ pub fn fd_unlinked() -> Workload {
 /// The workloads of the I/O paths besides write and fsync: O_DIRECT,
 /// sync_file_range, mmap and msync, file descriptors.
 pub fn io_paths() -> Vec<Workload> {
-    vec![direct_io(), sfr_writeback(), mmap_msync(), fd_unlinked()]
+    vec![
+        direct_io(),
+        sfr_writeback(),
+        mmap_msync(),
+        fd_unlinked(),
+        fallocate_modes(),
+    ]
+}
+
+/// fallocate in each mode (fallocate(2)), each change made durable by an
+/// fsync or fdatasync, and a write into a preallocated (unwritten) range:
+/// the zeros and sizes each mode leaves must survive a crash as promised.
+pub fn fallocate_modes() -> Workload {
+    use crate::workload::Falloc;
+    let f = || s("/f");
+    Workload::single(
+        "fallocate_modes",
+        vec![Op::Create(f()), Op::Write(f(), 0, 16384, 1)],
+        vec![
+            Op::Fallocate(f(), Falloc::PunchHole, 1000, 6000),
+            Op::Fsync(f()),
+            Op::Fallocate(f(), Falloc::Alloc, 16384, 8192),
+            Op::Fdatasync(f()),
+            Op::Fallocate(f(), Falloc::KeepSize, 24576, 8192),
+            Op::Fallocate(f(), Falloc::ZeroRange, 2000, 30000),
+            Op::Write(f(), 26000, 3000, 2),
+            Op::Fsync(f()),
+            Op::Fallocate(f(), Falloc::ZeroRangeKeepSize, 20000, 20000),
+            Op::Fdatasync(f()),
+        ],
+    )
 }
 
 /// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
@@ -550,6 +580,7 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "sfr_writeback" => Some(vec![sfr_writeback()]),
         "mmap_msync" => Some(vec![mmap_msync()]),
         "fd_unlinked" => Some(vec![fd_unlinked()]),
+        "fallocate_modes" => Some(vec![fallocate_modes()]),
         n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("random-") => {

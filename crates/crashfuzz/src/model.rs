@@ -243,6 +243,13 @@ impl Model {
                     self.write_node(id, *off, *len, *seed);
                 }
             }
+            Op::Fallocate(p, mode, off, len) => {
+                if let Some(id) = self.lookup(p) {
+                    if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
+                        mode.apply(c, *off, *len);
+                    }
+                }
+            }
             Op::Truncate(p, size) => {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
@@ -350,5 +357,35 @@ mod tests {
             t.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
             vec!["/b", "/b/f", "/g"]
         );
+    }
+
+    #[test]
+    fn fallocate_modes_change_bytes_and_size_as_linux() {
+        use crate::workload::Falloc;
+        let run = |mode: Falloc, off: u64, len: u64| {
+            let mut m = Model::default();
+            m.apply(&Op::Create("/f".into()));
+            m.apply(&Op::Write("/f".into(), 0, 100, 1));
+            m.apply(&Op::Fallocate("/f".into(), mode, off, len));
+            m.content("/f").unwrap()
+        };
+        let orig = run(Falloc::KeepSize, 0, 500);
+        assert_eq!(orig.len(), 100);
+        assert!(orig.iter().all(|&b| b != 0));
+        let a = run(Falloc::Alloc, 50, 100);
+        assert_eq!(
+            (a.len(), &a[..100], a[100..].iter().all(|&b| b == 0)),
+            (150, &orig[..], true)
+        );
+        assert_eq!(run(Falloc::Alloc, 0, 10), orig);
+        let p = run(Falloc::PunchHole, 90, 100);
+        assert_eq!((p.len(), &p[..90], &p[90..]), (100, &orig[..90], &[0u8; 10][..]));
+        let z = run(Falloc::ZeroRange, 10, 200);
+        assert_eq!(
+            (z.len(), &z[..10], z[10..].iter().all(|&b| b == 0)),
+            (210, &orig[..10], true)
+        );
+        let zk = run(Falloc::ZeroRangeKeepSize, 10, 200);
+        assert_eq!((zk.len(), zk[10..].iter().all(|&b| b == 0)), (100, true));
     }
 }

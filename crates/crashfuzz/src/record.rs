@@ -631,6 +631,10 @@ async fn run_path_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
             let ino = fs.resolve(c, p).await?;
             fs.truncate(c, ino, *size).await
         }
+        Op::Fallocate(p, mode, off, len) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.fallocate(c, ino, mode.fs_mode(), *off, *len).await
+        }
         Op::Link(a, b) => fs.link_path(c, a, b).await.map(|_| ()),
         Op::Unlink(p) => fs.unlink_path(c, p).await,
         Op::Rmdir(p) => fs.rmdir_path(c, p).await,

@@ -123,6 +123,83 @@ pub enum Op {
     /// fstat(2) through `fd`: the recorder checks the size and link count
     /// against the model (a mismatch fails the recording).
     Fstat(u32),
+    /// fallocate(2) of `len` bytes at `off` in the given mode. What a read
+    /// then sees changes as a write of zeros does: allocate extends the
+    /// size (new bytes read as zeros), keep-size changes nothing visible,
+    /// punch-hole and the zero-range modes zero the range (punch-hole and
+    /// zero-range-keep-size within the size only).
+    Fallocate(String, Falloc, u64, u64),
+}
+
+/// A fallocate(2) mode, as the workload language names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Falloc {
+    /// Mode 0: allocate, extending the size.
+    Alloc,
+    /// `FALLOC_FL_KEEP_SIZE`.
+    KeepSize,
+    /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`.
+    PunchHole,
+    /// `FALLOC_FL_ZERO_RANGE`.
+    ZeroRange,
+    /// `FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE`.
+    ZeroRangeKeepSize,
+}
+
+impl Falloc {
+    /// Every mode, with its name in the language.
+    pub const ALL: [(Falloc, &'static str); 5] = [
+        (Falloc::Alloc, "alloc"),
+        (Falloc::KeepSize, "keep-size"),
+        (Falloc::PunchHole, "punch-hole"),
+        (Falloc::ZeroRange, "zero-range"),
+        (Falloc::ZeroRangeKeepSize, "zero-range-keep-size"),
+    ];
+
+    /// Its name in the language.
+    pub fn name(self) -> &'static str {
+        Falloc::ALL
+            .iter()
+            .find(|(m, _)| *m == self)
+            .map_or("?", |(_, n)| n)
+    }
+
+    /// The file system's mode.
+    pub fn fs_mode(self) -> mqfs::FallocMode {
+        match self {
+            Falloc::Alloc => mqfs::FallocMode::Allocate,
+            Falloc::KeepSize => mqfs::FallocMode::KeepSize,
+            Falloc::PunchHole => mqfs::FallocMode::PunchHole,
+            Falloc::ZeroRange => mqfs::FallocMode::ZeroRange,
+            Falloc::ZeroRangeKeepSize => mqfs::FallocMode::ZeroRangeKeepSize,
+        }
+    }
+
+    /// The content and size a file of `content` has after this mode over
+    /// `len` bytes at `off`.
+    pub fn apply(self, content: &mut Vec<u8>, off: u64, len: u64) {
+        let (off, end) = (off as usize, off.saturating_add(len) as usize);
+        let size = content.len();
+        match self {
+            Falloc::Alloc => {
+                if end > size {
+                    content.resize(end, 0);
+                }
+            }
+            Falloc::KeepSize => {}
+            Falloc::PunchHole | Falloc::ZeroRangeKeepSize => {
+                if off < size {
+                    content[off..end.min(size)].fill(0);
+                }
+            }
+            Falloc::ZeroRange => {
+                if end > size {
+                    content.resize(end, 0);
+                }
+                content[off.min(end)..end].fill(0);
+            }
+        }
+    }
 }
 
 /// Descriptors a workload may use: `0..MAX_FD`.
@@ -151,7 +228,8 @@ impl Op {
             | Op::Symlink(p, _)
             | Op::Fill(p)
             | Op::Dwrite(p, ..)
-            | Op::Mwrite(p, ..) => vec![p],
+            | Op::Mwrite(p, ..)
+            | Op::Fallocate(p, ..) => vec![p],
             Op::Link(a, b) | Op::Rename(a, b) => vec![a, b],
             Op::Fsync(_)
             | Op::Fdatasync(_)
@@ -218,6 +296,7 @@ impl fmt::Display for Op {
             Op::WaitFor(p) => write!(f, "wait {p}"),
             Op::Fill(p) => write!(f, "fill {p}"),
             Op::Dwrite(p, o, l, s) => write!(f, "dwrite {p} {o} {l} {s}"),
+            Op::Fallocate(p, m, o, l) => write!(f, "fallocate {p} {} {o} {l}", m.name()),
             Op::Sfr(p, o, l) => write!(f, "sfr {p} {o} {l}"),
             Op::Mwrite(p, o, l, s) => write!(f, "mwrite {p} {o} {l} {s}"),
             Op::Msync(p, o, l) => write!(f, "msync {p} {o} {l}"),
@@ -549,6 +628,26 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
                 }
             }
             "truncate" => Op::Truncate(path(words.next(), line)?, num(words.next(), line, "size")?),
+            "fallocate" => {
+                let p = path(words.next(), line)?;
+                let m = words.next().unwrap_or("");
+                let mode = Falloc::ALL
+                    .iter()
+                    .find(|(_, n)| *n == m)
+                    .map(|(f, _)| *f)
+                    .ok_or_else(|| ParseError {
+                        line,
+                        what: format!(
+                            "fallocate mode {m:?}: one of alloc, keep-size, punch-hole, zero-range, zero-range-keep-size"
+                        ),
+                    })?;
+                Op::Fallocate(
+                    p,
+                    mode,
+                    num(words.next(), line, "offset")?,
+                    num(words.next(), line, "length")?,
+                )
+            }
             "link" => Op::Link(path(words.next(), line)?, path(words.next(), line)?),
             "unlink" => Op::Unlink(path(words.next(), line)?),
             "rmdir" => Op::Rmdir(path(words.next(), line)?),
@@ -666,6 +765,8 @@ mod tests {
                     Op::Sfr("/g".into(), 0, 0),
                     Op::Mwrite("/g".into(), 10, 20, 4),
                     Op::Msync("/g".into(), 0, 4096),
+                    Op::Fallocate("/g".into(), Falloc::PunchHole, 100, 5000),
+                    Op::Fallocate("/g".into(), Falloc::ZeroRangeKeepSize, 0, 1),
                     Op::Fsync("/".into()),
                     Op::Sync,
                 ],
@@ -729,6 +830,9 @@ mod tests {
             ]
         );
         assert!(Op::Msync("/f".into(), 0, 1).is_sync());
+        let e = parse("x", "create /f\nfallocate /f shrink 0 1\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.what.contains("punch-hole"), "{}", e.what);
         assert!(!Op::Sfr("/f".into(), 0, 1).is_sync());
         assert_eq!(Op::Mwrite("/f".into(), 0, 1, 1).changed_paths(), vec!["/f"]);
         let fds = parse(
