@@ -32,6 +32,9 @@ enum Op {
     /// An 8-byte read of this core's last slot through the WC mapping
     /// (does not drain: what it reads must be held as landed).
     WcLoad,
+    /// An uncached 8-byte store to this core's next slot (a posted write
+    /// to the PMR, rule P; it drains the WC buffers first).
+    UcStore,
     Doorbell,
 }
 
@@ -42,6 +45,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Clflush),
         2 => Just(Op::ZeroRead),
         1 => Just(Op::WcLoad),
+        1 => Just(Op::UcStore),
         1 => Just(Op::Doorbell),
     ]
 }
@@ -135,6 +139,15 @@ fn run(programs: Vec<Vec<Op>>) -> Run {
                         core.wc_read(at, &mut [0u8; 8], Purpose::new(2), 100 + c as u32)
                             .await
                             .unwrap();
+                    }
+                    Op::UcStore => {
+                        let v = ((c as u64 + 1) << 48) | next;
+                        mine.push((next, v));
+                        stores.borrow_mut().push((c, next, v));
+                        core.mmio_write(BusAddr(next), &v.to_le_bytes(), Purpose::new(4), c as u32)
+                            .await
+                            .unwrap();
+                        next += 8;
                     }
                     Op::Doorbell => core
                         .mmio_write(regs + DOORBELL, &1u32.to_le_bytes(), Purpose::new(3), 0)
