@@ -44,6 +44,18 @@ pub fn machine(
     mode: TraceMode,
     seed: u64,
 ) -> (Executor, Machine, Rc<Controller>) {
+    machine_over(profile, Media::memory(blocks), cores, mode, seed)
+}
+
+/// A machine with `cores` cores and a drive of `profile` over `media` (a
+/// fresh one, or an image a crash or an earlier run left).
+pub fn machine_over(
+    profile: SsdProfile,
+    media: Media,
+    cores: usize,
+    mode: TraceMode,
+    seed: u64,
+) -> (Executor, Machine, Rc<Controller>) {
     let ex = Executor::new(seed);
     let m = Machine::new(
         &ex,
@@ -60,7 +72,7 @@ pub fn machine(
         },
         mode,
     );
-    let ctrl = Controller::attach(&m, ControllerConfig::new(profile), Media::memory(blocks), None)
+    let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, None)
         .expect("a fresh machine takes a controller");
     (ex, m, ctrl)
 }

@@ -14,10 +14,10 @@ use mqfs::layout::{
     crc, encode_dir_block, encode_leaf, DirEntry, Extent, Inode, Superblock, BLOCK, DIR_SPACE,
     FLAG_INLINE_SYMLINK, INODE_SIZE, ROOT_INO,
 };
-use mqfs::testing::new_fs;
+use mqfs::testing::{machine_over, new_fs};
 use mqfs::{mount, probe_options, Ctx, FallocMode, FileType, Fs, FsError, FsProfile, Mode, XattrFlags};
-use nvme_ctrl::{Block, Controller, ControllerConfig, Image, Media, SsdProfile};
-use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, RunError, SimTime, TraceMode};
+use nvme_ctrl::{Block, Image, Media, SsdProfile};
+use pcie_sim::{RunError, SimTime, TraceMode};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -253,28 +253,6 @@ fn apply(base: &Base, damages: &[Damage]) -> (Delta, Vec<Hit>) {
     (delta, hits)
 }
 
-fn machine(seed: u64, media: Media) -> (Executor, Machine, Rc<Controller>) {
-    let ex = Executor::new(seed);
-    let m = Machine::new(
-        &ex,
-        MachineProfile {
-            cpu: CpuProfile {
-                cores: 2,
-                ..CpuProfile::default()
-            },
-            host: HostProfile {
-                dram_bytes: 512 << 20,
-                ..HostProfile::default()
-            },
-            ..MachineProfile::default()
-        },
-        TraceMode::Off,
-    );
-    let ctrl = Controller::attach(&m, ControllerConfig::new(SsdProfile::optane_905p()), media, None)
-        .expect("a fresh machine takes a controller");
-    (ex, m, ctrl)
-}
-
 /// What a walk saw: operations that failed (with the error) and done.
 #[derive(Debug, Default)]
 struct Walk {
@@ -348,7 +326,7 @@ async fn walk(fs: Rc<Fs>, c: Ctx) -> Walk {
 
 /// Mounts `media` on a fresh machine and walks it. `Err` for a hang.
 fn mount_and_walk(mode: Mode, media: Media) -> Result<Result<Walk, FsError>, RunError> {
-    let (ex, m, _ctrl) = machine(7, media);
+    let (ex, m, _ctrl) = machine_over(SsdProfile::optane_905p(), media, 2, TraceMode::Off, 7);
     let m2 = m.clone();
     let limit = SimTime(ex.sim().now().as_ps() + LIMIT_PS);
     ex.block_on_until(

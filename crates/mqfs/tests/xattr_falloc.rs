@@ -6,17 +6,16 @@
 
 mod common;
 
-use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::BlockDevice;
 use common::{modes, remount, setup, snapshot};
 use mqfs::fsck::{fsck, fsck_with, FindingKind, MetaKind, Options};
 use mqfs::layout::BLOCK;
-use mqfs::testing::{format_and_mount, machine};
+use mqfs::testing::{format_and_mount, machine, machine_over};
 use mqfs::{mount, probe_options, Ctx, FallocMode, Fs, FsError, FsProfile, Ino, Mode, XattrFlags};
-use nvme_ctrl::{Controller, ControllerConfig, Image, Media, MediaCursor, SsdProfile};
-use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, TraceMode};
+use nvme_ctrl::{Controller, Image, Media, MediaCursor, SsdProfile};
+use pcie_sim::TraceMode;
 use proptest::prelude::*;
 
 const C: Ctx = Ctx { core: 0 };
@@ -34,28 +33,6 @@ fn media_of(ctrl: &Controller) -> Media {
         }
     }
     m
-}
-
-/// A fresh two-core machine booting over `media` with drive `profile`.
-fn boot(media: Media, profile: SsdProfile) -> (Executor, Machine, Rc<Controller>) {
-    let ex = Executor::new(3);
-    let m = Machine::new(
-        &ex,
-        MachineProfile {
-            cpu: CpuProfile {
-                cores: 2,
-                ..CpuProfile::default()
-            },
-            host: HostProfile {
-                dram_bytes: 512 << 20,
-                ..HostProfile::default()
-            },
-            ..MachineProfile::default()
-        },
-        TraceMode::Off,
-    );
-    let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, None).expect("a fresh machine");
-    (ex, m, ctrl)
 }
 
 async fn free_blocks(fs: &Fs) -> u64 {
@@ -428,7 +405,7 @@ fn a_damaged_xattr_block_is_a_finding_and_a_typed_error() {
                 .any(|e| e.kind == FindingKind::XattrBlockCorrupt && e.ino == Some(f)),
             "{mode:?}: {r}"
         );
-        let (ex, m, _ctrl) = boot(media, SsdProfile::optane_905p());
+        let (ex, m, _ctrl) = machine_over(SsdProfile::optane_905p(), media, 2, TraceMode::Off, 3);
         ex.block_on(async move {
             let dev = BlockDevice::probe(&m, 0, probe_options(mode)).await.unwrap();
             let fs = mount(&dev, C, FsProfile::default()).await.unwrap();
@@ -477,7 +454,7 @@ fn fsync_makes_xattrs_and_allocation_durable_across_power_failure() {
     let mut cursor = MediaCursor::new(&trace, 0, true).unwrap();
     cursor.advance_past(trace.entries().len() - 1).unwrap();
     let media = MediaCursor::media(&Arc::new(Image::zeroed(BLOCKS)), cursor.durable().clone());
-    let (ex, m, ctrl) = boot(media, profile);
+    let (ex, m, ctrl) = machine_over(profile, media, 2, TraceMode::Off, 3);
     ex.block_on(async move {
         let dev = BlockDevice::probe(&m, 0, probe_options(Mode::Classic))
             .await
