@@ -4,8 +4,14 @@
 //! model needs no error rules of its own.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use crate::oracle::Node as State;
 use crate::workload::{pattern, Op};
+
+/// The permission bits [`crate::record::run_op`] creates files with
+/// (`Fs::create_path`); workloads have no chmod, so they never change.
+pub const FILE_PERM: u16 = 0o644;
 
 /// What a node is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -20,7 +26,9 @@ pub enum Kind {
 
 #[derive(Clone, Debug)]
 enum Node {
-    File(Vec<u8>),
+    /// Shared, so that cloning the model (for an operation's outcome,
+    /// [`Model::after`]) does not copy contents.
+    File(Arc<Vec<u8>>),
     Dir(BTreeMap<String, u64>),
     Symlink(String),
 }
@@ -73,9 +81,89 @@ impl Model {
     /// The content of the file at `path`.
     pub fn content(&self, path: &str) -> Option<Vec<u8>> {
         match self.nodes.get(&self.lookup(path)?)? {
-            Node::File(c) => Some(c.clone()),
+            Node::File(c) => Some(c.to_vec()),
             _ => None,
         }
+    }
+
+    /// The number of names of node `id` (a file's link count).
+    fn names_of(&self, id: u64) -> u16 {
+        let n = self
+            .nodes
+            .values()
+            .filter_map(|n| match n {
+                Node::Dir(e) => Some(e.values().filter(|c| **c == id).count()),
+                _ => None,
+            })
+            .sum::<usize>();
+        u16::try_from(n).unwrap_or(u16::MAX)
+    }
+
+    /// What the oracle sees at `path`: kind, and for a file its content,
+    /// link count and permission bits; `None` if there is no such name.
+    pub fn state(&self, path: &str) -> Option<State> {
+        let id = self.lookup(path)?;
+        Some(match self.nodes.get(&id)? {
+            Node::File(c) => State::File {
+                content: Some(c.clone()),
+                nlink: Some(self.names_of(id)),
+                perm: Some(FILE_PERM),
+            },
+            Node::Dir(_) => State::Dir,
+            Node::Symlink(t) => State::Symlink(t.clone()),
+        })
+    }
+
+    /// `path` and every path under it.
+    pub fn subtree(&self, path: &str) -> Vec<String> {
+        let mut out = vec![path.to_string()];
+        let prefix = format!("{path}/");
+        if self.kind(path) == Some(Kind::Dir) {
+            out.extend(
+                self.names()
+                    .into_iter()
+                    .map(|x| x.0)
+                    .filter(|p| p.starts_with(&prefix)),
+            );
+        }
+        out
+    }
+
+    /// The paths whose state `op` can change: the paths it names, what is
+    /// under them (a directory's rename moves its subtree) and every
+    /// other name of a file it changes (content and link count are the
+    /// inode's, shared by its hard links).
+    pub fn affected(&self, op: &Op) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in op.changed_paths() {
+            out.extend(self.subtree(p));
+            out.extend(self.aliases(p));
+        }
+        if let Op::Rename(from, to) = op {
+            // The subtree reappears under the new name.
+            let prefix = format!("{from}/");
+            for q in self.subtree(from) {
+                if let Some(rest) = q.strip_prefix(&prefix) {
+                    out.push(format!("{to}/{rest}"));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The states of `paths` after `op`, if it succeeds, without changing
+    /// the model.
+    pub fn after(&self, op: &Op, paths: &[String]) -> Vec<(String, Option<State>)> {
+        let mut m = self.clone();
+        m.apply(op);
+        m.states(paths)
+    }
+
+    /// The states of `paths` now.
+    pub fn states(&self, paths: &[String]) -> Vec<(String, Option<State>)> {
+        paths.iter().map(|p| (p.clone(), self.state(p))).collect()
     }
 
     /// The kind of node at `path`.
@@ -114,11 +202,38 @@ impl Model {
         if !matches!(self.nodes.get(&id), Some(Node::File(_))) {
             return Vec::new();
         }
-        self.tree()
+        self.names()
             .into_iter()
-            .map(|(p, _, _)| p)
-            .filter(|p| p != path && self.lookup(p) == Some(id))
+            .filter(|(p, i)| p != path && *i == id)
+            .map(|(p, _)| p)
             .collect()
+    }
+
+    /// Every path under the root with its node id (no contents copied).
+    fn names(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), ROOT)];
+        while let Some((prefix, id)) = stack.pop() {
+            if let Some(Node::Dir(e)) = self.nodes.get(&id) {
+                for (name, child) in e {
+                    let p = format!("{prefix}/{name}");
+                    if matches!(self.nodes.get(child), Some(Node::Dir(_))) {
+                        stack.push((p.clone(), *child));
+                    }
+                    out.push((p, *child));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Every path with its state ([`Model::state`]), the root included;
+    /// and the directories among them.
+    pub fn all_states(&self) -> Vec<(String, Option<State>)> {
+        let mut paths = vec!["/".to_string()];
+        paths.extend(self.names().into_iter().map(|x| x.0));
+        self.states(&paths)
     }
 
     /// Every path under the root with its kind and content (a file's
@@ -131,7 +246,7 @@ impl Model {
                 for (name, child) in e {
                     let p = format!("{prefix}/{name}");
                     match self.nodes.get(child) {
-                        Some(Node::File(c)) => out.push((p, Kind::File, Some(c.clone()))),
+                        Some(Node::File(c)) => out.push((p, Kind::File, Some(c.to_vec()))),
                         Some(Node::Symlink(t)) => out.push((p, Kind::Symlink, Some(t.as_bytes().to_vec()))),
                         Some(Node::Dir(_)) => {
                             out.push((p.clone(), Kind::Dir, None));
@@ -164,12 +279,13 @@ impl Model {
     /// Applies an operation the file system accepted.
     pub fn apply(&mut self, op: &Op) {
         match op {
-            Op::Create(p) => self.insert(p, Node::File(Vec::new())),
+            Op::Create(p) => self.insert(p, Node::File(Arc::default())),
             Op::Mkdir(p) => self.insert(p, Node::Dir(BTreeMap::new())),
             Op::Symlink(p, t) => self.insert(p, Node::Symlink(t.clone())),
             Op::Write(p, off, len, seed) => {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
+                        let c = Arc::make_mut(c);
                         let end = (off + len) as usize;
                         if c.len() < end {
                             c.resize(end, 0);
@@ -183,7 +299,7 @@ impl Model {
             Op::Truncate(p, size) => {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
-                        c.resize(*size as usize, 0);
+                        Arc::make_mut(c).resize(*size as usize, 0);
                     }
                 }
             }

@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::model::{Kind, Model};
 use crate::oracle::Promise;
-use crate::promises::{Durable, OpId, PromiseBuilder};
+use crate::promises::{
+    dir_durable, file_durable, tree_durable, Durable, OpId, PromiseBuilder, BASE_CONTENT_LIMIT,
+};
 use crate::workload::{pattern, Op, Workload, FILL_SEED};
 
 /// The consistency configurations crashfuzz explores.
@@ -391,9 +393,12 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         };
         shared.borrow_mut().model.apply(&op);
     }
-    // The setup ended with a clean unmount: its files are durable versions.
+    // The setup ended with a clean unmount: its tree is durable from
+    // power-on, and its files' contents are durable versions.
     {
         let mut sh = shared.borrow_mut();
+        let base = tree_durable(sh.model.all_states(), Some(BASE_CONTENT_LIMIT));
+        sh.promises.base(base);
         for (p, k, c) in sh.model.tree() {
             if let (Kind::File, Some(c)) = (k, c) {
                 sh.versions.entry(p).or_default().push(c);
@@ -617,13 +622,18 @@ impl Shared {
             owned.extend(self.model.aliases(p));
             owned.push(p.to_string());
         }
-        let id = self.promises.begin(owned, start);
-        if let Op::Rename(from, to) = op {
-            if self.model.kind(from) == Some(Kind::File) {
-                if let Some(content) = self.model.content(from) {
-                    self.promises.renamed(id, from, to, content, op.to_string());
-                }
-            }
+        // What the operation can leave each name it changes in, from its
+        // start: the promises about them widen to it.
+        let affected = self.model.affected(op);
+        let effects = self.model.after(op, &affected);
+        let id = self.promises.begin_op(owned, start, &effects);
+        if let Op::Rename(from, to) | Op::Link(from, to) = op {
+            let paths = [from.clone(), to.clone()];
+            let after: Vec<_> = paths
+                .iter()
+                .map(|p| effects.iter().find(|(q, _)| q == p).and_then(|(_, s)| s.clone()))
+                .collect();
+            self.promises.atomic_op(id, &paths, &after, op.to_string());
         }
         if let Some((p, kind)) = sync_of(op) {
             // On a directory, fatomic makes its changes atomic with the
@@ -719,6 +729,10 @@ impl Shared {
             return;
         }
         self.model.apply(op);
+        if !op.changed_paths().is_empty() {
+            let states = self.model.states(&self.model.affected(op));
+            self.promises.settled(&states);
+        }
         self.track_names(op);
         self.note_versions(op);
         if let Some((p, kind)) = sync_of(op) {
@@ -729,8 +743,23 @@ impl Shared {
                     self.fresh.remove(p);
                 }
                 let state = match self.model.kind(p) {
-                    Some(Kind::File) => self.model.content(p).map(Durable::File),
-                    Some(Kind::Dir) => self.model.entries(p).map(Durable::Dir),
+                    Some(Kind::File) => Some(Durable::States(file_durable(p, self.model.state(p)))),
+                    Some(Kind::Dir) => {
+                        let names: Vec<String> = self
+                            .model
+                            .entries(p)
+                            .unwrap_or_default()
+                            .into_keys()
+                            .map(|n| {
+                                if p == "/" {
+                                    format!("/{n}")
+                                } else {
+                                    format!("{p}/{n}")
+                                }
+                            })
+                            .collect();
+                        Some(Durable::States(dir_durable(p, self.model.states(&names))))
+                    }
                     _ => None,
                 };
                 if let Some(state) = state {
@@ -750,7 +779,8 @@ impl Shared {
                     }
                 }
             }
-            self.promises.synced_tree(id, self.model.tree(), op.to_string());
+            self.promises
+                .synced_tree(id, tree_durable(self.model.all_states(), None), op.to_string());
         }
     }
 }
