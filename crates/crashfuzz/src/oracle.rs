@@ -618,8 +618,18 @@ fn join(dir: &str, name: &str) -> String {
 
 /// Checks an [`Expect::States`] promise.
 async fn check_states(fs: &Fs, c: Ctx, st: &States, op: &str) -> Result<Option<Failure>, FsError> {
+    // Names under a directory that is absent, as allowed, are absent
+    // with it (an fdatasync of a directory does not promise its name).
+    let mut gone: Vec<&str> = Vec::new();
     for (path, allowed) in &st.paths {
         let got = seen(fs, c, path, wants_content(allowed)).await?;
+        if got.is_none() {
+            let under_gone = gone.iter().any(|g| path.starts_with(&format!("{g}/")));
+            if under_gone || allowed.contains(&None) {
+                gone.push(path);
+                continue;
+            }
+        }
         if let Some((check, why)) = state_mismatch(got.as_ref(), allowed) {
             return Ok(Some(fail(check, format!("{path} after `{op}`: {why}"))));
         }
