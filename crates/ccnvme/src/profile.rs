@@ -48,6 +48,11 @@ pub struct DriverFaults {
     /// Skip the clflush + mfence before the zero-length read (the entries
     /// may still sit in write-combining buffers).
     pub no_fence: bool,
+    /// Skip only the fence between a transaction's P-SQ entries and its
+    /// P-SQDB store (the entries' lines may leave after the doorbell's:
+    /// Intel SDM vol. 3A 11.3.1); the doorbell itself is still persisted
+    /// with its fence and read.
+    pub no_entry_fence: bool,
     /// Do not set FUA on a transaction's commit command on a drive with a
     /// volatile cache.
     pub no_commit_fua: bool,

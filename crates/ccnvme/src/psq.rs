@@ -221,7 +221,11 @@ impl PersistentSq {
                 )
             })
             .collect();
-        self.core.persist_wc(&slots, self.pmr, a, self.skips()).await?;
+        let skips = PersistSkips {
+            fence: self.faults.no_fence || self.faults.no_entry_fence,
+            ..self.skips()
+        };
+        self.core.persist_wc(&slots, self.pmr, a, skips).await?;
         Ok(())
     }
 

@@ -28,39 +28,71 @@ pub struct SelfCheck {
     pub mode: ModeName,
     /// The drive profile's name.
     pub profile: &'static str,
+    /// How its absence must show.
+    pub caught_by: CaughtBy,
+}
+
+/// How a self-check's switched-off mechanism must show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaughtBy {
+    /// A broken promise (not only fsck or a refused mount).
+    Promise,
+    /// A broken promise, or recovery refusing the image ("probe"): for a
+    /// mechanism whose absence leaves a state the driver's recovery can
+    /// tell is torn (a P-SQ doorbell over entries that never landed).
+    PromiseOrRefusal,
+}
+
+impl CaughtBy {
+    /// True if a violation of `check` counts.
+    pub fn counts(self, check: &str) -> bool {
+        is_promise_check(check) || (self == CaughtBy::PromiseOrRefusal && check == "probe")
+    }
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 5] = [
+pub const SELF_CHECKS: [SelfCheck; 6] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
         mode: ModeName::Mq,
         profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
     },
     SelfCheck {
         fault: Fault::NoFence,
         workload: "generic_035",
         mode: ModeName::Mq,
         profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
+    },
+    SelfCheck {
+        fault: Fault::NoEntryFence,
+        workload: "generic_035",
+        mode: ModeName::Mq,
+        profile: "optane-905p",
+        caught_by: CaughtBy::PromiseOrRefusal,
     },
     SelfCheck {
         fault: Fault::NoCommitFua,
         workload: "generic_035",
         mode: ModeName::Classic,
         profile: "flash-vwc",
+        caught_by: CaughtBy::Promise,
     },
     SelfCheck {
         fault: Fault::OutOfOrder,
         workload: "canary_out_of_order",
         mode: ModeName::Mq,
         profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
     },
     SelfCheck {
         fault: Fault::NoRevoke,
         workload: "canary_block_reuse",
         mode: ModeName::Mq,
         profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
     },
 ];
 
@@ -78,11 +110,11 @@ impl SelfCheck {
     }
 
     /// Explores the run with the mechanism off; returns its report and the
-    /// first violation that broke a promise, if any.
+    /// first violation that counts ([`SelfCheck::caught_by`]), if any.
     pub fn run(&self, opts: &ExploreOptions) -> Result<(ExploreReport, Option<usize>), Error> {
         let (w, cfg) = self.config(true)?;
         let r = explore(&w, &cfg, opts, &w.name)?;
-        let caught = r.violations.iter().position(|v| is_promise_check(&v.check));
+        let caught = r.violations.iter().position(|v| self.caught_by.counts(&v.check));
         Ok((r, caught))
     }
 }

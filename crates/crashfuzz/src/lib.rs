@@ -55,7 +55,7 @@ pub mod saved;
 pub mod timeline;
 pub mod workload;
 
-pub use campaign::{Campaign, SelfCheck, SELF_CHECKS};
+pub use campaign::{Campaign, CaughtBy, SelfCheck, SELF_CHECKS};
 pub use error::Error;
 pub use explore::{explore, explore_recording, explore_saved, ExploreOptions, ExploreReport, Violation};
 pub use model::Kind;

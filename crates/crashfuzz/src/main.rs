@@ -133,7 +133,7 @@ struct RunArgs {
     /// Check only shard I of N (`I/N`), for spreading a run over machines.
     #[arg(long)]
     shard: Option<String>,
-    /// Switch off one ordering mechanism (no-flush-read, no-fence,
+    /// Switch off one ordering mechanism (no-flush-read, no-fence, no-entry-fence,
     /// no-commit-fua, out-of-order, no-revoke) to see crashfuzz catch it.
     #[arg(long)]
     fault: Option<String>,
@@ -503,7 +503,7 @@ fn summarize(
     if missed > 0 {
         let _ = writeln!(
             out,
-            "FAIL: {missed} ordering mechanism(s) switched off broke no promise: the explorer is suspect"
+            "FAIL: {missed} ordering mechanism(s) switched off went uncaught: the explorer is suspect"
         );
         return ExitCode::from(1);
     }

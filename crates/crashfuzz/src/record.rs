@@ -121,6 +121,9 @@ pub enum Fault {
     NoFlushRead,
     /// ccNVMe without clflush + mfence before that read.
     NoFence,
+    /// ccNVMe without the fence between the P-SQ entries and the P-SQDB
+    /// store only.
+    NoEntryFence,
     /// No FUA on the commit record: JBD2's commit block (classic mode)
     /// and ccNVMe's commit command.
     NoCommitFua,
@@ -132,9 +135,10 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::NoFlushRead,
         Fault::NoFence,
+        Fault::NoEntryFence,
         Fault::NoCommitFua,
         Fault::OutOfOrder,
         Fault::NoRevoke,
@@ -145,6 +149,7 @@ impl Fault {
         match self {
             Fault::NoFlushRead => "no-flush-read",
             Fault::NoFence => "no-fence",
+            Fault::NoEntryFence => "no-entry-fence",
             Fault::NoCommitFua => "no-commit-fua",
             Fault::OutOfOrder => "out-of-order",
             Fault::NoRevoke => "no-revoke",
@@ -158,7 +163,11 @@ impl Fault {
     pub fn applies_to(self, mode: ModeName) -> bool {
         let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
         match self {
-            Fault::NoFlushRead | Fault::NoFence | Fault::OutOfOrder | Fault::NoRevoke => ccnvme,
+            Fault::NoFlushRead
+            | Fault::NoFence
+            | Fault::NoEntryFence
+            | Fault::OutOfOrder
+            | Fault::NoRevoke => ccnvme,
             Fault::NoCommitFua => ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae),
         }
     }
@@ -191,6 +200,7 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
     match fault {
         Some(Fault::NoFlushRead) => f.no_flush_read = true,
         Some(Fault::NoFence) => f.no_fence = true,
+        Some(Fault::NoEntryFence) => f.no_entry_fence = true,
         Some(Fault::NoCommitFua) => f.no_commit_fua = true,
         Some(Fault::OutOfOrder) => f.out_of_order_completion = true,
         Some(Fault::NoRevoke) | None => {}

@@ -541,6 +541,18 @@ impl<'r, W: Write> Exporter<'r, W> {
                     self.open_command(e.attr, i, t);
                 }
             }
+            EventKind::Fence => {
+                let track = self.core_mmio(e.source);
+                self.placed(
+                    track,
+                    "fence (wc lines ordered)",
+                    "cpu",
+                    t,
+                    t,
+                    &Self::store_args(i, e),
+                )?;
+            }
+            EventKind::PmrRead => {}
             EventKind::MmioRead => {
                 let track = self.core_mmio(e.source);
                 let (lane, tid) = self.tracks.open(track, t);

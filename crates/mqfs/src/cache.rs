@@ -191,6 +191,11 @@ impl FilePages {
         tail.into_values().collect()
     }
 
+    /// Drops the pages of file blocks `[from, to)` (a punched hole).
+    pub fn remove_range(&self, from: u32, to: u32) {
+        self.pages.borrow_mut().retain(|fb, _| *fb < from || *fb >= to);
+    }
+
     /// Every page.
     pub fn all(&self) -> Vec<Rc<CachedBlock>> {
         self.pages.borrow().values().cloned().collect()

@@ -22,7 +22,8 @@ impl Fs {
         if let Some(p) = st.pages.get(fb) {
             return Ok(p);
         }
-        let data = match Fs::bmap(st, fb) {
+        // Holes and unwritten (preallocated) blocks read as zeros.
+        let data = match Fs::bmap_written(st, fb) {
             Some(b) => self.read_raw(ctx, b).await?,
             None => Box::new([0u8; BLOCK]),
         };
@@ -103,8 +104,8 @@ impl Fs {
             let in_blk = (pos % BLOCK as u64) as usize;
             let n = (BLOCK - in_blk).min(data.len() - src);
             let page = self.data_page(ctx, &st, fb).await?;
-            if Fs::bmap(&st, fb).is_none() {
-                match self.map_new(ctx, &st, fb).await {
+            if Fs::bmap_written(&st, fb).is_none() {
+                match self.map_for_write(ctx, &st, fb).await {
                     Ok(_) => allocated = true,
                     // Out of room part-way: a short write of what fitted
                     // (POSIX), not an error with the prefix changed.

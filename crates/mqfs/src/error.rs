@@ -61,26 +61,52 @@ pub enum FsError {
     /// The file system is read-only (after an error).
     #[error("read-only file system")]
     ReadOnly,
+    /// No such extended attribute (getxattr(2), removexattr(2), and
+    /// setxattr(2) with `XATTR_REPLACE`).
+    #[error("no such attribute")]
+    NoData,
+    /// A result or name out of range: an attribute name empty or longer
+    /// than 255 bytes (setxattr(2)), or a caller's buffer too small for a
+    /// value or name list (getxattr(2), listxattr(2)).
+    #[error("result out of range")]
+    Range,
+    /// An argument too large: an attribute value over 64 KiB (setxattr(2)
+    /// `E2BIG`).
+    #[error("argument list too long")]
+    ArgTooBig,
+    /// The operation is not permitted on this inode (a `user.` attribute
+    /// on a symlink, setxattr(2) `EPERM`).
+    #[error("operation not permitted")]
+    NotPermitted,
+    /// Not a regular file where one is needed (fallocate(2) on a symlink,
+    /// `ENODEV`).
+    #[error("not a regular file")]
+    NotRegular,
 }
 
 impl FsError {
     /// The POSIX errno value (Linux numbering).
     pub fn errno(&self) -> i32 {
         match self {
-            FsError::NotFound => 2,                                                       // ENOENT
+            FsError::NotPermitted => 1, // EPERM
+            FsError::NotFound => 2,     // ENOENT
             FsError::Io(_) | FsError::Driver(_) | FsError::Bus(_) | FsError::Sim(_) => 5, // EIO
-            FsError::Exists => 17,                                                        // EEXIST
-            FsError::NotDir => 20,                                                        // ENOTDIR
-            FsError::IsDir => 21,                                                         // EISDIR
-            FsError::Invalid(_) => 22,                                                    // EINVAL
-            FsError::TooBig => 27,                                                        // EFBIG
-            FsError::NoSpace => 28,                                                       // ENOSPC
-            FsError::ReadOnly => 30,                                                      // EROFS
-            FsError::TooManyLinks => 31,                                                  // EMLINK
-            FsError::NameTooLong => 36,                                                   // ENAMETOOLONG
-            FsError::NotEmpty => 39,                                                      // ENOTEMPTY
-            FsError::Unsupported(_) => 95,                                                // EOPNOTSUPP
-            FsError::NotMqfs | FsError::Corrupt(_) => 117,                                // EUCLEAN
+            FsError::ArgTooBig => 7,    // E2BIG
+            FsError::Exists => 17,      // EEXIST
+            FsError::NotRegular => 19,  // ENODEV
+            FsError::NotDir => 20,      // ENOTDIR
+            FsError::IsDir => 21,       // EISDIR
+            FsError::Invalid(_) => 22,  // EINVAL
+            FsError::TooBig => 27,      // EFBIG
+            FsError::NoSpace => 28,     // ENOSPC
+            FsError::ReadOnly => 30,    // EROFS
+            FsError::TooManyLinks => 31, // EMLINK
+            FsError::Range => 34,       // ERANGE
+            FsError::NameTooLong => 36, // ENAMETOOLONG
+            FsError::NotEmpty => 39,    // ENOTEMPTY
+            FsError::NoData => 61,      // ENODATA
+            FsError::Unsupported(_) => 95, // EOPNOTSUPP
+            FsError::NotMqfs | FsError::Corrupt(_) => 117, // EUCLEAN
         }
     }
 }

@@ -321,6 +321,9 @@ impl Fs {
             return Err(FsError::Corrupt(format!("inode {ino} is free but referenced")));
         }
         let leaf_count = Inode::leaf_count(&buf.data()[off..off + INODE_SIZE]);
+        if inode.xattr != 0 {
+            self.check_block(inode.xattr)?;
+        }
         if inode.leaf != 0 {
             self.check_block(inode.leaf)?;
             let leaf = self.meta(ctx, inode.leaf).await?;
@@ -588,6 +591,7 @@ impl Fs {
                 logical: fb,
                 len: 1,
                 physical: b,
+                unwritten: false,
             });
             ino.extents.sort_by_key(|e| e.logical);
         }
@@ -595,10 +599,10 @@ impl Fs {
     }
 
     /// True if device block `b` for file block `fb` extends the last
-    /// extent of `ino`.
+    /// extent of `ino` (a written one: `b` is mapped written).
     fn extends_last(ino: &Inode, fb: u32, b: u64) -> bool {
         matches!(ino.extents.last(),
-            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768)
+            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 && !e.unwritten)
     }
 
     /// True if mapping file block `fb` to device block `b` starts an

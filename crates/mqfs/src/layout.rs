@@ -11,8 +11,35 @@
 //! Group metadata is found by arithmetic (no group descriptor table).
 //! Inodes are 256 bytes, 16 per block; inode numbers start at 1, the root
 //! is 2 (Ext4's numbering). Files map blocks with extents: up to 8 in the
-//! inode, beyond that one leaf block of 255. Directories are Ext4 linear
-//! blocks of entries with a checksum tail.
+//! inode, beyond that one leaf block of 255. An extent may be *unwritten*
+//! (allocated by fallocate, read as zeros until written; bit 31 of its
+//! length word, Ext4's `ee_len > EXT_INIT_MAX_LEN`). Directories are Ext4
+//! linear blocks of entries with a checksum tail. Extended attributes live
+//! in one external block per inode (Ext4's `i_file_acl` EA block,
+//! [`encode_xattr_block`]).
+//!
+//! ## Inode (256 bytes)
+//!
+//! ```text
+//! 0 mode u16 | 2 links u16 | 4 uid u32 | 8 gid u32 | 12 flags u32 | 16 size u64
+//! 24 atime u64 | 32 mtime u64 | 40 ctime u64 | 48 generation u32 | 52 nblocks u32
+//! 56 extent count u16 | 58 depth u16 (0 inline, 1 leaf) | 60 leaf block u64
+//! 68..196 8 inline extents (logical u32, len u32 (bit 31 unwritten), physical u64)
+//!          or an inline symlink target
+//! 196 xattr block u64 (0: none)   (version 2)
+//! 252 CRC-32 of bytes 0..252
+//! ```
+//!
+//! `nblocks` counts data blocks, the extent leaf and the xattr block (as
+//! Ext4's `i_blocks` counts the EA block).
+//!
+//! ## Versions
+//!
+//! - 1: the first layout.
+//! - 2: unwritten extents (bit 31 of an extent's length) and the inode's
+//!   xattr block pointer at byte 196. A version-1 reader would take an
+//!   unwritten extent for a huge written one, so the version is bumped and
+//!   mount refuses an image of another version.
 
 use crate::error::FsError;
 
@@ -24,8 +51,8 @@ pub const INODE_SIZE: usize = 256;
 pub const INODES_PER_BLOCK: u32 = (BLOCK / INODE_SIZE) as u32;
 /// Superblock magic ("MQFS0001").
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"MQFS0001");
-/// Layout version.
-pub const VERSION: u32 = 1;
+/// Layout version (see the module docs for what each one added).
+pub const VERSION: u32 = 2;
 /// The root directory's inode number.
 pub const ROOT_INO: u32 = 2;
 /// First inode number handed to files.
@@ -38,6 +65,14 @@ pub const INLINE_EXTENTS: usize = 8;
 pub const LEAF_EXTENTS: usize = (BLOCK - 16) / 16;
 /// Longest symlink target stored inside the inode.
 pub const INLINE_SYMLINK: usize = INLINE_EXTENTS * 16;
+/// Most blocks in one extent (a whole group; Ext4's `EXT_INIT_MAX_LEN`).
+pub const MAX_EXTENT_LEN: u32 = 32768;
+/// Bit of an extent's on-disk length word that marks it unwritten (Ext4
+/// marks an unwritten extent by `ee_len > EXT_INIT_MAX_LEN`; the length
+/// word here is 32 bits, so a flag bit serves).
+const EXTENT_UNWRITTEN: u32 = 1 << 31;
+/// Byte offset of the xattr block pointer in an inode.
+const INODE_XATTR: usize = 196;
 
 /// How the file system keeps itself consistent (ccNVMe Table 1 systems).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -368,7 +403,7 @@ impl FileType {
 
 /// A run of blocks: file blocks `[logical, logical + len)` live at
 /// `[physical, physical + len)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Extent {
     /// First file block.
     pub logical: u32,
@@ -376,6 +411,41 @@ pub struct Extent {
     pub len: u32,
     /// First device block.
     pub physical: u64,
+    /// Allocated but never written (fallocate): reads return zeros, a write
+    /// converts the blocks it writes (Ext4's unwritten extents,
+    /// `fs/ext4/extents.c`).
+    pub unwritten: bool,
+}
+
+impl Extent {
+    /// One past the last file block.
+    pub fn end(&self) -> u64 {
+        self.logical as u64 + self.len as u64
+    }
+
+    /// True if `next` continues this extent: adjacent in the file and on
+    /// the device, in the same state, and the sum not too long.
+    pub fn joins(&self, next: &Extent) -> bool {
+        self.end() == next.logical as u64
+            && self.physical + self.len as u64 == next.physical
+            && self.unwritten == next.unwritten
+            && self.len as u64 + next.len as u64 <= MAX_EXTENT_LEN as u64
+    }
+}
+
+/// Sorts `extents` by file block and merges the ones that join (see
+/// [`Extent::joins`]); zero-length extents are dropped.
+pub fn merge_extents(extents: &mut Vec<Extent>) {
+    extents.retain(|e| e.len > 0);
+    extents.sort_by_key(|e| e.logical);
+    let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
+    for e in extents.drain(..) {
+        match out.last_mut() {
+            Some(last) if last.joins(&e) => last.len += e.len,
+            _ => out.push(e),
+        }
+    }
+    *extents = out;
 }
 
 /// Inode flag: the symlink target is stored in the inode.
@@ -412,6 +482,9 @@ pub struct Inode {
     pub leaf: u64,
     /// Inline symlink target.
     pub inline: Vec<u8>,
+    /// The external extended-attribute block (0: none; Ext4's
+    /// `i_file_acl`).
+    pub xattr: u64,
 }
 
 impl Inode {
@@ -443,6 +516,7 @@ impl Inode {
         put_u16(&mut b, 56, self.extents.len() as u16);
         put_u16(&mut b, 58, if self.leaf != 0 { 1 } else { 0 });
         put_u64(&mut b, 60, self.leaf);
+        put_u64(&mut b, INODE_XATTR, self.xattr);
         if self.flags & FLAG_INLINE_SYMLINK != 0 {
             let n = self.inline.len().min(INLINE_SYMLINK);
             b[68..68 + n].copy_from_slice(&self.inline[..n]);
@@ -487,6 +561,7 @@ impl Inode {
             extents: Vec::new(),
             leaf: get_u64(b, 60),
             inline: Vec::new(),
+            xattr: get_u64(b, INODE_XATTR),
         };
         if flags & FLAG_INLINE_SYMLINK != 0 {
             let n = (ino.size as usize).min(INLINE_SYMLINK);
@@ -516,15 +591,18 @@ impl Inode {
 
 fn put_extent(b: &mut [u8], o: usize, e: &Extent) {
     put_u32(b, o, e.logical);
-    put_u32(b, o + 4, e.len);
+    let flag = if e.unwritten { EXTENT_UNWRITTEN } else { 0 };
+    put_u32(b, o + 4, (e.len & !EXTENT_UNWRITTEN) | flag);
     put_u64(b, o + 8, e.physical);
 }
 
 fn get_extent(b: &[u8], o: usize) -> Extent {
+    let len = get_u32(b, o + 4);
     Extent {
         logical: get_u32(b, o),
-        len: get_u32(b, o + 4),
+        len: len & !EXTENT_UNWRITTEN,
         physical: get_u64(b, o + 8),
+        unwritten: len & EXTENT_UNWRITTEN != 0,
     }
 }
 
@@ -553,6 +631,154 @@ pub fn decode_leaf(b: &[u8], count: usize) -> Result<Vec<Extent>, FsError> {
         return Err(FsError::Corrupt("extent leaf checksum".into()));
     }
     Ok((0..count).map(|i| get_extent(b, 16 + i * 16)).collect())
+}
+
+/// Extended-attribute block magic ("MQXA"; Ext4's is `0xEA020000`).
+const XATTR_MAGIC: u32 = u32::from_le_bytes(*b"MQXA");
+/// Bytes of the xattr block header.
+const XATTR_HEADER: usize = 16;
+/// Bytes of a xattr block the entries may use (header and checksum out).
+pub const XATTR_SPACE: usize = BLOCK - XATTR_HEADER - 4;
+/// Longest attribute name, prefix included (Linux `XATTR_NAME_MAX`).
+pub const XATTR_NAME_MAX: usize = 255;
+/// Largest attribute value Linux accepts at all (`XATTR_SIZE_MAX`); a
+/// value that does not fit the block fails earlier with `NoSpace`.
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+/// The attribute namespaces and their on-disk name index (Ext4's
+/// `EXT4_XATTR_INDEX_*`): the prefix is stored as the index, the entry
+/// keeps the rest of the name.
+pub const XATTR_PREFIXES: [(u8, &str); 4] = [(1, "user."), (4, "trusted."), (6, "security."), (7, "system.")];
+
+/// The namespace index and the suffix of attribute `name`, if its prefix
+/// is one of [`XATTR_PREFIXES`].
+pub fn xattr_split(name: &str) -> Option<(u8, &str)> {
+    XATTR_PREFIXES
+        .iter()
+        .find_map(|(i, p)| name.strip_prefix(p).map(|rest| (*i, rest)))
+}
+
+/// Bytes an entry with a name suffix of `name` bytes and a value of
+/// `value` bytes takes in a xattr block (4-byte header, 4-aligned).
+pub fn xattr_entry_len(name: usize, value: usize) -> usize {
+    (4 + name + value).div_ceil(4) * 4
+}
+
+/// Bytes `attrs` (full names to values) take in a xattr block.
+pub fn xattr_bytes(attrs: &std::collections::BTreeMap<String, Vec<u8>>) -> usize {
+    attrs
+        .iter()
+        .map(|(n, v)| xattr_entry_len(xattr_split(n).map_or(n.len(), |(_, s)| s.len()), v.len()))
+        .sum()
+}
+
+/// Encodes the extended attributes `attrs` (full names to values) into a
+/// xattr block, Ext4's external EA block (`fs/ext4/xattr.c`) simplified:
+///
+/// ```text
+/// 0 magic "MQXA" | 4 refcount u32 (1: blocks are never shared)
+/// 8 entries u32  | 12 entry bytes u32
+/// 16.. entries in name order: index u8, suffix length u8, value length u16,
+///      suffix, value, zero padding to 4 bytes
+/// 4092 CRC-32 of bytes 0..4092
+/// ```
+///
+/// Ext4 keeps entry headers growing from the front and values packed from
+/// the end, with a hash per entry; here each value follows its name (one
+/// block, read whole, so nothing is gained by the split). Fails with
+/// `NoSpace` if they do not fit (Ext4's `ENOSPC` for a full EA block) and
+/// `Invalid` for a name without a known prefix or too long.
+pub fn encode_xattr_block(
+    attrs: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Result<Box<[u8; BLOCK]>, FsError> {
+    if xattr_bytes(attrs) > XATTR_SPACE {
+        return Err(FsError::NoSpace);
+    }
+    let mut b = Box::new([0u8; BLOCK]);
+    put_u32(&mut b[..], 0, XATTR_MAGIC);
+    put_u32(&mut b[..], 4, 1);
+    put_u32(&mut b[..], 8, attrs.len() as u32);
+    let mut off = XATTR_HEADER;
+    for (name, value) in attrs {
+        let (index, suffix) =
+            xattr_split(name).ok_or_else(|| FsError::Invalid(format!("xattr name {name:?}")))?;
+        if suffix.is_empty() || name.len() > XATTR_NAME_MAX || value.len() > u16::MAX as usize {
+            return Err(FsError::Invalid(format!(
+                "xattr name {name:?} or its value length"
+            )));
+        }
+        b[off] = index;
+        b[off + 1] = suffix.len() as u8;
+        put_u16(&mut b[..], off + 2, value.len() as u16);
+        let n = off + 4;
+        b[n..n + suffix.len()].copy_from_slice(suffix.as_bytes());
+        b[n + suffix.len()..n + suffix.len() + value.len()].copy_from_slice(value);
+        off += xattr_entry_len(suffix.len(), value.len());
+    }
+    put_u32(&mut b[..], 12, (off - XATTR_HEADER) as u32);
+    let c = crc(&b[..BLOCK - 4]);
+    put_u32(&mut b[..], BLOCK - 4, c);
+    Ok(b)
+}
+
+/// Decodes a xattr block into full names and values. Every field is
+/// untrusted: a bad magic, checksum, refcount, count, entry length, name
+/// index, empty or non-UTF-8 name, or names out of order (or repeated) is
+/// `Corrupt`, never a panic.
+pub fn decode_xattr_block(b: &[u8]) -> Result<std::collections::BTreeMap<String, Vec<u8>>, FsError> {
+    let bad = |w: &str| FsError::Corrupt(format!("xattr block: {w}"));
+    if b.len() < BLOCK || get_u32(b, 0) != XATTR_MAGIC {
+        return Err(bad("bad magic"));
+    }
+    if get_u32(b, BLOCK - 4) != crc(&b[..BLOCK - 4]) {
+        return Err(bad("checksum mismatch"));
+    }
+    if get_u32(b, 4) != 1 {
+        return Err(bad("reference count is not 1"));
+    }
+    let count = get_u32(b, 8) as usize;
+    let used = get_u32(b, 12) as usize;
+    if used > XATTR_SPACE || count > XATTR_SPACE / 4 {
+        return Err(bad("entry count or bytes"));
+    }
+    let end = XATTR_HEADER + used;
+    let mut out = std::collections::BTreeMap::new();
+    let mut off = XATTR_HEADER;
+    let mut last: Option<String> = None;
+    for _ in 0..count {
+        if off + 4 > end {
+            return Err(bad("entry header past the entries"));
+        }
+        let index = b[off];
+        let nlen = b[off + 1] as usize;
+        let vlen = get_u16(b, off + 2) as usize;
+        let len = xattr_entry_len(nlen, vlen);
+        if nlen == 0 || off + len > end {
+            return Err(bad("entry length"));
+        }
+        let prefix = XATTR_PREFIXES
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| bad("unknown name index"))?;
+        let suffix =
+            std::str::from_utf8(&b[off + 4..off + 4 + nlen]).map_err(|_| bad("name is not UTF-8"))?;
+        let name = format!("{prefix}{suffix}");
+        if name.len() > XATTR_NAME_MAX || suffix.contains('\0') {
+            return Err(bad("name too long or with NUL"));
+        }
+        if last.as_ref().is_some_and(|l| *l >= name) {
+            return Err(bad("names out of order or repeated"));
+        }
+        let value = b[off + 4 + nlen..off + 4 + nlen + vlen].to_vec();
+        last = Some(name.clone());
+        out.insert(name, value);
+        off += len;
+    }
+    if off != end {
+        return Err(bad("entry bytes do not match the entries"));
+    }
+    Ok(out)
 }
 
 /// Bytes of the checksum tail of a directory block.
@@ -700,11 +926,13 @@ mod tests {
                     logical: 0,
                     len: 3,
                     physical: 100,
+                    unwritten: false,
                 },
                 Extent {
                     logical: 5,
                     len: 1,
                     physical: 300,
+                    unwritten: true,
                 },
             ],
             ..Default::default()
@@ -762,6 +990,7 @@ mod tests {
                 logical: i * 2,
                 len: 1,
                 physical: 1000 + i as u64,
+                unwritten: i % 3 == 0,
             })
             .collect();
         assert_eq!(decode_leaf(&encode_leaf(&leaf)[..], 20).unwrap(), leaf);

@@ -25,7 +25,9 @@
 //!   timestamp-only inode change; a directory fsync makes its entries
 //!   durable; sync makes everything durable; fatomic and fdataatomic make
 //!   the same blocks atomic (all or nothing) without waiting for
-//!   durability in `mq` mode ([`sync`]).
+//!   durability in `mq` mode ([`sync`]). Extended attributes ([`xattr`])
+//!   and fallocate's allocations ([`falloc`]) are metadata: fsync makes
+//!   them durable with the inode.
 //! - In the journaled modes every crash state recovers ([`mount`]) to an
 //!   image [`fsck`] finds clean, holding every promise above.
 //! - The drive is reached only through `ccnvme`'s block layer; [`fsck`]
@@ -41,6 +43,7 @@ pub mod cache;
 pub mod data;
 pub mod dir;
 pub mod error;
+pub mod falloc;
 pub mod fs;
 pub mod fsck;
 pub mod journal;
@@ -52,8 +55,10 @@ pub mod profile;
 pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod xattr;
 
 pub use error::FsError;
+pub use falloc::FallocMode;
 pub use fs::{Ctx, Fs, Ino};
 pub use fsck::{fsck, BlockSource, Finding, FindingKind, Report, Severity};
 pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
@@ -61,3 +66,4 @@ pub use layout::{FileType, Mode};
 pub use mount::{mkfs, mount, probe_options, MkfsOptions};
 pub use ops::{Attr, SetAttr, StatFs};
 pub use profile::FsProfile;
+pub use xattr::XattrFlags;

@@ -172,6 +172,7 @@ pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result
             logical: 0,
             len: 1,
             physical: root_block,
+            unwritten: false,
         }],
         ..Default::default()
     };

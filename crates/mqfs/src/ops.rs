@@ -510,6 +510,7 @@ impl Fs {
         if leaf != 0 {
             self.free_block(ctx, st, leaf, true).await?;
         }
+        self.free_xattrs(ctx, st).await?;
         st.pages.truncate(0);
         {
             let generation = st.inode.borrow().generation;

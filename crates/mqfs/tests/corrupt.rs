@@ -15,7 +15,7 @@ use mqfs::layout::{
     FLAG_INLINE_SYMLINK, INODE_SIZE, ROOT_INO,
 };
 use mqfs::testing::new_fs;
-use mqfs::{mount, probe_options, Ctx, FileType, Fs, FsError, FsProfile, Mode};
+use mqfs::{mount, probe_options, Ctx, FallocMode, FileType, Fs, FsError, FsProfile, Mode, XattrFlags};
 use nvme_ctrl::{Block, Controller, ControllerConfig, Image, Media, SsdProfile};
 use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, RunError, SimTime, TraceMode};
 use proptest::prelude::*;
@@ -89,6 +89,23 @@ fn populate(mode: Mode) -> Base {
         fs.create_path(c, "/a/b/small").await.unwrap();
         fs.write_path(c, "/a/b/small", 0, &[7u8; 9000]).await.unwrap();
         fs.link_path(c, "/a/b/small", "/c/d/hard").await.unwrap();
+        let small = fs.resolve(c, "/a/b/small").await.unwrap();
+        fs.setxattr(c, small, "user.colour", b"blue", XattrFlags::Any)
+            .await
+            .unwrap();
+        fs.setxattr(c, small, "security.label", &[9u8; 300], XattrFlags::Any)
+            .await
+            .unwrap();
+        let dir = fs.resolve(c, "/a").await.unwrap();
+        fs.setxattr(c, dir, "trusted.t", b"", XattrFlags::Any)
+            .await
+            .unwrap();
+        fs.create_path(c, "/a/prealloc").await.unwrap();
+        let pre = fs.resolve(c, "/a/prealloc").await.unwrap();
+        fs.write_path(c, "/a/prealloc", 0, &[3u8; 100]).await.unwrap();
+        fs.fallocate(c, pre, FallocMode::KeepSize, 0, 6 * BLOCK as u64)
+            .await
+            .unwrap();
         fs.symlink(c, ROOT_INO, "short", "a/b/small").await.unwrap();
         fs.symlink(c, ROOT_INO, "long", &"l/".repeat(100)).await.unwrap();
         fs.rename_path(c, "/c/d", "/a/d").await.unwrap();
@@ -130,6 +147,7 @@ fn populate(mode: Mode) -> Base {
         MetaKind::Directory,
         MetaKind::ExtentLeaf,
         MetaKind::JournalSuper,
+        MetaKind::Xattr,
     ] {
         assert!(kinds.contains(&k), "{mode:?}: no {k:?} block");
     }
@@ -187,7 +205,7 @@ fn damage() -> impl Strategy<Value = Damage> {
 
 fn reseal(kind: MetaKind, b: &mut [u8; BLOCK], off: usize) {
     match kind {
-        MetaKind::Superblock | MetaKind::JournalSuper => {
+        MetaKind::Superblock | MetaKind::JournalSuper | MetaKind::Xattr => {
             let c = crc(&b[..BLOCK - 4]);
             b[BLOCK - 4..].copy_from_slice(&c.to_le_bytes());
         }
@@ -301,6 +319,15 @@ async fn walk(fs: Rc<Fs>, c: Ctx) -> Walk {
                     continue;
                 }
             };
+            match fs.listxattr(c, ino).await {
+                Ok(names) => {
+                    for n in names {
+                        let r = fs.getxattr(c, ino, &n).await.map(|_| ());
+                        note(&mut w, format!("getxattr {ino} {n:?}"), r);
+                    }
+                }
+                Err(e) => note(&mut w, format!("listxattr {ino}"), Err(e)),
+            }
             match ft {
                 FileType::Dir if depth < 32 => stack.push((ino, depth + 1)),
                 FileType::Dir => {}
@@ -358,6 +385,8 @@ fn check_case(mode_ix: usize, damages: &[Damage]) -> Result<(), TestCaseError> {
                 report.as_ref().is_some_and(|r| !r.is_spotless())
             }
             MetaKind::JournalSuper => report.as_ref().is_some_and(|r| !r.is_clean()),
+            // The whole xattr block is under its checksum.
+            MetaKind::Xattr => report.as_ref().is_some_and(|r| !r.is_clean()),
             // Bytes 12..16 of a leaf are padding outside its checksum.
             MetaKind::ExtentLeaf if !(12..16).contains(&off) => {
                 report.as_ref().is_some_and(|r| !r.is_clean())
@@ -478,6 +507,7 @@ fn forge_extents(rng: &mut ChaCha8Rng, sb: &Superblock, n: usize) -> Vec<Extent>
                     2..=12 => first + rng.gen_range(0..80),
                     _ => rng.gen_range(first..sb.journal_start),
                 },
+                unwritten: rng.gen_ratio(1, 10),
             };
             logical = logical.wrapping_add(e.len.min(4));
             e

@@ -771,6 +771,7 @@ fn structural_damage_behind_valid_checksums() {
                 logical: x.extents[11].logical,
                 len: 1,
                 physical: victim,
+                unwritten: false,
             }
         })
     });

@@ -119,6 +119,7 @@ impl Core {
     ) -> Result<(), PcieError> {
         let _g = self.occupy().await;
         self.drain_wc().await?;
+        self.mark_fence();
         let st = self.machine.now();
         let end =
             self.machine
@@ -231,7 +232,38 @@ impl Core {
             until = until.max(st.last_accepted.get());
         }
         self.machine.sim.sleep_until(until).await;
+        self.mark_fence();
         Ok(())
+    }
+
+    /// Records that every WC line this core sent so far is ordered before
+    /// whatever it sends next (a fence completed, or an uncached access
+    /// drained the buffers): the crash model's rule W ends the lines'
+    /// freedom to leave in any order here (`docs/persistence.md` 1). Only
+    /// when lines left since the last marker, so a core that never
+    /// touches WC memory adds nothing to the trace.
+    fn mark_fence(&self) {
+        if !self.state().unfenced.replace(false) {
+            return;
+        }
+        let now = self.machine.now();
+        self.machine.trace.borrow_mut().record(
+            TraceEntry {
+                time: now,
+                effect: now,
+                addr: 0,
+                payload: NO_PAYLOAD,
+                len: 0,
+                attr: 0,
+                kind: EventKind::Fence,
+                purpose: Purpose::UNTAGGED,
+                source: self.index as u8,
+                flags: 0,
+                code: 0,
+                wire_bytes: 0,
+            },
+            &[],
+        );
     }
 
     /// An uncached read of `buf.len()` bytes at `addr` (0 bytes: a
@@ -350,6 +382,7 @@ impl Core {
         let _g = self.occupy().await;
         if drain {
             self.drain_wc().await?;
+            self.mark_fence();
         }
         self.machine
             .trace
@@ -460,6 +493,7 @@ impl Core {
     /// operation.
     fn emit_line(&self, line: &WcLine) -> Result<(), PcieError> {
         let st = self.state();
+        st.unfenced.set(true);
         st.next_line
             .set(self.machine.now() + self.machine.profile.cpu.wc_line_interval);
         if !st.burst_open.replace(true) {

@@ -271,6 +271,8 @@ impl DevicePort {
             });
         }
         p.pmr.read(offset, buf);
+        drop(ports);
+        self.machine.record_pmr_read(self.port, offset, buf.len());
         Ok(())
     }
 

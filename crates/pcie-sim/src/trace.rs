@@ -38,11 +38,22 @@ pub enum EventKind {
     /// A device-internal event that changes what is persistent (media
     /// program, destage, flush completion...). `code` is the device's own.
     Device = 8,
+    /// A core's write-combining lines sent so far are ordered before
+    /// everything it sends after: an `sfence`/`mfence` completed, or an
+    /// uncached access drained the buffers (Intel SDM vol. 3A 11.3.1).
+    /// Recorded only when the core sent WC lines since its previous one;
+    /// not a bus transaction. `source` is the core.
+    Fence = 9,
+    /// Bytes of a PMR were read: by its device (internally), or for a host
+    /// read request when the device served it. Not a bus transaction; the
+    /// crash model holds every write the reader saw as landed. `source` is
+    /// the port, `addr` the PMR offset, `len` the length.
+    PmrRead = 10,
 }
 
 impl EventKind {
     /// Number of kinds (for counter arrays).
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 11;
     /// Every kind, in index order.
     pub const ALL: [EventKind; EventKind::COUNT] = [
         EventKind::MmioWrite,
@@ -54,6 +65,8 @@ impl EventKind {
         EventKind::Msix,
         EventKind::WcStore,
         EventKind::Device,
+        EventKind::Fence,
+        EventKind::PmrRead,
     ];
 
     /// The direction of this kind of event.
@@ -65,8 +78,8 @@ impl EventKind {
             EventKind::MmioReadCompletion | EventKind::DmaRead | EventKind::DmaWrite | EventKind::Msix => {
                 Direction::Upstream
             }
-            EventKind::WcStore => Direction::Cpu,
-            EventKind::Device => Direction::Device,
+            EventKind::WcStore | EventKind::Fence => Direction::Cpu,
+            EventKind::Device | EventKind::PmrRead => Direction::Device,
         }
     }
 
@@ -87,6 +100,8 @@ impl EventKind {
             EventKind::Msix => "msix",
             EventKind::WcStore => "wc-store",
             EventKind::Device => "device",
+            EventKind::Fence => "fence",
+            EventKind::PmrRead => "pmr-read",
         }
     }
 }

@@ -4,9 +4,15 @@
 //!
 //! Every WC store writes fresh 8-byte slots with unique non-zero values, so
 //! whether a write landed can be read back from any PMR image.
+//!
+//! The crash states of [`CrashCursor`] are compared, at every point, with a
+//! brute-force statement of rules W and P (`docs/persistence.md`): every
+//! subset of the items not certain that is closed under "ahead on the
+//! link", with the items and their send windows derived here from the
+//! trace alone.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use pcie_sim::testing::{RegisterFile, DOORBELL};
@@ -23,6 +29,9 @@ enum Op {
     Fence,
     Clflush,
     ZeroRead,
+    /// An 8-byte read of this core's last slot through the WC mapping
+    /// (does not drain: what it reads must be held as landed).
+    WcLoad,
     Doorbell,
 }
 
@@ -32,6 +41,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Fence),
         1 => Just(Op::Clflush),
         2 => Just(Op::ZeroRead),
+        1 => Just(Op::WcLoad),
         1 => Just(Op::Doorbell),
     ]
 }
@@ -120,6 +130,12 @@ fn run(programs: Vec<Vec<Op>>) -> Run {
                             }
                         }
                     }
+                    Op::WcLoad => {
+                        let at = BusAddr(next.saturating_sub(8).max(pmr.0));
+                        core.wc_read(at, &mut [0u8; 8], Purpose::new(2), 100 + c as u32)
+                            .await
+                            .unwrap();
+                    }
                     Op::Doorbell => core
                         .mmio_write(regs + DOORBELL, &1u32.to_le_bytes(), Purpose::new(3), 0)
                         .await
@@ -182,10 +198,9 @@ proptest! {
             prop_assert!(slot_value(&fin, *a, pmr_base) == *v || buffered.contains(&(a & !63)));
         }
 
-        // Crash states: after every entry, every allowed state holds a
-        // prefix of the emitted PMR writes, and a landed WC line implies
-        // every emitted write landed. Stores made before a completed flush
-        // read are persistent in every state.
+        // Crash states: after every entry, exactly the states rules W and P
+        // allow (brute force, where it is small enough). Stores made
+        // before a completed flush read are persistent in every state.
         let mut cursor = CrashCursor::new(&trace, m.layout(), vec![PageStore::zeroed(PMR)]).unwrap();
         let mut reads_done: BTreeMap<u32, usize> = BTreeMap::new(); // core -> completed reads
         let mut read_requests: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
@@ -199,21 +214,15 @@ proptest! {
             }
             cursor.advance_past(k).unwrap();
             let pending = cursor.pending();
-            let (choices, _) = cursor.choices(&pending, 6);
-            let emitted_so_far: Vec<usize> = emitted.iter().copied().filter(|&i| i <= k).collect();
-            for choice in &choices {
-                let imgs = cursor.materialize(&pending, choice).unwrap();
-                let img = &imgs[0];
-                let landed: Vec<bool> = emitted_so_far
-                    .iter()
-                    .map(|&i| contains(img, entries[i].addr - pmr_base, trace.payload(&entries[i])))
-                    .collect();
-                if let Some(first_missing) = landed.iter().position(|l| !l) {
-                    // Writes to distinct slots: nothing after a missing one.
-                    prop_assert!(landed[first_missing..].iter().all(|l| !l),
-                        "crash after {} holds a later posted write without an earlier one", k);
-                    prop_assert!(choice.lines_landed.is_empty());
+            let (choices, left_out) = cursor.choices(&pending, 12);
+            if let Some((offsets, want)) = envelope::states(&trace, pmr_base, k, 10) {
+                prop_assert_eq!(left_out, 0);
+                let mut got = BTreeSet::new();
+                for choice in &choices {
+                    let img = &cursor.materialize(&pending, choice).unwrap()[0];
+                    got.insert(envelope::project(img, &offsets));
                 }
+                prop_assert!(got == want, "crash after {}: cursor {} states, envelope {}", k, got.len(), want.len());
             }
             // Flush-read guarantee, checked on the persistent image.
             for (core, done) in &reads_done {
@@ -228,5 +237,188 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+/// Rules W and P stated directly over a trace (`docs/persistence.md` 1
+/// and 2), for comparison with [`CrashCursor`].
+mod envelope {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use pcie_sim::trace::{FLAG_LINE_START, FLAG_PMR, FLAG_UR, FLAG_WC};
+    use pcie_sim::{BusTrace, EventKind, PageStore};
+
+    use super::PMR;
+
+    /// Something that may have landed: a posted write or a WC line.
+    struct Item {
+        /// Trace index before which it cannot have been sent.
+        earliest: usize,
+        /// Trace index by which it had been sent (`None`: not yet known).
+        latest: Option<usize>,
+        /// (core, line address) for a line.
+        line: Option<(u8, u64)>,
+        /// PMR offset and bytes.
+        bytes: Vec<(u64, u8)>,
+        certain: bool,
+    }
+
+    fn precedes(x: &Item, y: &Item) -> bool {
+        x.latest.is_some_and(|l| l < y.earliest)
+            || (x.line.is_some() && x.line == y.line && x.earliest < y.earliest)
+    }
+
+    /// The bytes of `img` at `offsets`.
+    pub fn project(img: &PageStore, offsets: &[u64]) -> Vec<u8> {
+        offsets
+            .iter()
+            .map(|&o| {
+                let mut b = [0u8];
+                img.read(o, &mut b);
+                b[0]
+            })
+            .collect()
+    }
+
+    /// Every PMR image a crash after entry `k` may leave, as its bytes at
+    /// the offsets the trace wrote (returned first), or `None` when more
+    /// than `max` items are uncertain.
+    pub fn states(
+        trace: &BusTrace,
+        pmr_base: u64,
+        k: usize,
+        max: usize,
+    ) -> Option<(Vec<u64>, BTreeSet<Vec<u8>>)> {
+        let entries = &trace.entries()[..=k];
+        let now = entries[k].time;
+        let mut items: Vec<Item> = Vec::new();
+        // Open line segments: (core, line) -> (last store, bytes).
+        let mut open: BTreeMap<(u8, u64), (usize, BTreeMap<u64, u8>)> = BTreeMap::new();
+        // Sent lines: item index, its core, the effect of its TLPs.
+        let mut sent: Vec<(usize, u8, pcie_sim::SimTime)> = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            match e.kind {
+                EventKind::WcStore => {
+                    for (j, b) in trace.payload(e).iter().enumerate() {
+                        let a = e.addr + j as u64;
+                        let seg = open.entry((e.source, a & !63)).or_insert((i, BTreeMap::new()));
+                        seg.0 = i;
+                        seg.1.insert(a - pmr_base, *b);
+                    }
+                }
+                EventKind::MmioWrite if e.flags & FLAG_PMR != 0 && e.flags & FLAG_WC != 0 => {
+                    let key = (e.source, e.addr & !63);
+                    if e.flags & FLAG_LINE_START != 0 {
+                        let (after, bytes) = open.remove(&key).expect("a sent line was stored");
+                        let latest = entries[i..]
+                            .iter()
+                            .position(|f| f.kind == EventKind::Fence && f.source == e.source)
+                            .map(|p| i + p);
+                        items.push(Item {
+                            earliest: after,
+                            latest,
+                            line: Some(key),
+                            bytes: bytes.into_iter().collect(),
+                            certain: false,
+                        });
+                        sent.push((items.len() - 1, e.source, e.effect));
+                    } else if let Some(s) = sent.iter_mut().rev().find(|s| s.1 == e.source) {
+                        s.2 = s.2.max(e.effect);
+                    }
+                }
+                EventKind::MmioWrite if e.flags & FLAG_PMR != 0 && e.flags & FLAG_UR == 0 => {
+                    let bytes = trace
+                        .payload(e)
+                        .iter()
+                        .enumerate()
+                        .map(|(j, b)| (e.addr - pmr_base + j as u64, *b))
+                        .collect();
+                    items.push(Item {
+                        earliest: i,
+                        latest: Some(i),
+                        line: None,
+                        bytes,
+                        certain: e.effect <= now,
+                    });
+                }
+                _ => {}
+            }
+        }
+        for ((core, addr), (after, bytes)) in open {
+            items.push(Item {
+                earliest: after,
+                latest: None,
+                line: Some((core, addr)),
+                bytes: bytes.into_iter().collect(),
+                certain: false,
+            });
+        }
+        // Certain lines: proven by a later uncached request in effect, or
+        // read after they took effect.
+        for &(it, _, effect) in &sent {
+            let proven = items[it].latest.is_some_and(|d| {
+                entries[d..].iter().any(|f| {
+                    matches!(f.kind, EventKind::MmioWrite | EventKind::MmioRead)
+                        && f.flags & FLAG_WC == 0
+                        && f.effect <= now
+                })
+            });
+            let lo = items[it].bytes.first().map_or(0, |b| b.0);
+            let hi = items[it].bytes.last().map_or(0, |b| b.0 + 1);
+            let seen = entries.iter().any(|f| {
+                f.kind == EventKind::PmrRead
+                    && f.time >= effect
+                    && f.addr < hi
+                    && f.addr + u64::from(f.len) > lo
+            });
+            items[it].certain |= proven || seen;
+        }
+        loop {
+            let add: Vec<usize> = (0..items.len())
+                .filter(|&x| !items[x].certain && items.iter().any(|y| y.certain && precedes(&items[x], y)))
+                .collect();
+            if add.is_empty() {
+                break;
+            }
+            for x in add {
+                items[x].certain = true;
+            }
+        }
+        let free: Vec<usize> = (0..items.len()).filter(|&x| !items[x].certain).collect();
+        if free.len() > max {
+            return None;
+        }
+        let offsets: Vec<u64> = items
+            .iter()
+            .flat_map(|it| it.bytes.iter().map(|b| b.0))
+            .collect::<BTreeSet<u64>>()
+            .into_iter()
+            .collect();
+        let mut out = BTreeSet::new();
+        for mask in 0u64..1 << free.len() {
+            let landed = |x: usize| {
+                items[x].certain
+                    || free
+                        .iter()
+                        .position(|&f| f == x)
+                        .is_some_and(|b| mask & (1 << b) != 0)
+            };
+            let closed = (0..items.len())
+                .filter(|&y| landed(y))
+                .all(|y| (0..items.len()).all(|x| !precedes(&items[x], &items[y]) || landed(x)));
+            if !closed {
+                continue;
+            }
+            let mut order: Vec<usize> = (0..items.len()).filter(|&x| landed(x)).collect();
+            order.sort_by_key(|&x| items[x].earliest);
+            let mut img = PageStore::zeroed(PMR);
+            for x in order {
+                for &(off, b) in &items[x].bytes {
+                    img.write(off, &[b]);
+                }
+            }
+            out.insert(project(&img, &offsets));
+        }
+        Some((offsets, out))
     }
 }

@@ -117,3 +117,59 @@ fn an_uncached_read_would_hide_a_missing_fence() {
     let (states, holding) = states_at_return(skip, true);
     assert_eq!(holding, states);
 }
+
+/// Rule W (`docs/persistence.md` 1): full lines leave the core at once,
+/// but until a fence they may land in any order. Entries (two full lines)
+/// then a doorbell word made persistent: without a fence between them,
+/// some crash state before the doorbell's fence holds the doorbell and not
+/// the entries (the bug of a P-SQ committed without its entry fence); with
+/// the fence, none does.
+fn doorbell_without_entries(entry_fence: bool) -> usize {
+    let ex = Executor::new(5);
+    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
+    RegisterFile::attach(&m, Some(PMR), None);
+    let pmr = m.bar(0, BarKind::Pmr).unwrap();
+    let core = m.core(0).unwrap();
+    m.sim().spawn(async move {
+        core.wc_store(pmr, &[0xee; 128], Purpose::new(1), 1)
+            .await
+            .unwrap();
+        if entry_fence {
+            core.mfence().await.unwrap();
+        }
+        core.persistent_write(
+            pmr + 0x800,
+            &[0xdb; 4],
+            Purpose::new(2),
+            1,
+            PersistSkips::default(),
+        )
+        .await
+        .unwrap();
+    });
+    ex.run();
+    let trace = m.trace();
+    let mut cursor = CrashCursor::new(&trace, m.layout(), vec![PageStore::zeroed(PMR)]).unwrap();
+    let mut bad = 0;
+    for k in 0..trace.len() as usize {
+        cursor.advance_past(k).unwrap();
+        let pending = cursor.pending();
+        let (choices, _) = cursor.choices(&pending, 8);
+        for c in &choices {
+            let img = &cursor.materialize(&pending, c).unwrap()[0];
+            let (mut db, mut entries) = ([0u8; 4], [0u8; 128]);
+            img.read(0x800, &mut db);
+            img.read(0, &mut entries);
+            if db == [0xdb; 4] && entries != [0xee; 128] {
+                bad += 1;
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn without_a_fence_full_lines_may_land_after_a_later_line() {
+    assert!(doorbell_without_entries(false) > 0);
+    assert_eq!(doorbell_without_entries(true), 0);
+}

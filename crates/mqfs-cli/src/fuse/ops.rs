@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime};
 use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
     FileAttr, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, FUSE_ROOT_ID,
+    ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, FUSE_ROOT_ID,
 };
-use libc::{EINVAL, ENOENT, ENOTTY, EOPNOTSUPP, EPERM};
-use mqfs::{Attr, Ctx, Fs, FsError, Ino, SetAttr, SyncKind};
+use libc::{EINVAL, ENODATA, ENOENT, ENOTTY, EOPNOTSUPP, EPERM, ERANGE};
+use mqfs::{Attr, Ctx, FallocMode, Fs, FsError, Ino, SetAttr, SyncKind, XattrFlags};
 
 use super::attr::{
     control_attr, file_attr, from_fuse, is_control, kind, ns_of, reserved, to_fuse, CONTROL_DIR,
@@ -598,16 +598,243 @@ impl Filesystem for MqfsFuse {
         }
     }
 
+    /// fallocate(2), its mode bits mapped by [`falloc_mode`]. While
+    /// recording, a preallocation is recorded as the truncate it amounts
+    /// to (or as an attribute change), and the modes that change bytes
+    /// (punch hole, zero range) are refused with EOPNOTSUPP: the recorder
+    /// has no operation for them yet.
     fn fallocate(
         &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
+        req: &Request<'_>,
+        ino: u64,
         _fh: u64,
-        _offset: i64,
-        _length: i64,
-        _mode: i32,
+        offset: i64,
+        length: i64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply.error(EOPNOTSUPP);
+        if is_control(ino) {
+            return reply.error(EPERM);
+        }
+        let r = ino_of(ino).and_then(|i| {
+            let m = falloc_mode(mode)?;
+            let (off, len) = match (u64::try_from(offset), u64::try_from(length)) {
+                (Ok(o), Ok(l)) => (o, l),
+                _ => return Err(EINVAL),
+            };
+            let ctx = self.ctx(req.pid());
+            let recording = self.mounted.as_ref().is_some_and(|m| m.rec.is_some());
+            let r = match m {
+                FallocMode::Allocate if recording => {
+                    let size = self.call(ctx, Req::Query, move |fs| async move {
+                        Ok(fs.getattr(ctx, i).await?.size)
+                    })?;
+                    let end = off.saturating_add(len);
+                    Req::Setattr(i, (end > size).then_some(end))
+                }
+                FallocMode::Allocate | FallocMode::KeepSize => Req::Setattr(i, None),
+                _ if recording => return Err(EOPNOTSUPP),
+                _ => Req::Setattr(i, None),
+            };
+            self.call(ctx, r, move |fs| async move {
+                fs.fallocate(ctx, i, m, off, len).await
+            })
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// setxattr(2); `XATTR_CREATE` and `XATTR_REPLACE` as [`XattrFlags`].
+    /// Attributes are not part of crash promises, so a recorder sees an
+    /// attribute change.
+    fn setxattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if is_control(ino) {
+            return reply.error(EPERM);
+        }
+        let r = (|| {
+            let i = ino_of(ino)?;
+            let n = name_of(name)?;
+            let f = xattr_flags(flags)?;
+            if position != 0 {
+                return Err(EINVAL);
+            }
+            let v = value.to_vec();
+            let ctx = self.ctx(req.pid());
+            self.call(ctx, Req::Setattr(i, None), move |fs| async move {
+                fs.setxattr(ctx, i, &n, &v, f).await
+            })
+        })();
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if is_control(ino) {
+            return reply.error(ENODATA);
+        }
+        let r = ino_of(ino).and_then(|i| {
+            let n = name_of(name)?;
+            let ctx = self.ctx(req.pid());
+            self.call(
+                ctx,
+                Req::Query,
+                move |fs| async move { fs.getxattr(ctx, i, &n).await },
+            )
+        });
+        send_xattr(r, size, reply);
+    }
+
+    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        if is_control(ino) {
+            return send_xattr(Ok(Vec::new()), size, reply);
+        }
+        let r = ino_of(ino).and_then(|i| {
+            let ctx = self.ctx(req.pid());
+            self.call(
+                ctx,
+                Req::Query,
+                move |fs| async move { fs.listxattr(ctx, i).await },
+            )
+        });
+        send_xattr(r.map(|names| list_bytes(&names)), size, reply);
+    }
+
+    fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        if is_control(ino) {
+            return reply.error(EPERM);
+        }
+        let r = ino_of(ino).and_then(|i| {
+            let n = name_of(name)?;
+            let ctx = self.ctx(req.pid());
+            self.call(ctx, Req::Setattr(i, None), move |fs| async move {
+                fs.removexattr(ctx, i, &n).await
+            })
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// fallocate(2) mode bits as a [`FallocMode`]: 0, `KEEP_SIZE`,
+/// `PUNCH_HOLE | KEEP_SIZE`, `ZERO_RANGE` and `ZERO_RANGE | KEEP_SIZE`.
+/// Anything else (punch without keep-size, collapse, insert, unshare) is
+/// EOPNOTSUPP, as Linux `vfs_fallocate` and ext4 answer.
+pub(crate) fn falloc_mode(mode: i32) -> Result<FallocMode, i32> {
+    const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
+    const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
+    const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
+    match mode {
+        0 => Ok(FallocMode::Allocate),
+        m if m == KEEP => Ok(FallocMode::KeepSize),
+        m if m == PUNCH | KEEP => Ok(FallocMode::PunchHole),
+        m if m == ZERO => Ok(FallocMode::ZeroRange),
+        m if m == ZERO | KEEP => Ok(FallocMode::ZeroRangeKeepSize),
+        _ => Err(EOPNOTSUPP),
+    }
+}
+
+/// setxattr(2) flags as [`XattrFlags`]; both flags, or others, are EINVAL.
+pub(crate) fn xattr_flags(flags: i32) -> Result<XattrFlags, i32> {
+    match flags {
+        0 => Ok(XattrFlags::Any),
+        libc::XATTR_CREATE => Ok(XattrFlags::Create),
+        libc::XATTR_REPLACE => Ok(XattrFlags::Replace),
+        _ => Err(EINVAL),
+    }
+}
+
+/// listxattr(2)'s buffer: each name followed by a NUL.
+pub(crate) fn list_bytes(names: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for n in names {
+        out.extend_from_slice(n.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+/// What a getxattr or listxattr of a caller's buffer of `size` bytes
+/// answers (the size-probe protocol of getxattr(2)): size 0 asks for the
+/// length, a buffer too small is ERANGE, else the bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum XattrAnswer<'a> {
+    /// The length the caller needs.
+    Size(u32),
+    /// The bytes.
+    Data(&'a [u8]),
+}
+
+/// The answer for `bytes` to a buffer of `size` (see [`XattrAnswer`]).
+pub(crate) fn xattr_answer(bytes: &[u8], size: u32) -> Result<XattrAnswer<'_>, i32> {
+    let len = u32::try_from(bytes.len()).map_err(|_| libc::E2BIG)?;
+    if size == 0 {
+        Ok(XattrAnswer::Size(len))
+    } else if len > size {
+        Err(ERANGE)
+    } else {
+        Ok(XattrAnswer::Data(bytes))
+    }
+}
+
+fn send_xattr(r: Result<Vec<u8>, i32>, size: u32, reply: ReplyXattr) {
+    match r.and_then(|b| match xattr_answer(&b, size)? {
+        XattrAnswer::Size(n) => Ok(Err(n)),
+        XattrAnswer::Data(_) => Ok(Ok(b)),
+    }) {
+        Ok(Err(n)) => reply.size(n),
+        Ok(Ok(b)) => reply.data(&b),
+        Err(e) => reply.error(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xattr_size_probe_protocol() {
+        assert_eq!(xattr_answer(b"abc", 0), Ok(XattrAnswer::Size(3)));
+        assert_eq!(xattr_answer(b"abc", 2), Err(ERANGE));
+        assert_eq!(xattr_answer(b"abc", 3), Ok(XattrAnswer::Data(b"abc")));
+        assert_eq!(xattr_answer(b"", 0), Ok(XattrAnswer::Size(0)));
+        let names = vec!["user.a".to_string(), "user.bb".to_string()];
+        assert_eq!(list_bytes(&names), b"user.a\0user.bb\0");
+    }
+
+    #[test]
+    fn fallocate_modes_and_xattr_flags_map_as_linux() {
+        assert_eq!(falloc_mode(0), Ok(FallocMode::Allocate));
+        assert_eq!(falloc_mode(libc::FALLOC_FL_KEEP_SIZE), Ok(FallocMode::KeepSize));
+        let punch = libc::FALLOC_FL_PUNCH_HOLE;
+        assert_eq!(
+            falloc_mode(punch | libc::FALLOC_FL_KEEP_SIZE),
+            Ok(FallocMode::PunchHole)
+        );
+        assert_eq!(falloc_mode(punch), Err(EOPNOTSUPP), "punch needs keep-size");
+        assert_eq!(falloc_mode(libc::FALLOC_FL_ZERO_RANGE), Ok(FallocMode::ZeroRange));
+        assert_eq!(
+            falloc_mode(libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE),
+            Ok(FallocMode::ZeroRangeKeepSize)
+        );
+        assert_eq!(falloc_mode(libc::FALLOC_FL_COLLAPSE_RANGE), Err(EOPNOTSUPP));
+        assert_eq!(xattr_flags(0), Ok(XattrFlags::Any));
+        assert_eq!(xattr_flags(libc::XATTR_CREATE), Ok(XattrFlags::Create));
+        assert_eq!(xattr_flags(libc::XATTR_REPLACE), Ok(XattrFlags::Replace));
+        assert_eq!(xattr_flags(libc::XATTR_CREATE | libc::XATTR_REPLACE), Err(EINVAL));
     }
 }

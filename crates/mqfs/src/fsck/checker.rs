@@ -445,6 +445,25 @@ impl<'a> Checker<'a> {
             }
         }
 
+        // The extended-attribute block.
+        let xattr = inode.xattr;
+        if xattr != 0 {
+            if !self.sb.is_data_block(xattr) {
+                self.flag(FindingKind::ExtentOutOfRange, Some(ino), Some(xattr), || {
+                    format!("xattr block pointer {xattr} is outside the data area")
+                });
+            } else {
+                self.claim(ino, xattr, 1);
+                self.meta(MetaKind::Xattr, xattr);
+                Checker::read_into(self.src, &mut self.blocks_read, xattr, &mut self.xbuf);
+                if let Err(e) = decode_xattr_block(&self.xbuf[..]) {
+                    self.flag(FindingKind::XattrBlockCorrupt, Some(ino), Some(xattr), || {
+                        e.to_string()
+                    });
+                }
+            }
+        }
+
         // The extents.
         let size = inode.size;
         let size_blocks = size.div_ceil(BLOCK as u64);
@@ -471,7 +490,12 @@ impl<'a> Checker<'a> {
             }
             prev_end = lend;
             mapped += len;
-            if lend > size_blocks {
+            if e.unwritten && ft != FileType::File {
+                bad_ext.get_or_insert_with(|| format!("extent {k} of a {ft:?} is unwritten"));
+            }
+            // Unwritten blocks past the end are fallocate's KEEP_SIZE
+            // preallocation: they read as zeros whatever they hold.
+            if lend > size_blocks && !e.unwritten {
                 past_eof += lend - logical.max(size_blocks);
             }
             if !self.in_data_area(e.physical, len) {
@@ -490,7 +514,7 @@ impl<'a> Checker<'a> {
             self.flag(FindingKind::BadInode, Some(ino), None, || w);
         }
         if extents_known {
-            let expect = mapped + (inode.leaf != 0) as u64;
+            let expect = mapped + (inode.leaf != 0) as u64 + (xattr != 0) as u64;
             if inode.nblocks as u64 != expect {
                 let nb = inode.nblocks;
                 self.flag(FindingKind::BlockCountWrong, Some(ino), None, || {

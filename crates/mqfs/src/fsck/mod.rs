@@ -9,9 +9,10 @@
 //!    past the group's end and the reserved inodes marked;
 //! 3. the journal areas' superblocks;
 //! 4. every inode marked in an inode bitmap (and the root): checksum, type,
-//!    flags, extents (inline or in the leaf block), sizes, block counts,
-//!    symlink targets; each block an inode maps is claimed once, so a
-//!    block owned twice is seen;
+//!    flags, extents (inline or in the leaf block; unwritten ones only in
+//!    regular files), sizes, block counts, symlink targets, the extended
+//!    attribute block (in range, well formed); each block an inode maps or
+//!    points to is claimed once, so a block owned twice is seen;
 //! 5. the namespace, from the root through every directory it reaches:
 //!    directory blocks, entries (inode numbers, types, names, duplicates,
 //!    "." and ".."), loops and directory hard links; inodes reached but
@@ -39,8 +40,9 @@ use crate::data::MAX_FILE;
 use crate::error::FsError;
 use crate::journal::format::AreaSuper;
 use crate::layout::{
-    crc, decode_leaf, dirent_len, Extent, FileType, Inode, Mode, Superblock, BLOCK, DIR_SPACE, DIR_TAIL,
-    FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK, INODE_SIZE, ROOT_INO,
+    crc, decode_leaf, decode_xattr_block, dirent_len, Extent, FileType, Inode, Mode, Superblock, BLOCK,
+    DIR_SPACE, DIR_TAIL, FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK, INODE_SIZE,
+    ROOT_INO,
 };
 
 mod checker;
@@ -85,10 +87,15 @@ pub enum FindingKind {
     /// **Error.** An extent leaf block fails its magic, count or checksum:
     /// every extent of the file is lost.
     BadExtentLeaf,
-    /// **Error.** An extent or extent-leaf pointer lies outside one group's
-    /// data area (in group metadata, the journal, or past the device):
-    /// writing the file would overwrite metadata.
+    /// **Error.** An extent, extent-leaf or xattr-block pointer lies
+    /// outside one group's data area (in group metadata, the journal, or
+    /// past the device): writing the file would overwrite metadata.
     ExtentOutOfRange,
+    /// **Error.** An inode's extended-attribute block fails to decode
+    /// (magic, checksum, refcount, entry lengths, name index, names out of
+    /// order): every attribute of the inode is lost and each xattr
+    /// operation on it fails.
+    XattrBlockCorrupt,
     /// **Error.** A block mapped twice (by two inodes, or twice by one):
     /// writing one file changes the other, and freeing one frees the other's
     /// block.
@@ -160,7 +167,8 @@ pub enum FindingKind {
     /// **Error.** The root inode is not a directory (or is free or
     /// damaged): mount fails and everything is lost.
     RootNotDir,
-    /// **Warning.** A regular file maps blocks past its end of file. Reads
+    /// **Warning.** A regular file maps written blocks past its end of file
+    /// (unwritten ones, fallocate's `KEEP_SIZE` preallocation, are fine). Reads
     /// are unaffected; an extending truncate would expose the blocks' old
     /// contents instead of zeros.
     BlocksPastEof,
@@ -236,8 +244,8 @@ pub struct Stats {
     pub dirs: u64,
     /// Symbolic links reachable from the root.
     pub symlinks: u64,
-    /// Data-area blocks owned by inodes (file data, directory, extent-leaf
-    /// and symlink blocks).
+    /// Data-area blocks owned by inodes (file data, directory, extent-leaf,
+    /// xattr and symlink blocks).
     pub used_blocks: u64,
     /// Inodes reachable from the root, the root included.
     pub used_inodes: u64,
@@ -268,6 +276,8 @@ pub enum MetaKind {
     Directory,
     /// An extent leaf block.
     ExtentLeaf,
+    /// An inode's extended-attribute block.
+    Xattr,
     /// A journal area's superblock.
     JournalSuper,
 }

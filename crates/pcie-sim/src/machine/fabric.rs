@@ -76,6 +76,7 @@ impl Inner {
                                 if let Some(p) = self.ports.borrow().get(port as usize) {
                                     p.pmr.read(offset, &mut buf);
                                 }
+                                self.record_pmr_read(port, offset, buf.len());
                                 false
                             } else {
                                 true
@@ -384,6 +385,34 @@ impl Inner {
             self.schedule(done, action);
         }
         Ok(accepted)
+    }
+
+    /// Records that `len` bytes of port `port`'s PMR at `offset` were read
+    /// now ([`EventKind::PmrRead`]): whoever read them may act on them, so
+    /// the crash model must hold the writes they came from as landed.
+    /// Nothing for an empty read.
+    pub(crate) fn record_pmr_read(&self, port: u8, offset: u64, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let now = self.now();
+        self.trace.borrow_mut().record(
+            TraceEntry {
+                time: now,
+                effect: now,
+                addr: offset,
+                payload: NO_PAYLOAD,
+                len: len as u32,
+                attr: 0,
+                kind: EventKind::PmrRead,
+                purpose: Purpose::UNTAGGED,
+                source: port,
+                flags: 0,
+                code: 0,
+                wire_bytes: 0,
+            },
+            &[],
+        );
     }
 
     /// Emits a core's read request for `len` bytes (0: a zero-length read)

@@ -252,6 +252,9 @@ pub(crate) struct CoreState {
     pub(crate) occupancy: Semaphore,
     /// A WC burst has started leaving since the last fence.
     pub(crate) burst_open: Cell<bool>,
+    /// WC lines left this core since its last [`crate::trace::EventKind::Fence`]
+    /// marker: the next drain records one.
+    pub(crate) unfenced: Cell<bool>,
     /// When the root port accepted the latest of this core's posted writes.
     pub(crate) last_accepted: Cell<SimTime>,
     /// Earliest time the next write-combining line may leave this core.
@@ -310,6 +313,7 @@ impl Machine {
                 wc: RefCell::new(WriteCombiningBuffer::new(profile.cpu.wc_buffers)),
                 occupancy: Semaphore::new(1),
                 burst_open: Cell::new(false),
+                unfenced: Cell::new(false),
                 last_accepted: Cell::new(SimTime::ZERO),
                 next_line: Cell::new(SimTime::ZERO),
                 scratch: Cell::new(Vec::with_capacity(profile.cpu.wc_buffers + 2)),

@@ -1,0 +1,404 @@
+//! fallocate(2): preallocation, hole punching and range zeroing with
+//! unwritten extents, as Ext4 does them (`fs/ext4/extents.c`
+//! `ext4_fallocate`, `ext4_alloc_file_blocks`, `ext4_punch_hole`,
+//! `ext4_zero_range`).
+//!
+//! Preallocated blocks are mapped by *unwritten* extents
+//! ([`Extent::unwritten`]): reads return zeros without touching the
+//! device, and a write converts the blocks it writes to written (Ext4's
+//! `ext4_ext_convert_to_initialized`, here when the page is dirtied; the
+//! conversion reaches the media only in the transaction or fsync that also
+//! writes the data, ordered after it, so a crash never exposes a block's
+//! old content). Every change here is metadata (extents, bitmaps, size),
+//! persisted by each mode's fsync like any other inode change.
+//!
+//! A file keeps at most one extent leaf ([`LEAF_EXTENTS`] extents).
+//! Adjacent extents in the same state are merged; an operation whose
+//! result needs more extents fails with `TooBig` (EFBIG) and one that
+//! needs a block it cannot get with `NoSpace`, in both cases before
+//! anything changed (Ext4 can fail part-way with a partial allocation; here
+//! the whole call is undone).
+
+use crate::data::MAX_FILE;
+use crate::error::FsError;
+use crate::fs::{Ctx, Fs, Ino, InodeState};
+use crate::layout::{merge_extents, Extent, FileType, BLOCK, INLINE_EXTENTS, LEAF_EXTENTS};
+
+/// What [`Fs::fallocate`] does with the range (fallocate(2) modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FallocMode {
+    /// Mode 0: allocate the range's holes (reading as zeros) and extend
+    /// the size to the range's end.
+    Allocate,
+    /// `FALLOC_FL_KEEP_SIZE`: allocate without changing the size (blocks
+    /// past the end of file stay allocated until a truncate).
+    KeepSize,
+    /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: free the whole blocks
+    /// of the range and zero its partial blocks; the size is unchanged.
+    PunchHole,
+    /// `FALLOC_FL_ZERO_RANGE`: make the range read as zeros (whole blocks
+    /// become unwritten, partial ones are zeroed, holes are allocated) and
+    /// extend the size to the range's end.
+    ZeroRange,
+    /// `FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE`: the same without
+    /// changing the size.
+    ZeroRangeKeepSize,
+}
+
+const B: u64 = BLOCK as u64;
+
+/// The extents of `old` with file blocks `[from, to)` replaced by what
+/// `f` makes of each piece inside the range (None: unmapped). Pieces
+/// outside the range are kept as they are.
+fn split_range(old: &[Extent], from: u64, to: u64, f: impl Fn(Extent) -> Option<Extent>) -> Vec<Extent> {
+    let mut out = Vec::with_capacity(old.len() + 2);
+    for e in old {
+        let (s, end) = (e.logical as u64, e.end());
+        let piece = |a: u64, b: u64| Extent {
+            logical: a as u32,
+            len: (b - a) as u32,
+            physical: e.physical + (a - s),
+            unwritten: e.unwritten,
+        };
+        let (a, b) = (s.max(from), end.min(to));
+        if a >= b {
+            out.push(*e);
+            continue;
+        }
+        if s < a {
+            out.push(piece(s, a));
+        }
+        if let Some(x) = f(piece(a, b)) {
+            out.push(x);
+        }
+        if b < end {
+            out.push(piece(b, end));
+        }
+    }
+    out
+}
+
+/// The unmapped file blocks of `[from, to)` given sorted `extents`.
+fn holes(extents: &[Extent], from: u64, to: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut pos = from;
+    for e in extents {
+        if e.end() <= pos {
+            continue;
+        }
+        if e.logical as u64 >= to {
+            break;
+        }
+        out.extend(pos..(e.logical as u64).min(to));
+        pos = pos.max(e.end());
+    }
+    out.extend(pos..to);
+    out
+}
+
+impl Fs {
+    /// The device block of file block `fb` if it is mapped and written
+    /// (an unwritten block reads as zeros).
+    pub(crate) fn bmap_written(st: &InodeState, fb: u32) -> Option<u64> {
+        st.inode
+            .borrow()
+            .extents
+            .iter()
+            .find(|e| fb >= e.logical && (fb - e.logical) < e.len && !e.unwritten)
+            .map(|e| e.physical + (fb - e.logical) as u64)
+    }
+
+    /// Makes file block `fb` writable for a write: maps a hole to a new
+    /// block, or converts an unwritten block to written (its old content
+    /// is dead, like a new block's). Fails with the file unchanged.
+    pub(crate) async fn map_for_write(&self, ctx: Ctx, st: &InodeState, fb: u32) -> Result<u64, FsError> {
+        let Some(b) = Fs::bmap(st, fb) else {
+            return self.map_new(ctx, st, fb).await;
+        };
+        let fb = fb as u64;
+        let new = split_range(&st.inode.borrow().extents, fb, fb + 1, |e| {
+            Some(Extent {
+                unwritten: false,
+                ..e
+            })
+        });
+        self.install_extents(ctx, st, new, &[]).await?;
+        st.new_blocks.borrow_mut().insert(b);
+        Ok(b)
+    }
+
+    /// Makes `new` the extents of `st` (merged), taking an extent leaf
+    /// first if they no longer fit in the inode. `allocated`: blocks the
+    /// caller allocated for them, freed again if this fails (`TooBig` past
+    /// one leaf, `NoSpace` without a block for the leaf), leaving `st` as
+    /// it was. The block count is recomputed.
+    async fn install_extents(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        mut new: Vec<Extent>,
+        allocated: &[u64],
+    ) -> Result<(), FsError> {
+        merge_extents(&mut new);
+        let failed = if new.len() > LEAF_EXTENTS {
+            Some(FsError::TooBig)
+        } else if new.len() > INLINE_EXTENTS && st.inode.borrow().leaf == 0 {
+            let goal = new.first().map_or(0, |e| e.physical);
+            match self.alloc_block(ctx, st, goal).await {
+                Ok(leaf) => {
+                    st.inode.borrow_mut().leaf = leaf;
+                    None
+                }
+                Err(e) => Some(e),
+            }
+        } else {
+            None
+        };
+        if let Some(e) = failed {
+            for b in allocated {
+                self.free_block(ctx, st, *b, false).await?;
+            }
+            return Err(e);
+        }
+        let mut i = st.inode.borrow_mut();
+        let mapped: u64 = new.iter().map(|e| e.len as u64).sum();
+        i.nblocks = (mapped + (i.leaf != 0) as u64 + (i.xattr != 0) as u64) as u32;
+        i.extents = new;
+        Ok(())
+    }
+
+    /// Allocates the holes of file blocks `[from, to)` as unwritten blocks
+    /// and returns the extents with them and the blocks (not installed).
+    /// On failure frees what it took.
+    async fn alloc_holes(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        from: u64,
+        to: u64,
+    ) -> Result<(Vec<Extent>, Vec<u64>), FsError> {
+        let mut extents = st.inode.borrow().extents.clone();
+        let hs = holes(&extents, from, to);
+        let mut taken = Vec::with_capacity(hs.len());
+        let mut goal = extents
+            .iter()
+            .rev()
+            .find(|e| (e.logical as u64) < from)
+            .map_or(0, |e| e.physical + e.len as u64);
+        for fb in hs {
+            match self.alloc_block(ctx, st, goal).await {
+                Ok(b) => {
+                    taken.push(b);
+                    goal = b + 1;
+                    extents.push(Extent {
+                        logical: fb as u32,
+                        len: 1,
+                        physical: b,
+                        unwritten: true,
+                    });
+                }
+                Err(e) => {
+                    for b in taken {
+                        self.free_block(ctx, st, b, false).await?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        merge_extents(&mut extents);
+        Ok((extents, taken))
+    }
+
+    /// Zeroes bytes `[from, to)` of one file block through its page, when
+    /// they may hold data: a written block's, or a cached page's. Holes and
+    /// unwritten blocks read as zeros already.
+    async fn zero_in_block(&self, ctx: Ctx, st: &InodeState, from: u64, to: u64) -> Result<(), FsError> {
+        if from >= to {
+            return Ok(());
+        }
+        let fb = (from / B) as u32;
+        if st.pages.get(fb).is_none() && Fs::bmap_written(st, fb).is_none() {
+            return Ok(());
+        }
+        let page = self.data_page(ctx, st, fb).await?;
+        let _l = page.lock.lock().await;
+        let (a, b) = ((from % B) as usize, (to - fb as u64 * B) as usize);
+        page.modify()[a..b].fill(0);
+        Ok(())
+    }
+
+    /// fallocate(2) on `ino` for bytes `[off, off + len)`; see
+    /// [`FallocMode`]. Errors: `Invalid` (EINVAL) for a zero length,
+    /// `TooBig` (EFBIG) for a range past the largest file or a file that
+    /// would need more extents than one leaf holds, `NoSpace`, `IsDir` for
+    /// a directory and `NotRegular` (ENODEV) for other non-files. On an
+    /// error nothing changed.
+    pub async fn fallocate(
+        &self,
+        ctx: Ctx,
+        ino: Ino,
+        mode: FallocMode,
+        off: u64,
+        len: u64,
+    ) -> Result<(), FsError> {
+        if len == 0 {
+            return Err(FsError::Invalid("fallocate of zero bytes".into()));
+        }
+        // vfs_fallocate: past s_maxbytes, or overflowing, is EFBIG.
+        let end = off.checked_add(len).ok_or(FsError::TooBig)?;
+        if end > MAX_FILE {
+            return Err(FsError::TooBig);
+        }
+        self.check_writable()?;
+        let _op = self.begin(ctx).await?;
+        let st = self.iget(ctx, ino).await?;
+        match st.inode.borrow().file_type() {
+            Some(FileType::File) => {}
+            Some(FileType::Dir) => return Err(FsError::IsDir),
+            _ => return Err(FsError::NotRegular),
+        }
+        let _g = st.lock.lock().await;
+        let size = st.inode.borrow().size;
+        let (first, last) = (off / B, end.div_ceil(B));
+        let grows = match mode {
+            FallocMode::Allocate | FallocMode::KeepSize => {
+                let (new, taken) = self.alloc_holes(ctx, &st, first, last).await?;
+                self.install_extents(ctx, &st, new, &taken).await?;
+                mode == FallocMode::Allocate
+            }
+            FallocMode::PunchHole => {
+                // ext4_punch_hole: nothing past i_size; the range ends at
+                // most at the end of the block holding i_size.
+                if off >= size {
+                    return Ok(());
+                }
+                let end = end.min(size + B - size % B);
+                self.punch(ctx, &st, off, end).await?;
+                false
+            }
+            FallocMode::ZeroRange | FallocMode::ZeroRangeKeepSize => {
+                self.zero_range(ctx, &st, off, end).await?;
+                mode == FallocMode::ZeroRange
+            }
+        };
+        let now = self.now_ns();
+        {
+            let mut i = st.inode.borrow_mut();
+            if grows && end > i.size {
+                i.size = end;
+            }
+            if mode != FallocMode::KeepSize {
+                i.mtime = now;
+            }
+            i.ctime = now;
+        }
+        st.size_dirty.set(true);
+        self.write_inode(ctx, &st).await
+    }
+
+    /// Punches `[off, end)`: whole blocks unmapped and freed (their pages
+    /// dropped), partial blocks zeroed (`ext4_punch_hole`).
+    async fn punch(&self, ctx: Ctx, st: &InodeState, off: u64, end: u64) -> Result<(), FsError> {
+        let (full_from, full_to) = (off.div_ceil(B), end / B);
+        if full_from < full_to {
+            let freed = std::cell::RefCell::new(Vec::new());
+            let new = split_range(&st.inode.borrow().extents, full_from, full_to, |e| {
+                freed
+                    .borrow_mut()
+                    .extend((0..e.len as u64).map(|k| e.physical + k));
+                None
+            });
+            self.install_extents(ctx, st, new, &[]).await?;
+            for b in freed.into_inner() {
+                self.free_block(ctx, st, b, false).await?;
+            }
+            st.pages.remove_range(full_from as u32, full_to as u32);
+        }
+        self.zero_edges(ctx, st, off, end, full_from, full_to).await
+    }
+
+    /// Zeroes the partial blocks at the edges of `[off, end)`, whose whole
+    /// blocks are `[full_from, full_to)`.
+    async fn zero_edges(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        off: u64,
+        end: u64,
+        full_from: u64,
+        full_to: u64,
+    ) -> Result<(), FsError> {
+        if full_from > full_to {
+            // Inside one block.
+            return self.zero_in_block(ctx, st, off, end).await;
+        }
+        self.zero_in_block(ctx, st, off, full_from * B).await?;
+        self.zero_in_block(ctx, st, (full_to * B).max(off), end).await
+    }
+
+    /// Zeroes `[off, end)` (`ext4_zero_range`): the range's holes are
+    /// allocated unwritten, its whole written blocks converted to
+    /// unwritten (their pages dropped), its partial blocks zeroed.
+    async fn zero_range(&self, ctx: Ctx, st: &InodeState, off: u64, end: u64) -> Result<(), FsError> {
+        let (full_from, full_to) = (off.div_ceil(B), end / B);
+        let (with_holes, taken) = self.alloc_holes(ctx, st, off / B, end.div_ceil(B)).await?;
+        let new = if full_from < full_to {
+            split_range(&with_holes, full_from, full_to, |e| {
+                Some(Extent { unwritten: true, ..e })
+            })
+        } else {
+            with_holes
+        };
+        self.install_extents(ctx, st, new, &taken).await?;
+        if full_from < full_to {
+            st.pages.remove_range(full_from as u32, full_to as u32);
+        }
+        self.zero_edges(ctx, st, off, end, full_from, full_to).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(logical: u32, len: u32, physical: u64, unwritten: bool) -> Extent {
+        Extent {
+            logical,
+            len,
+            physical,
+            unwritten,
+        }
+    }
+
+    #[test]
+    fn split_range_cuts_pieces_and_holes_finds_gaps() {
+        let old = vec![e(0, 10, 100, false), e(20, 5, 300, true)];
+        let new = split_range(&old, 3, 22, |x| Some(Extent { unwritten: true, ..x }));
+        assert_eq!(
+            new,
+            vec![
+                e(0, 3, 100, false),
+                e(3, 7, 103, true),
+                e(20, 2, 300, true),
+                e(22, 3, 302, true)
+            ]
+        );
+        let mut m = new.clone();
+        merge_extents(&mut m);
+        assert_eq!(
+            m,
+            vec![e(0, 3, 100, false), e(3, 7, 103, true), e(20, 5, 300, true)]
+        );
+        let cut = split_range(&old, 5, 6, |_| None);
+        assert_eq!(
+            cut,
+            vec![e(0, 5, 100, false), e(6, 4, 106, false), e(20, 5, 300, true)]
+        );
+        assert_eq!(
+            holes(&old, 8, 27),
+            vec![10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 25, 26]
+        );
+        assert_eq!(holes(&old, 0, 10), Vec::<u64>::new());
+        assert_eq!(holes(&[], 2, 4), vec![2, 3]);
+    }
+}
