@@ -104,7 +104,7 @@ pub const RECOVERY_LIMIT: SimDuration = SimDuration::from_ms(500);
 pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let mut log = Vec::new();
     let ex = Executor::new(1);
-    let m = Machine::new(&ex, cx.machine.clone(), TraceMode::Off);
+    let m = Machine::new(&ex, cx.machine.clone(), TraceMode::CountersOnly);
     let ctrl = match boot(&m, ControllerConfig::new(cx.profile.clone()), &cx.base, state) {
         Ok(c) => c,
         Err(e) => {
