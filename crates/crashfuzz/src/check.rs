@@ -21,7 +21,7 @@ use nvme_ctrl::crash::{boot, drive_hash, CrashState};
 use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
 use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
 
-use crate::oracle::{check, sanity, Failure, Promise};
+use crate::oracle::{check_with, sanity, Failure, Lookups, Promise};
 use crate::record::{fs_profile_for, probe_for, Fault, ModeName, Recording};
 use crate::saved::SavedConfig;
 
@@ -207,8 +207,9 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 detail: e.to_string(),
             }),
         }
+        let mut looked = Lookups::default();
         for p in in_force.iter().map(|&i| &all_promises[i]) {
-            match check(&fs, c, p).await {
+            match check_with(&fs, c, p, &mut looked).await {
                 Ok(Some(f)) => failures.push(f),
                 Ok(None) => {}
                 Err(e) => failures.push(Failure {

@@ -343,6 +343,57 @@ async fn walk(fs: &Fs, c: Ctx, contents: bool) -> Result<Vec<(String, Kind, Opti
 
 /// Checks one promise on a mounted, recovered file system.
 pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsError> {
+    check_with(fs, c, p, &mut Lookups::default()).await
+}
+
+/// What the checks of one recovered state looked up, so that the
+/// promises in force read each name and listing once: the checks only
+/// read, so the file system does not change between them.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    names: BTreeMap<String, Option<Seen>>,
+    listings: BTreeMap<String, Option<BTreeMap<String, Kind>>>,
+}
+
+impl Lookups {
+    /// `path` as [`seen`] finds it, from an earlier lookup if that one
+    /// read what is needed.
+    async fn seen(&mut self, fs: &Fs, c: Ctx, path: &str, read: bool) -> Result<Option<&Seen>, FsError> {
+        let fresh = match self.names.get(path) {
+            Some(Some(s)) => read && s.kind == Kind::File && s.content.is_none(),
+            Some(None) => false,
+            None => true,
+        };
+        if fresh {
+            let s = seen(fs, c, path, read).await?;
+            self.names.insert(path.to_string(), s);
+        }
+        Ok(self.names.get(path).and_then(Option::as_ref))
+    }
+
+    /// The listing of `path` as [`entries`] finds it, once.
+    async fn entries(
+        &mut self,
+        fs: &Fs,
+        c: Ctx,
+        path: &str,
+    ) -> Result<Option<&BTreeMap<String, Kind>>, FsError> {
+        if !self.listings.contains_key(path) {
+            let e = entries(fs, c, path).await?;
+            self.listings.insert(path.to_string(), e);
+        }
+        Ok(self.listings.get(path).and_then(Option::as_ref))
+    }
+}
+
+/// [`check`], with the lookups of the other promises checked on the same
+/// recovered state.
+pub async fn check_with(
+    fs: &Fs,
+    c: Ctx,
+    p: &Promise,
+    looked: &mut Lookups,
+) -> Result<Option<Failure>, FsError> {
     Ok(match &p.expect {
         Expect::File {
             path,
@@ -433,8 +484,8 @@ pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsEr
                 )),
             }
         }
-        Expect::States(st) => check_states(fs, c, st, &p.op).await?,
-        Expect::OneOf { paths, tuples } => check_one_of(fs, c, paths, tuples, &p.op).await?,
+        Expect::States(st) => check_states(fs, c, st, &p.op, looked).await?,
+        Expect::OneOf { paths, tuples } => check_one_of(fs, c, paths, tuples, &p.op, looked).await?,
     })
 }
 
@@ -617,12 +668,18 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 /// Checks an [`Expect::States`] promise.
-async fn check_states(fs: &Fs, c: Ctx, st: &States, op: &str) -> Result<Option<Failure>, FsError> {
+async fn check_states(
+    fs: &Fs,
+    c: Ctx,
+    st: &States,
+    op: &str,
+    looked: &mut Lookups,
+) -> Result<Option<Failure>, FsError> {
     // Names under a directory that is absent, as allowed, are absent
     // with it (an fdatasync of a directory does not promise its name).
     let mut gone: Vec<&str> = Vec::new();
     for (path, allowed) in &st.paths {
-        let got = seen(fs, c, path, wants_content(allowed)).await?;
+        let got = looked.seen(fs, c, path, wants_content(allowed)).await?;
         if got.is_none() {
             let under_gone = gone.iter().any(|g| path.starts_with(&format!("{g}/")));
             if under_gone || allowed.contains(&None) {
@@ -630,12 +687,12 @@ async fn check_states(fs: &Fs, c: Ctx, st: &States, op: &str) -> Result<Option<F
                 continue;
             }
         }
-        if let Some((check, why)) = state_mismatch(got.as_ref(), allowed) {
+        if let Some((check, why)) = state_mismatch(got, allowed) {
             return Ok(Some(fail(check, format!("{path} after `{op}`: {why}"))));
         }
     }
     for dir in &st.listed {
-        let Some(names) = entries(fs, c, dir).await? else {
+        let Some(names) = looked.entries(fs, c, dir).await? else {
             continue;
         };
         for name in names.keys() {
@@ -654,13 +711,13 @@ async fn check_states(fs: &Fs, c: Ctx, st: &States, op: &str) -> Result<Option<F
 
 /// True if the recovered names `got` are, together, in one of the
 /// allowed combinations.
-fn tuple_fits(got: &[Option<Seen>], tuples: &[Vec<Option<Node>>]) -> bool {
+fn tuple_fits(got: &[Option<&Seen>], tuples: &[Vec<Option<Node>>]) -> bool {
     tuples.iter().any(|t| {
         t.len() == got.len()
             && got
                 .iter()
                 .zip(t)
-                .all(|(g, n)| state_mismatch(g.as_ref(), std::slice::from_ref(n)).is_none())
+                .all(|(g, n)| state_mismatch(*g, std::slice::from_ref(n)).is_none())
     })
 }
 
@@ -671,14 +728,18 @@ async fn check_one_of(
     paths: &[String],
     tuples: &[Vec<Option<Node>>],
     op: &str,
+    looked: &mut Lookups,
 ) -> Result<Option<Failure>, FsError> {
-    let mut got = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let read = tuples
             .iter()
             .any(|t| t.get(i).is_some_and(|n| wants_content(std::slice::from_ref(n))));
-        got.push(seen(fs, c, p, read).await?);
+        looked.seen(fs, c, p, read).await?;
     }
+    let got: Vec<Option<&Seen>> = paths
+        .iter()
+        .map(|p| looked.names.get(p).and_then(Option::as_ref))
+        .collect();
     if tuple_fits(&got, tuples) {
         return Ok(None);
     }
@@ -816,10 +877,13 @@ mod tests {
     fn a_half_done_rename_is_caught() {
         let e = promised(b"x", 1).map(|n| n.as_entry());
         let tuples = vec![vec![e.clone(), None], vec![None, e]];
-        assert!(tuple_fits(&[Some(file(b"x", 1)), None], &tuples));
-        assert!(tuple_fits(&[None, Some(file(b"x", 1))], &tuples));
+        assert!(tuple_fits(&[Some(&file(b"x", 1)), None], &tuples));
+        assert!(tuple_fits(&[None, Some(&file(b"x", 1))], &tuples));
         // Under both names, or under neither: half done.
-        assert!(!tuple_fits(&[Some(file(b"x", 1)), Some(file(b"x", 1))], &tuples));
+        assert!(!tuple_fits(
+            &[Some(&file(b"x", 1)), Some(&file(b"x", 1))],
+            &tuples
+        ));
         assert!(!tuple_fits(&[None, None], &tuples));
         // A link's halves differ by the link count.
         let (one, two) = (
@@ -827,8 +891,8 @@ mod tests {
             promised(b"x", 2).map(|n| n.as_entry()),
         );
         let link = vec![vec![one, None], vec![two.clone(), two]];
-        assert!(tuple_fits(&[Some(file(b"x", 2)), Some(file(b"x", 2))], &link));
-        assert!(!tuple_fits(&[Some(file(b"x", 1)), Some(file(b"x", 1))], &link));
+        assert!(tuple_fits(&[Some(&file(b"x", 2)), Some(&file(b"x", 2))], &link));
+        assert!(!tuple_fits(&[Some(&file(b"x", 1)), Some(&file(b"x", 1))], &link));
     }
 
     #[test]
