@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::horae::ORDERING_QUEUE;
-use ccnvme::horae::{self, layout, EntryId, OrderingQueue, RawEntry};
+use ccnvme::horae::{self, layout, EntryId, OrderedWrite, OrderingQueue, RawEntry};
 use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, ProbeOptions, Traffic};
 use nvme_ctrl::{Controller, ControllerConfig, Image, Media, MediaCursor, SsdProfile, BLOCK};
 use pcie_sim::{
@@ -548,6 +548,65 @@ fn recovery_discards_everything_past_flushed_with_a_volatile_cache() {
 
 /// The persistent state of a run that appended three epochs, completed
 /// them and flushed only the first.
+/// Recovers an epoch that was appended but whose writes never reached
+/// the drive (a crash before any was sent): block 40 holds live data that
+/// the epoch overwrites in place (`in_place` as given), block 41 is fresh.
+/// Returns both blocks after `discard_and_reset` and the entries' `ipu`
+/// bits as recovery read them.
+fn recover_unsent_epoch(in_place: bool) -> ([u8; BLOCK], [u8; BLOCK], Vec<bool>) {
+    let profile = SsdProfile::optane_905p();
+    let (ex, m) = machine(&profile, Media::memory(BLOCKS), None, TraceMode::Off);
+    let dev = probe(&ex, &m, horae_opts());
+    let q = attach(&ex, &dev, Some(64)).unwrap();
+    let m2 = m.clone();
+    ex.block_on(async move {
+        for lba in [40u64, 41] {
+            dev.submit_wait(0, &Bio::write(lba, pages(&m2, 1000 + lba, 1)))
+                .await
+                .unwrap();
+        }
+        dev.submit_wait(0, &Bio::flush()).await.unwrap();
+        let writes = [
+            OrderedWrite {
+                lba: 40,
+                len: 1,
+                in_place,
+            },
+            OrderedWrite::fresh(41, 1),
+        ];
+        q.append_writes(0, &writes).await.unwrap();
+        let rec = horae::recover(&dev).await.unwrap();
+        assert_eq!(
+            rec.discard.len(),
+            2,
+            "nothing was written: both violate the order"
+        );
+        let ipu: Vec<bool> = rec.discard.iter().map(|e| e.in_place).collect();
+        rec.discard_and_reset(&dev, 0).await.unwrap();
+        let mut out = [[0u8; BLOCK]; 2];
+        for (lba, b) in [40u64, 41].into_iter().zip(out.iter_mut()) {
+            let pg = pages(&m2, 0, 1);
+            dev.submit_wait(0, &Bio::read(lba, pg.clone())).await.unwrap();
+            m2.memory().read(pg[0], b).unwrap();
+        }
+        (out[0], out[1], ipu)
+    })
+    .unwrap()
+}
+
+#[test]
+fn recovery_keeps_the_live_content_of_an_in_place_write() {
+    let (kept, fresh, ipu) = recover_unsent_epoch(true);
+    assert_eq!(ipu, [true, false], "the ipu bit went through the PMR");
+    assert_eq!(kept, pattern(1040, 0), "an in-place block keeps its old content");
+    assert_eq!(fresh, [0u8; BLOCK], "a fresh block is zero-filled (Horae 5.5)");
+    // The flag switched off: the same overwrite is zero-filled, live data
+    // lost (what HoraeFS's data overwrites suffered before the flag).
+    let (zeroed, _, ipu) = recover_unsent_epoch(false);
+    assert_eq!(ipu, [false, false]);
+    assert_eq!(zeroed, [0u8; BLOCK]);
+}
+
 fn clean_image() -> (PageStore, Vec<(u64, u32)>) {
     let profile = SsdProfile::optane_905p();
     let (ex, m) = machine(&profile, Media::memory(BLOCKS), None, TraceMode::Off);

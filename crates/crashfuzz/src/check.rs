@@ -21,7 +21,7 @@ use nvme_ctrl::crash::{boot, drive_hash, CrashState};
 use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
 use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
 
-use crate::oracle::{check, sanity, Failure, Promise};
+use crate::oracle::{check_with, sanity, Failure, Lookups, Promise};
 use crate::record::{fs_profile_for, probe_for, Fault, ModeName, Recording};
 use crate::saved::SavedConfig;
 
@@ -132,6 +132,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let (probe, fs_profile) = (probe_for(cx.mode, cx.fault), fs_profile_for(cx.mode, cx.fault));
     let sanity_on = cx.sanity;
     let journaled = cx.mode != ModeName::None;
+    let horae_mode = cx.mode == ModeName::Horae;
     let m2 = m.clone();
     let ctrl2 = ctrl.clone();
     let run = async move {
@@ -155,6 +156,20 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 r.unfinished.len(),
                 r.unfinished_ids().iter().map(|t| t.0).collect::<Vec<_>>()
             ));
+        }
+        if horae_mode {
+            // What the ordering queue's recovery will do (it reads, writes
+            // nothing; the mount below runs it again and acts).
+            if let Ok(r) = ccnvme::horae::recover(&dev).await {
+                log.push(format!(
+                    "horae: head {} flushed {} tail {}; {} durable entr(ies); discard (lba, blocks, in place): {:?}",
+                    r.head,
+                    r.flushed,
+                    r.tail,
+                    r.durable.len(),
+                    r.discard.iter().map(|e| (e.lba, e.len, e.in_place)).collect::<Vec<_>>()
+                ));
+            }
         }
         let fs = match mount(&dev, c, fs_profile).await {
             Ok(fs) => fs,
@@ -192,8 +207,9 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 detail: e.to_string(),
             }),
         }
+        let mut looked = Lookups::default();
         for p in in_force.iter().map(|&i| &all_promises[i]) {
-            match check(&fs, c, p).await {
+            match check_with(&fs, c, p, &mut looked).await {
                 Ok(Some(f)) => failures.push(f),
                 Ok(None) => {}
                 Err(e) => failures.push(Failure {

@@ -4,8 +4,14 @@
 //! model needs no error rules of its own.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use crate::oracle::Node as State;
 use crate::workload::{pattern, Op};
+
+/// The permission bits [`crate::record::run_op`] creates files with
+/// (`Fs::create_path`); workloads have no chmod, so they never change.
+pub const FILE_PERM: u16 = 0o644;
 
 /// What a node is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -20,7 +26,9 @@ pub enum Kind {
 
 #[derive(Clone, Debug)]
 enum Node {
-    File(Vec<u8>),
+    /// Shared, so that cloning the model (for an operation's outcome,
+    /// [`Model::after`]) does not copy contents.
+    File(Arc<Vec<u8>>),
     Dir(BTreeMap<String, u64>),
     Symlink(String),
 }
@@ -33,6 +41,9 @@ pub struct Model {
     nodes: BTreeMap<u64, Node>,
     next: u64,
     fds: BTreeMap<u32, u64>,
+    /// Names each node lost during the run (unlink, rename away): a crash
+    /// may undo the loss, so a write through a descriptor shows there.
+    former: BTreeMap<u64, std::collections::BTreeSet<String>>,
 }
 
 /// Root node id.
@@ -46,6 +57,7 @@ impl Default for Model {
             nodes,
             next: 2,
             fds: BTreeMap::new(),
+            former: BTreeMap::new(),
         }
     }
 }
@@ -79,9 +91,126 @@ impl Model {
     /// The content of the file at `path`.
     pub fn content(&self, path: &str) -> Option<Vec<u8>> {
         match self.nodes.get(&self.lookup(path)?)? {
-            Node::File(c) => Some(c.clone()),
+            Node::File(c) => Some(c.to_vec()),
             _ => None,
         }
+    }
+
+    /// The number of names of node `id` (a file's link count).
+    fn link_count(&self, id: u64) -> u16 {
+        let n = self
+            .nodes
+            .values()
+            .filter_map(|n| match n {
+                Node::Dir(e) => Some(e.values().filter(|c| **c == id).count()),
+                _ => None,
+            })
+            .sum::<usize>();
+        u16::try_from(n).unwrap_or(u16::MAX)
+    }
+
+    /// What the oracle sees at `path`: kind, and for a file its content,
+    /// link count and permission bits; `None` if there is no such name.
+    pub fn state(&self, path: &str) -> Option<State> {
+        let id = self.lookup(path)?;
+        Some(match self.nodes.get(&id)? {
+            Node::File(c) => State::File {
+                content: Some(c.clone()),
+                nlink: Some(self.link_count(id)),
+                perm: Some(FILE_PERM),
+            },
+            Node::Dir(_) => State::Dir,
+            Node::Symlink(t) => State::Symlink(t.clone()),
+        })
+    }
+
+    /// `path` and every path under it.
+    pub fn subtree(&self, path: &str) -> Vec<String> {
+        let mut out = vec![path.to_string()];
+        let prefix = format!("{path}/");
+        if self.kind(path) == Some(Kind::Dir) {
+            out.extend(
+                self.names()
+                    .into_iter()
+                    .map(|x| x.0)
+                    .filter(|p| p.starts_with(&prefix)),
+            );
+        }
+        out
+    }
+
+    /// The paths whose state `op` can change: the paths it names, what is
+    /// under them (a directory's rename moves its subtree) and every
+    /// other name of a file it changes (content and link count are the
+    /// inode's, shared by its hard links).
+    pub fn affected(&self, op: &Op) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in op.changed_paths() {
+            out.extend(self.subtree(p));
+            out.extend(self.aliases(p));
+        }
+        if let Op::Fdwrite(fd, ..) = op {
+            // A descriptor's file: every name it has.
+            out.extend(self.fd_node(*fd).map(|n| self.names_of(n)).unwrap_or_default());
+        }
+        if let Op::Rename(from, to) = op {
+            // The subtree reappears under the new name.
+            let prefix = format!("{from}/");
+            for q in self.subtree(from) {
+                if let Some(rest) = q.strip_prefix(&prefix) {
+                    out.push(format!("{to}/{rest}"));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// What a write through a descriptor leaves at the names its file
+    /// lost during the run and does not have now: a crash may undo the
+    /// unlink or rename, and the file there holds the new bytes (its link
+    /// count then is not known here: unchecked).
+    pub fn former_names_after(&self, op: &Op) -> Vec<(String, Option<State>)> {
+        let Op::Fdwrite(fd, ..) = op else {
+            return Vec::new();
+        };
+        let Some(id) = self.fd_node(*fd) else {
+            return Vec::new();
+        };
+        let now = self.names_of(id);
+        let mut m = self.clone();
+        m.apply(op);
+        let Some(Node::File(c)) = m.nodes.get(&id) else {
+            return Vec::new();
+        };
+        self.former
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .filter(|p| !now.contains(p))
+            .map(|p| {
+                let st = State::File {
+                    content: Some(c.clone()),
+                    nlink: None,
+                    perm: Some(FILE_PERM),
+                };
+                (p.clone(), Some(st))
+            })
+            .collect()
+    }
+
+    /// The states of `paths` after `op`, if it succeeds, without changing
+    /// the model.
+    pub fn after(&self, op: &Op, paths: &[String]) -> Vec<(String, Option<State>)> {
+        let mut m = self.clone();
+        m.apply(op);
+        m.states(paths)
+    }
+
+    /// The states of `paths` now.
+    pub fn states(&self, paths: &[String]) -> Vec<(String, Option<State>)> {
+        paths.iter().map(|p| (p.clone(), self.state(p))).collect()
     }
 
     /// The kind of node at `path`.
@@ -155,11 +284,38 @@ impl Model {
         if !matches!(self.nodes.get(&id), Some(Node::File(_))) {
             return Vec::new();
         }
-        self.tree()
+        self.names()
             .into_iter()
-            .map(|(p, _, _)| p)
-            .filter(|p| p != path && self.lookup(p) == Some(id))
+            .filter(|(p, i)| p != path && *i == id)
+            .map(|(p, _)| p)
             .collect()
+    }
+
+    /// Every path under the root with its node id (no contents copied).
+    fn names(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), ROOT)];
+        while let Some((prefix, id)) = stack.pop() {
+            if let Some(Node::Dir(e)) = self.nodes.get(&id) {
+                for (name, child) in e {
+                    let p = format!("{prefix}/{name}");
+                    if matches!(self.nodes.get(child), Some(Node::Dir(_))) {
+                        stack.push((p.clone(), *child));
+                    }
+                    out.push((p, *child));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Every path with its state ([`Model::state`]), the root included;
+    /// and the directories among them.
+    pub fn all_states(&self) -> Vec<(String, Option<State>)> {
+        let mut paths = vec!["/".to_string()];
+        paths.extend(self.names().into_iter().map(|x| x.0));
+        self.states(&paths)
     }
 
     /// Every path under the root with its kind and content (a file's
@@ -172,7 +328,7 @@ impl Model {
                 for (name, child) in e {
                     let p = format!("{prefix}/{name}");
                     match self.nodes.get(child) {
-                        Some(Node::File(c)) => out.push((p, Kind::File, Some(c.clone()))),
+                        Some(Node::File(c)) => out.push((p, Kind::File, Some(c.to_vec()))),
                         Some(Node::Symlink(t)) => out.push((p, Kind::Symlink, Some(t.as_bytes().to_vec()))),
                         Some(Node::Dir(_)) => {
                             out.push((p.clone(), Kind::Dir, None));
@@ -205,6 +361,7 @@ impl Model {
     /// Writes `len` bytes of `seed`'s pattern at `off` into file node `id`.
     fn write_node(&mut self, id: u64, off: u64, len: u64, seed: u8) {
         if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
+            let c = Arc::make_mut(c);
             let end = (off + len) as usize;
             if c.len() < end {
                 c.resize(end, 0);
@@ -232,7 +389,7 @@ impl Model {
                 }
             }
             Op::Fdfsync(_) | Op::Fdfdatasync(_) | Op::Fstat(_) => {}
-            Op::Create(p) => self.insert(p, Node::File(Vec::new())),
+            Op::Create(p) => self.insert(p, Node::File(Arc::default())),
             Op::Mkdir(p) => self.insert(p, Node::Dir(BTreeMap::new())),
             Op::Symlink(p, t) => self.insert(p, Node::Symlink(t.clone())),
             // An O_DIRECT write and a store through a mapping change the
@@ -246,14 +403,14 @@ impl Model {
             Op::Fallocate(p, mode, off, len) => {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
-                        mode.apply(c, *off, *len);
+                        mode.apply(Arc::make_mut(c), *off, *len);
                     }
                 }
             }
             Op::Truncate(p, size) => {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
-                        c.resize(*size as usize, 0);
+                        Arc::make_mut(c).resize(*size as usize, 0);
                     }
                 }
             }
@@ -265,7 +422,9 @@ impl Model {
                 }
             }
             Op::Unlink(p) | Op::Rmdir(p) => {
-                self.remove_name(p);
+                if let Some(id) = self.remove_name(p) {
+                    self.former.entry(id).or_default().insert(p.clone());
+                }
             }
             Op::Rename(from, to) => {
                 // POSIX: two names of the same file: rename does nothing.
@@ -273,6 +432,7 @@ impl Model {
                     return;
                 }
                 if let Some(id) = self.remove_name(from) {
+                    self.former.entry(id).or_default().insert(from.clone());
                     if let Some((dir, name)) = split(to) {
                         if let Some(d) = self.dir_mut(dir) {
                             d.insert(name.to_string(), id);

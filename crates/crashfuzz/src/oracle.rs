@@ -15,12 +15,83 @@
 //! checks (mount, fsck) and CrashMonkey's sanity check (a file can be made
 //! in every directory and everything removed) apply at every point.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use mqfs::{Ctx, FileType, Fs, FsError};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Kind;
+
+/// One allowed state of a name, as the oracle compares it. `None`
+/// fields are not promised (a directory fsync promises its entries' link
+/// counts, not their contents; fdatasync a file's data, not its link
+/// count).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Node {
+    /// A regular file.
+    File {
+        /// Its bytes (and so its size).
+        content: Option<Arc<Vec<u8>>>,
+        /// Its link count.
+        nlink: Option<u16>,
+        /// Its permission bits.
+        perm: Option<u16>,
+    },
+    /// A directory.
+    Dir,
+    /// A symbolic link to this target.
+    Symlink(String),
+}
+
+impl Node {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Node::File { .. } => Kind::File,
+            Node::Dir => Kind::Dir,
+            Node::Symlink(_) => Kind::Symlink,
+        }
+    }
+
+    /// The same state with only what a directory's fsync promises about
+    /// an entry: kind, and a file's link count.
+    pub fn as_entry(&self) -> Node {
+        match self {
+            Node::File { nlink, .. } => Node::File {
+                content: None,
+                nlink: *nlink,
+                perm: None,
+            },
+            n => n.clone(),
+        }
+    }
+
+    /// The same state without its link count (fdatasync does not persist
+    /// it).
+    pub fn without_nlink(&self) -> Node {
+        match self {
+            Node::File { content, perm, .. } => Node::File {
+                content: content.clone(),
+                nlink: None,
+                perm: *perm,
+            },
+            n => n.clone(),
+        }
+    }
+}
+
+/// The allowed states of each promised name (`None`: absent), and the
+/// directories whose listing is promised (`docs/architecture.md` 6, and
+/// the rules in [`mod@crate::promises`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct States {
+    /// Path -> its allowed states (`None`: the name is absent).
+    pub paths: BTreeMap<String, Vec<Option<Node>>>,
+    /// Directories that, where present, hold no names but those in
+    /// `paths` (their listing was made durable).
+    pub listed: BTreeSet<String>,
+}
 
 /// What a promise says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,15 +134,30 @@ pub enum Expect {
         /// Its content.
         content: Vec<u8>,
     },
+    /// Each name is in one of its allowed states: what a file or
+    /// directory fsync, a `sync` or the setup made durable, widened by
+    /// every later operation that changed it.
+    States(States),
+    /// The names, taken together, are in one of these states (per name
+    /// as in [`Expect::States`]; `None` fields unchecked): an operation
+    /// the journal makes atomic is seen wholly or not at all.
+    OneOf {
+        /// The names.
+        paths: Vec<String>,
+        /// Allowed combinations, one state per name.
+        tuples: Vec<Vec<Option<Node>>>,
+    },
 }
 
 impl Expect {
-    /// Paths whose later change ends the promise.
+    /// Paths whose later change ends or widens the promise.
     pub fn paths(&self) -> Vec<&str> {
         match self {
             Expect::File { path, .. } | Expect::Dir { path, .. } | Expect::Atomic { path, .. } => vec![path],
             Expect::Tree(_) => vec!["/"],
             Expect::Rename { from, to, .. } => vec![from, to],
+            Expect::States(s) => s.paths.keys().chain(&s.listed).map(String::as_str).collect(),
+            Expect::OneOf { paths, .. } => paths.iter().map(String::as_str).collect(),
         }
     }
 }
@@ -142,12 +228,14 @@ pub struct Failure {
 
 /// The checks that fail when a promise is broken (as opposed to a
 /// recovery, fsck or sanity failure, which a broken image alone causes).
-pub const PROMISE_CHECKS: [&str; 5] = [
+pub const PROMISE_CHECKS: [&str; 7] = [
     "durable-data",
+    "durable-meta",
     "durable-dir",
     "durable-tree",
     "atomic",
     "rename-atomic",
+    "op-atomic",
 ];
 
 /// True if `check` is a broken promise ([`PROMISE_CHECKS`]).
@@ -255,6 +343,57 @@ async fn walk(fs: &Fs, c: Ctx, contents: bool) -> Result<Vec<(String, Kind, Opti
 
 /// Checks one promise on a mounted, recovered file system.
 pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsError> {
+    check_with(fs, c, p, &mut Lookups::default()).await
+}
+
+/// What the checks of one recovered state looked up, so that the
+/// promises in force read each name and listing once: the checks only
+/// read, so the file system does not change between them.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    names: BTreeMap<String, Option<Seen>>,
+    listings: BTreeMap<String, Option<BTreeMap<String, Kind>>>,
+}
+
+impl Lookups {
+    /// `path` as [`seen`] finds it, from an earlier lookup if that one
+    /// read what is needed.
+    async fn seen(&mut self, fs: &Fs, c: Ctx, path: &str, read: bool) -> Result<Option<&Seen>, FsError> {
+        let fresh = match self.names.get(path) {
+            Some(Some(s)) => read && s.kind == Kind::File && s.content.is_none(),
+            Some(None) => false,
+            None => true,
+        };
+        if fresh {
+            let s = seen(fs, c, path, read).await?;
+            self.names.insert(path.to_string(), s);
+        }
+        Ok(self.names.get(path).and_then(Option::as_ref))
+    }
+
+    /// The listing of `path` as [`entries`] finds it, once.
+    async fn entries(
+        &mut self,
+        fs: &Fs,
+        c: Ctx,
+        path: &str,
+    ) -> Result<Option<&BTreeMap<String, Kind>>, FsError> {
+        if !self.listings.contains_key(path) {
+            let e = entries(fs, c, path).await?;
+            self.listings.insert(path.to_string(), e);
+        }
+        Ok(self.listings.get(path).and_then(Option::as_ref))
+    }
+}
+
+/// [`check`], with the lookups of the other promises checked on the same
+/// recovered state.
+pub async fn check_with(
+    fs: &Fs,
+    c: Ctx,
+    p: &Promise,
+    looked: &mut Lookups,
+) -> Result<Option<Failure>, FsError> {
     Ok(match &p.expect {
         Expect::File {
             path,
@@ -345,7 +484,281 @@ pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsEr
                 )),
             }
         }
+        Expect::States(st) => check_states(fs, c, st, &p.op, looked).await?,
+        Expect::OneOf { paths, tuples } => check_one_of(fs, c, paths, tuples, &p.op, looked).await?,
     })
+}
+
+/// A name as recovered: its kind, link count, permission bits and, if
+/// read, a file's bytes or a link's target.
+#[derive(Debug)]
+struct Seen {
+    kind: Kind,
+    nlink: u16,
+    perm: u16,
+    target: Option<String>,
+    content: Option<Vec<u8>>,
+}
+
+/// Looks `path` up; reads a file's bytes only if `read` (what an allowed
+/// state promises).
+async fn seen(fs: &Fs, c: Ctx, path: &str, read: bool) -> Result<Option<Seen>, FsError> {
+    let ino = match fs.resolve(c, path).await {
+        Ok(i) => i,
+        Err(FsError::NotFound) | Err(FsError::NotDir) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let a = fs.getattr(c, ino).await?;
+    let content = if read && a.ftype == FileType::File {
+        Some(fs.read(c, ino, 0, a.size as usize).await?)
+    } else {
+        None
+    };
+    let target = if a.ftype == FileType::Symlink {
+        Some(fs.readlink(c, ino).await?)
+    } else {
+        None
+    };
+    Ok(Some(Seen {
+        kind: kind_of(a.ftype),
+        nlink: a.links,
+        perm: a.perm,
+        target,
+        content,
+    }))
+}
+
+/// True if some allowed state promises a file's bytes.
+fn wants_content(allowed: &[Option<Node>]) -> bool {
+    allowed
+        .iter()
+        .any(|n| matches!(n, Some(Node::File { content: Some(_), .. })))
+}
+
+/// Whether a recovered file's bytes are allowed by its versions: its size
+/// is one of theirs, or a block boundary between the smallest and the
+/// largest (Linux updates `i_size` page by page while it copies a write,
+/// `generic_perform_write` in mm/filemap.c, so a crash within an
+/// extending write can leave any page-aligned size in between); and each
+/// 4 KiB block holds the bytes of that block in one of the versions
+/// (bytes past a version's end are zeros: a hole or a truncation), since
+/// blocks reach the media independently and a block write may be torn
+/// from its neighbours. With one version this is equality.
+pub fn content_allowed(got: &[u8], versions: &[&[u8]]) -> Result<(), String> {
+    const B: usize = mqfs::layout::BLOCK;
+    let (lo, hi) = (
+        versions.iter().map(|v| v.len()).min().unwrap_or(0),
+        versions.iter().map(|v| v.len()).max().unwrap_or(0),
+    );
+    let size_ok = versions.iter().any(|v| v.len() == got.len())
+        || (got.len() % B == 0 && lo < got.len() && got.len() < hi);
+    if !size_ok {
+        let mut sizes: Vec<usize> = versions.iter().map(|v| v.len()).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        return Err(format!(
+            "{} bytes, expected one of the sizes {sizes:?}",
+            got.len()
+        ));
+    }
+    let block_of = |v: &[u8], start: usize, end: usize| -> bool {
+        (start..end).all(|i| v.get(i).copied().unwrap_or(0) == got[i])
+    };
+    for start in (0..got.len()).step_by(B) {
+        let end = (start + B).min(got.len());
+        if !versions.iter().any(|v| block_of(v, start, end)) {
+            let hint = versions
+                .first()
+                .map(|v| diff_hint(&got[start..end], v.get(start..end.min(v.len())).unwrap_or(&[])))
+                .unwrap_or_default();
+            return Err(format!(
+                "{} bytes; block {} (bytes {start}..{end}) is in none of its {} version(s){hint}",
+                got.len(),
+                start / B,
+                versions.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why a recovered name is in none of its allowed states (`None`: it is
+/// in one), and the check that fails.
+fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'static str, String)> {
+    let Some(got) = got else {
+        if allowed.contains(&None) {
+            return None;
+        }
+        let dir = allowed.iter().flatten().all(|n| n.kind() != Kind::File);
+        return Some((if dir { "durable-dir" } else { "durable-data" }, "lost".into()));
+    };
+    let same_kind: Vec<&Node> = allowed
+        .iter()
+        .flatten()
+        .filter(|n| n.kind() == got.kind)
+        .collect();
+    if same_kind.is_empty() {
+        return Some((
+            "durable-meta",
+            format!("is a {:?}, expected {:?}", got.kind, allowed),
+        ));
+    }
+    match got.kind {
+        Kind::Dir => None,
+        Kind::Symlink => {
+            let ok = same_kind
+                .iter()
+                .any(|n| matches!(n, Node::Symlink(t) if Some(t) == got.target.as_ref()));
+            (!ok).then(|| ("durable-data", format!("links to {:?}", got.target)))
+        }
+        Kind::File => {
+            let field = |f: fn(&Node) -> Option<u16>| -> Option<Vec<u16>> {
+                let v: Option<Vec<u16>> = same_kind.iter().map(|n| f(n)).collect();
+                v
+            };
+            let nlink = |n: &Node| match n {
+                Node::File { nlink, .. } => *nlink,
+                _ => None,
+            };
+            let perm = |n: &Node| match n {
+                Node::File { perm, .. } => *perm,
+                _ => None,
+            };
+            if let Some(v) = field(nlink) {
+                if !v.contains(&got.nlink) {
+                    return Some((
+                        "durable-meta",
+                        format!("link count {}, expected one of {v:?}", got.nlink),
+                    ));
+                }
+            }
+            if let Some(v) = field(perm) {
+                if !v.contains(&got.perm) {
+                    return Some((
+                        "durable-meta",
+                        format!(
+                            "mode {:o}, expected {:o}",
+                            got.perm,
+                            v.first().copied().unwrap_or(0)
+                        ),
+                    ));
+                }
+            }
+            let versions: Option<Vec<&[u8]>> = same_kind
+                .iter()
+                .map(|n| match n {
+                    Node::File { content: Some(c), .. } => Some(c.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            match (versions, &got.content) {
+                (Some(v), Some(data)) => content_allowed(data, &v).err().map(|e| ("durable-data", e)),
+                _ => None,
+            }
+        }
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Checks an [`Expect::States`] promise.
+async fn check_states(
+    fs: &Fs,
+    c: Ctx,
+    st: &States,
+    op: &str,
+    looked: &mut Lookups,
+) -> Result<Option<Failure>, FsError> {
+    // Names under a directory that is absent, as allowed, are absent
+    // with it (an fdatasync of a directory does not promise its name).
+    let mut gone: Vec<&str> = Vec::new();
+    for (path, allowed) in &st.paths {
+        let got = looked.seen(fs, c, path, wants_content(allowed)).await?;
+        if got.is_none() {
+            let under_gone = gone.iter().any(|g| path.starts_with(&format!("{g}/")));
+            if under_gone || allowed.contains(&None) {
+                gone.push(path);
+                continue;
+            }
+        }
+        if let Some((check, why)) = state_mismatch(got, allowed) {
+            return Ok(Some(fail(check, format!("{path} after `{op}`: {why}"))));
+        }
+    }
+    for dir in &st.listed {
+        let Some(names) = looked.entries(fs, c, dir).await? else {
+            continue;
+        };
+        for name in names.keys() {
+            let p = join(dir, name);
+            let allowed = st.paths.get(&p).is_some_and(|a| a.iter().any(Option::is_some));
+            if !allowed {
+                return Ok(Some(fail(
+                    "durable-dir",
+                    format!("{dir} after `{op}`: entry {name:?}, which it never held since"),
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// True if the recovered names `got` are, together, in one of the
+/// allowed combinations.
+fn tuple_fits(got: &[Option<&Seen>], tuples: &[Vec<Option<Node>>]) -> bool {
+    tuples.iter().any(|t| {
+        t.len() == got.len()
+            && got
+                .iter()
+                .zip(t)
+                .all(|(g, n)| state_mismatch(*g, std::slice::from_ref(n)).is_none())
+    })
+}
+
+/// Checks an [`Expect::OneOf`] promise.
+async fn check_one_of(
+    fs: &Fs,
+    c: Ctx,
+    paths: &[String],
+    tuples: &[Vec<Option<Node>>],
+    op: &str,
+    looked: &mut Lookups,
+) -> Result<Option<Failure>, FsError> {
+    for (i, p) in paths.iter().enumerate() {
+        let read = tuples
+            .iter()
+            .any(|t| t.get(i).is_some_and(|n| wants_content(std::slice::from_ref(n))));
+        looked.seen(fs, c, p, read).await?;
+    }
+    let got: Vec<Option<&Seen>> = paths
+        .iter()
+        .map(|p| looked.names.get(p).and_then(Option::as_ref))
+        .collect();
+    if tuple_fits(&got, tuples) {
+        return Ok(None);
+    }
+    let seen: Vec<String> = paths
+        .iter()
+        .zip(&got)
+        .map(|(p, g)| match g {
+            Some(s) => format!("{p}: {:?} with {} link(s)", s.kind, s.nlink),
+            None => format!("{p}: absent"),
+        })
+        .collect();
+    Ok(Some(fail(
+        "op-atomic",
+        format!(
+            "`{op}` half done: {}; allowed {} combination(s)",
+            seen.join(", "),
+            tuples.len()
+        ),
+    )))
 }
 
 fn diff_hint(got: &[u8], want: &[u8]) -> String {
@@ -381,4 +794,112 @@ pub async fn sanity(fs: &Fs, c: Ctx) -> Result<Option<Failure>, FsError> {
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(content: &[u8], nlink: u16) -> Seen {
+        Seen {
+            kind: Kind::File,
+            nlink,
+            perm: 0o644,
+            target: None,
+            content: Some(content.to_vec()),
+        }
+    }
+
+    fn promised(content: &[u8], nlink: u16) -> Option<Node> {
+        Some(Node::File {
+            content: Some(content.to_vec().into()),
+            nlink: Some(nlink),
+            perm: Some(0o644),
+        })
+    }
+
+    #[test]
+    fn content_is_checked_block_by_block_against_the_versions() {
+        let b = mqfs::layout::BLOCK;
+        let old = vec![b'o'; 2 * b];
+        let new = vec![b'n'; 2 * b];
+        // One version: equality.
+        assert!(content_allowed(&old, &[&old]).is_ok());
+        assert!(content_allowed(&new, &[&old]).is_err());
+        // A torn two-block write: each block old or new.
+        let mut torn = old.clone();
+        torn[b..].fill(b'n');
+        assert!(content_allowed(&torn, &[&old, &new]).is_ok());
+        // A block mixing the two within itself is neither.
+        let mut mixed = old.clone();
+        mixed[10] = b'n';
+        let e = content_allowed(&mixed, &[&old, &new]).unwrap_err();
+        assert!(e.contains("block 0"), "{e}");
+        // Sizes: a version's, or a page boundary between them (an
+        // extending write in flight); bytes past a version's end are zeros.
+        let short = vec![b'o'; 10];
+        let long = vec![b'o'; 3 * b];
+        assert!(content_allowed(&long[..2 * b], &[&short, &long]).is_ok());
+        assert!(content_allowed(&long[..2 * b + 1], &[&short, &long]).is_err());
+        let mut zeros = vec![0u8; b];
+        zeros[..10].fill(b'o');
+        assert!(content_allowed(&zeros, &[&short, &long]).is_ok());
+    }
+
+    #[test]
+    fn a_wrong_link_count_of_a_synced_file_is_caught() {
+        // The old oracle (Expect::File) compared bytes only: a file whose
+        // link count recovered wrong passed.
+        let allowed = [promised(b"x", 2)];
+        assert_eq!(state_mismatch(Some(&file(b"x", 2)), &allowed), None);
+        let (check, why) = state_mismatch(Some(&file(b"x", 1)), &allowed).expect("caught");
+        assert_eq!(check, "durable-meta");
+        assert!(why.contains("link count 1"), "{why}");
+        // Mode too.
+        let mut wrong_mode = file(b"x", 2);
+        wrong_mode.perm = 0o600;
+        assert_eq!(
+            state_mismatch(Some(&wrong_mode), &allowed).map(|x| x.0),
+            Some("durable-meta")
+        );
+        // A later link widened it: either count.
+        let widened = [promised(b"x", 2), promised(b"x", 3)];
+        assert_eq!(state_mismatch(Some(&file(b"x", 3)), &widened), None);
+        // Lost, unless a later operation removed it.
+        assert_eq!(state_mismatch(None, &allowed).map(|x| x.0), Some("durable-data"));
+        assert_eq!(state_mismatch(None, &[promised(b"x", 2), None]), None);
+        // A directory's entry promises no bytes.
+        let entry = [Some(promised(b"x", 2).unwrap().as_entry())];
+        assert_eq!(state_mismatch(Some(&file(b"other", 2)), &entry), None);
+    }
+
+    #[test]
+    fn a_half_done_rename_is_caught() {
+        let e = promised(b"x", 1).map(|n| n.as_entry());
+        let tuples = vec![vec![e.clone(), None], vec![None, e]];
+        assert!(tuple_fits(&[Some(&file(b"x", 1)), None], &tuples));
+        assert!(tuple_fits(&[None, Some(&file(b"x", 1))], &tuples));
+        // Under both names, or under neither: half done.
+        assert!(!tuple_fits(
+            &[Some(&file(b"x", 1)), Some(&file(b"x", 1))],
+            &tuples
+        ));
+        assert!(!tuple_fits(&[None, None], &tuples));
+        // A link's halves differ by the link count.
+        let (one, two) = (
+            promised(b"x", 1).map(|n| n.as_entry()),
+            promised(b"x", 2).map(|n| n.as_entry()),
+        );
+        let link = vec![vec![one, None], vec![two.clone(), two]];
+        assert!(tuple_fits(&[Some(&file(b"x", 2)), Some(&file(b"x", 2))], &link));
+        assert!(!tuple_fits(&[Some(&file(b"x", 1)), Some(&file(b"x", 1))], &link));
+    }
+
+    #[test]
+    fn every_new_check_is_a_promise_check() {
+        for c in ["durable-meta", "op-atomic", "durable-data", "durable-dir"] {
+            assert!(is_promise_check(c), "{c}");
+        }
+        assert!(!is_promise_check("fsck"));
+    }
 }

@@ -1,36 +1,88 @@
 //! The [`PromiseBuilder`]: what the persistence points of a run promise,
-//! and until when. Both recorders feed it: crashfuzz's own
-//! ([`mod@crate::record`], operations of a built-in workload against the
-//! reference model) and `mqfs mount --record` (requests of real programs
-//! through FUSE). Each recorder knows the tree its own way and hands the
-//! builder paths and contents; the builder owns the rules:
+//! and how later operations widen it. Both recorders feed it: crashfuzz's
+//! own ([`mod@crate::record`], operations of a built-in workload against
+//! the reference model, which gives each operation's outcome) and `mqfs
+//! mount --record` (requests of real programs through FUSE, outcomes
+//! unknown). The builder owns the rules; [`crate::oracle::check`] only
+//! compares a recovered name with its allowed states.
 //!
-//! - **windows.** A promise holds from where its operation returned (or,
-//!   for fatomic, started) until an operation that can change one of its
-//!   paths starts ([`PromiseBuilder::begin`], [`Promise::until`]);
-//! - **fsync / fdatasync of a file** ([`PromiseBuilder::synced`] with
-//!   [`Durable::File`]): the path holds exactly the synced bytes;
-//!   fdatasync persists data, not the name, so the promise is
-//!   `if_present` unless the caller knows the name was durable already;
-//! - **fsync of a directory** ([`Durable::Dir`]): its entries;
+//! # What is promised (after CrashMonkey's oracle and ext4's semantics)
+//!
+//! - **fsync of a file**: its bytes (so its size), link count, mode, and
+//!   its name at the synced path (ext4 commits the running transaction,
+//!   which holds the name's creation; `Durable::States`);
+//! - **fdatasync**: its bytes, not its link count; nor the name unless
+//!   the caller knows it was durable already (then the path may be
+//!   absent);
+//! - **fsync of a directory**: its entries, each one's kind and (for a
+//!   file) link count, and that it holds no other names;
+//! - **sync, and the setup** (which ends with a clean unmount): the whole
+//!   tree, every file's bytes, link count and mode, every directory's
+//!   listing ([`PromiseBuilder::base`], [`PromiseBuilder::synced_tree`]);
+//!   setup files over [`BASE_CONTENT_LIMIT`] are promised without their
+//!   bytes (reading them at every crash state would cost more than the
+//!   rest of the check);
 //! - **fatomic / fdataatomic** (ccNVMe 5.1): in the MQFS modes atomicity
-//!   only ([`PromiseBuilder::atomic`]: the file, if present, is one of its
-//!   versions, from the call's start); in the other modes they are fsync /
-//!   fdatasync;
-//! - **rename of a durable file** ([`PromiseBuilder::renamed`]): it is
-//!   under exactly one of its names (not in Ext4-NJ, which has no
-//!   journal to make a rename atomic);
-//! - **sync** ([`PromiseBuilder::synced_tree`]): the whole tree;
-//! - **concurrency.** A sync that an operation changing its path
-//!   overlapped promises nothing (what it persisted is not determined);
-//!   an operation that fails promises nothing.
+//!   only ([`PromiseBuilder::atomic`]: the file, if present, is wholly one
+//!   of its versions, from the call's start); elsewhere fsync / fdatasync;
+//! - **atomicity before durability** ([`PromiseBuilder::atomic_op`]): in
+//!   the journaled modes (not Ext4-NJ) rename and link of names whose state
+//!   is durable are seen wholly or not at all at every crash point from
+//!   the operation's start, before any fsync: the two names are in their
+//!   state before or after, never half (a file under both names after a
+//!   rename, or under neither). JBD2 logs a rename's two entries and the
+//!   inode in one handle, and so does MQFS's transaction; single-name
+//!   operations (create, unlink, mkdir, rmdir, symlink) are all or
+//!   nothing by the per-name rule below, their name and inode state being
+//!   one allowed state.
+//!
+//! # Later operations widen, they do not end (CrashMonkey: "a persisted
+//! # file must match its persisted state unless a later operation changed
+//! # it, in which case it matches either")
+//!
+//! A promise holds for the rest of the run. An operation that changes a
+//! promised name adds, from its start (it may be in flight at the crash),
+//! the state it leaves the name in ([`PromiseBuilder::begin_op`], with the
+//! model's outcome) to the name's allowed states; the promise is ended and
+//! its widened copy starts there, so a crash point is checked against
+//! exactly what was allowed at it. Per kind of object:
+//!
+//! - **file content**: any version the file had between operations, block
+//!   by block (4 KiB blocks reach the media independently and a block in
+//!   flight may be old or new; see [`crate::oracle::content_allowed`]);
+//!   the size is one of the versions' sizes, or a page boundary between
+//!   them (Linux grows `i_size` page by page while it copies a write);
+//! - **file metadata** (link count, mode): any value of its versions;
+//! - **directory entries**: a promised name may also be in any state a
+//!   later operation left it in (absent included); a name a later
+//!   operation made in a listed directory is allowed, with its kind and
+//!   link count;
+//! - **name existence**: absent is allowed once an operation removed or
+//!   renamed it away; present once one made it;
+//! - **all-or-nothing sets** ([`Expect::OneOf`]): each later operation on
+//!   one of the names adds the combination it leaves.
+//!
+//! A later sync whose promise implies an earlier one (each name's new
+//! states among its old, every listed directory still listed) ends the
+//! earlier one: the newer promise then speaks for the object. A recorder
+//! that cannot tell an operation's outcome ([`PromiseBuilder::begin`],
+//! `mqfs mount --record`) ends the promises it touches instead, as before:
+//! an unknown outcome allows anything.
+//!
+//! # Concurrency
+//!
+//! A sync that an operation changing its path overlapped promises nothing
+//! (what it persisted is not determined); an operation that fails
+//! promises nothing. An outcome computed when an operation starts misses
+//! another in flight on the same file; when it ends, the outcome the
+//! model reached is added too ([`PromiseBuilder::settled`]).
 
 use std::collections::BTreeMap;
 
 use mqfs::SyncKind;
 
 use crate::model::Kind;
-use crate::oracle::{touches, Expect, Promise};
+use crate::oracle::{touches, Expect, Node, Promise, States};
 use crate::record::ModeName;
 
 /// An operation the builder was told about, from [`PromiseBuilder::begin`]
@@ -47,6 +99,137 @@ pub enum Durable {
     File(Vec<u8>),
     /// A directory's entries (without `.` and `..`): name -> kind.
     Dir(BTreeMap<String, Kind>),
+    /// What the model says the sync made durable: each name's state, and
+    /// the directories whose listing it made durable.
+    States(States),
+}
+
+/// What an fsync of the file at `path` in `state` (the model's) makes
+/// durable: the name, and its content, link count and mode.
+pub fn file_durable(path: &str, state: Option<Node>) -> States {
+    States {
+        paths: [(path.to_string(), vec![state])].into(),
+        listed: Default::default(),
+    }
+}
+
+/// What an fsync of the directory at `path` holding `entries` (the
+/// model's states of its names) makes durable: its name, its listing,
+/// and each entry's kind and link count (not a file's bytes).
+pub fn dir_durable(path: &str, entries: Vec<(String, Option<Node>)>) -> States {
+    let mut paths: BTreeMap<String, Vec<Option<Node>>> = [(path.to_string(), vec![Some(Node::Dir)])].into();
+    for (q, s) in entries {
+        paths.insert(q, vec![s.map(|n| n.as_entry())]);
+    }
+    States {
+        paths,
+        listed: [path.to_string()].into(),
+    }
+}
+
+/// What a sync (or the setup) of the tree `all` (every name with its
+/// state, the root included) makes durable: all of it, every directory
+/// listed; files over `content_limit` bytes without their bytes.
+pub fn tree_durable(all: Vec<(String, Option<Node>)>, content_limit: Option<usize>) -> States {
+    let mut st = States::default();
+    for (q, s) in all {
+        let s = match s {
+            Some(Node::File {
+                content: Some(c),
+                nlink,
+                perm,
+            }) if content_limit.is_some_and(|l| c.len() > l) => Some(Node::File {
+                content: None,
+                nlink,
+                perm,
+            }),
+            s => s,
+        };
+        if s == Some(Node::Dir) {
+            st.listed.insert(q.clone());
+        }
+        st.paths.insert(q, vec![s]);
+    }
+    st
+}
+
+/// Setup files larger than this are promised without their bytes (see
+/// the module docs).
+pub const BASE_CONTENT_LIMIT: usize = 1 << 20;
+
+/// A name's state reduced to what `template` promises (its `None` fields
+/// dropped); entry form (kind and link count) without a template.
+fn like(state: &Option<Node>, template: Option<&Node>) -> Option<Node> {
+    let n = state.as_ref()?;
+    Some(match (n, template) {
+        (
+            Node::File { content, nlink, perm },
+            Some(Node::File {
+                content: tc,
+                nlink: tn,
+                perm: tp,
+            }),
+        ) => Node::File {
+            content: tc.as_ref().and(content.clone()),
+            nlink: tn.and(*nlink),
+            perm: tp.and(*perm),
+        },
+        (n, _) => n.as_entry(),
+    })
+}
+
+fn parent_of(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &p[..i],
+    }
+}
+
+/// `st` with `effects` (names and the states an operation leaves them
+/// in) added to the allowed states of the names it promises, or of new
+/// names in its listed directories; `None` if nothing changes.
+fn widen(st: &States, effects: &[(String, Option<Node>)]) -> Option<States> {
+    let mut out = st.clone();
+    let mut changed = false;
+    for (q, state) in effects {
+        if let Some(allowed) = out.paths.get_mut(q) {
+            let template = allowed
+                .iter()
+                .flatten()
+                .find(|n| state.as_ref().is_some_and(|s| s.kind() == n.kind()))
+                .cloned();
+            let s = like(state, template.as_ref());
+            if !allowed.contains(&s) {
+                allowed.push(s);
+                changed = true;
+            }
+        } else if st.listed.contains(parent_of(q)) && q != "/" {
+            // A name the listing did not hold: absent, or what it became.
+            let s = like(state, None);
+            if s.is_some() {
+                out.paths.insert(q.clone(), vec![None, s]);
+                changed = true;
+            }
+        }
+    }
+    changed.then_some(out)
+}
+
+/// True if every state `new` allows for each name is one `old` allows
+/// (an old `None` field accepts any value), and every directory `old`
+/// lists `new` lists too: then `new` says at least what `old` says.
+fn implies(new: &States, old: &States) -> bool {
+    let fits = |n: &Option<Node>, o: &Option<Node>| match (n, o) {
+        (None, None) => true,
+        (Some(n), Some(o)) => like(&Some(n.clone()), Some(o)).as_ref() == Some(o),
+        _ => false,
+    };
+    old.listed.is_subset(&new.listed)
+        && old.paths.iter().all(|(q, o)| match new.paths.get(q) {
+            Some(n) => n.iter().all(|ns| o.iter().any(|os| fits(ns, os))),
+            // Absent where a listed directory is present, as old allows.
+            None => new.listed.contains(parent_of(q)) && o.contains(&None),
+        })
 }
 
 /// When an operation ran and what it changes.
@@ -140,6 +323,203 @@ impl PromiseBuilder {
         OpId(id)
     }
 
+    /// An operation that changes `paths` starts after `at` trace entries,
+    /// and `effects` are the states it leaves the names it can change in
+    /// (the model's outcome): promises about those names are widened (see
+    /// the module docs); promises of the kinds another recorder makes
+    /// ([`Expect::File`], [`Expect::Dir`], [`Expect::Tree`],
+    /// [`Expect::Rename`]) end as with [`PromiseBuilder::begin`].
+    pub fn begin_op(&mut self, paths: Vec<String>, at: usize, effects: &[(String, Option<Node>)]) -> OpId {
+        let legacy: Vec<String> = paths.clone();
+        let id = self.begin(Vec::new(), at);
+        if let Some(s) = self.spans.get_mut(&id.0) {
+            s.paths = paths;
+        }
+        let from = at + 1;
+        let n = self.promises.len();
+        for i in 0..n {
+            let p = &self.promises[i];
+            if p.until != usize::MAX {
+                continue;
+            }
+            let widened = match &p.expect {
+                Expect::States(st) => widen(st, effects).map(Expect::States),
+                Expect::Atomic { path, versions } if effects.iter().any(|(q, _)| q == path) => {
+                    // Wholly one version until the file changes; then
+                    // block by block, like any content.
+                    let mut allowed: Vec<Option<Node>> = vec![None];
+                    allowed.extend(versions.iter().map(|v| {
+                        Some(Node::File {
+                            content: Some(v.clone().into()),
+                            nlink: None,
+                            perm: None,
+                        })
+                    }));
+                    let st = States {
+                        paths: [(path.clone(), allowed)].into(),
+                        listed: Default::default(),
+                    };
+                    Some(Expect::States(widen(&st, effects).unwrap_or(st)))
+                }
+                Expect::OneOf { paths, tuples } => {
+                    let hit = effects.iter().any(|(q, _)| paths.contains(q));
+                    match tuples.last() {
+                        Some(last) if hit => {
+                            let t: Vec<Option<Node>> = paths
+                                .iter()
+                                .zip(last)
+                                .map(|(q, old)| match effects.iter().find(|(e, _)| e == q) {
+                                    Some((_, s)) => like(s, None),
+                                    None => old.clone(),
+                                })
+                                .collect();
+                            (!tuples.contains(&t)).then(|| {
+                                let mut tuples = tuples.clone();
+                                tuples.push(t);
+                                Expect::OneOf {
+                                    paths: paths.clone(),
+                                    tuples,
+                                }
+                            })
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(expect) = widened {
+                self.replace(i, expect, from);
+            }
+        }
+        // The other recorder's kinds: the outcome is not theirs to widen.
+        for p in &legacy {
+            for q in self.promises.iter_mut().filter(|q| {
+                q.until == usize::MAX
+                    && matches!(
+                        q.expect,
+                        Expect::File { .. } | Expect::Dir { .. } | Expect::Tree(_) | Expect::Rename { .. }
+                    )
+            }) {
+                if q.expect.paths().iter().any(|pp| touches(p, pp)) {
+                    q.until = (at + 1).max(q.from);
+                }
+            }
+        }
+        id
+    }
+
+    /// Promise `i` gives way to `expect` from trace position `from` (or
+    /// its own start, if later).
+    fn replace(&mut self, i: usize, expect: Expect, from: usize) {
+        let p = &mut self.promises[i];
+        let start = from.max(p.from);
+        p.until = start;
+        let op = p.op.clone();
+        self.push(expect, start, op);
+    }
+
+    /// An operation starting after `at` trace entries may leave the names
+    /// in `states`, which its file lost earlier in the run (an unlink or
+    /// rename a crash may undo: a write through a descriptor then shows
+    /// at the old name). Widens the per-name promises ([`Expect::States`])
+    /// only, never an operation's all-or-nothing tuples
+    /// ([`Expect::OneOf`]), which describe the world where the loss
+    /// happened.
+    pub fn widen_lost_names(&mut self, at: usize, states: &[(String, Option<Node>)]) {
+        if states.is_empty() {
+            return;
+        }
+        for i in 0..self.promises.len() {
+            let p = &self.promises[i];
+            if p.until != usize::MAX {
+                continue;
+            }
+            if let Expect::States(st) = &p.expect {
+                if let Some(w) = widen(st, states) {
+                    self.replace(i, Expect::States(w), at + 1);
+                }
+            }
+        }
+    }
+
+    /// Operation `id` (begun with [`PromiseBuilder::begin_op`]) left the
+    /// names in `states` as the model now says: states another operation
+    /// in flight made differ from those foreseen at its start are added
+    /// to the promises in force (in place: they may have been reachable
+    /// since that start).
+    pub fn settled(&mut self, states: &[(String, Option<Node>)]) {
+        for p in self.promises.iter_mut().filter(|p| p.until == usize::MAX) {
+            if let Expect::States(st) = &p.expect {
+                if let Some(w) = widen(st, states) {
+                    p.expect = Expect::States(w);
+                }
+            }
+        }
+    }
+
+    /// The state of `path` that a promise in force after `at` trace
+    /// entries makes durable (it is the only one allowed), if any:
+    /// `Some(None)` for a name durably absent (not held by a listed
+    /// directory).
+    pub fn durable_state(&self, path: &str, at: usize) -> Option<Option<Node>> {
+        self.promises
+            .iter()
+            .rev()
+            .filter(|p| p.covers(at))
+            .find_map(|p| match &p.expect {
+                Expect::States(st) => match st.paths.get(path) {
+                    Some(a) if a.len() == 1 => a.first().cloned(),
+                    Some(_) => None,
+                    None => st.listed.contains(parent_of(path)).then_some(None),
+                },
+                _ => None,
+            })
+    }
+
+    /// Operation `id`, just begun, changes the names `paths` to the states
+    /// `after` (the model's outcome), and the file system makes it atomic
+    /// (rename, link: module docs). If the mode is journaled, every name's
+    /// state is durable and no other operation on them is in flight,
+    /// promises that the names are wholly before or after it (their kind
+    /// and link count), from its start. Returns true if it promised.
+    pub fn atomic_op(&mut self, id: OpId, paths: &[String], after: &[Option<Node>], op: String) -> bool {
+        if self.mode == ModeName::None {
+            return false;
+        }
+        let Some(start) = self.spans.get(&id.0).map(|s| s.start) else {
+            return false;
+        };
+        let busy = self.spans.iter().any(|(i, s)| {
+            *i != id.0 && s.end.is_none() && s.paths.iter().any(|q| paths.iter().any(|p| touches(q, p)))
+        });
+        // As durable just before the operation (its own widening starts
+        // after its first entry).
+        let before: Option<Vec<Option<Node>>> = paths.iter().map(|p| self.durable_state(p, start)).collect();
+        let Some(before) = before else {
+            return false;
+        };
+        if busy {
+            return false;
+        }
+        let before: Vec<Option<Node>> = before.iter().map(|s| like(s, None)).collect();
+        let after: Vec<Option<Node>> = after.iter().map(|s| like(s, None)).collect();
+        self.push(
+            Expect::OneOf {
+                paths: paths.to_vec(),
+                tuples: vec![before, after],
+            },
+            start + 1,
+            op,
+        );
+        true
+    }
+
+    /// The setup's tree, durable from power-on (the setup ends with a
+    /// clean unmount; the module docs say what is promised).
+    pub fn base(&mut self, states: States) {
+        self.push(Expect::States(states), 0, "setup".into());
+    }
+
     /// Operation `id` returned after `at` trace entries; `ok` if it
     /// succeeded. A failed operation's early promise (fatomic's) is
     /// withdrawn.
@@ -167,6 +547,17 @@ impl PromiseBuilder {
     }
 
     fn push(&mut self, expect: Expect, from: usize, op: String) -> usize {
+        if let Expect::States(new) = &expect {
+            for p in self
+                .promises
+                .iter_mut()
+                .filter(|p| p.until == usize::MAX && p.from <= from)
+            {
+                if matches!(&p.expect, Expect::States(old) if implies(new, old)) {
+                    p.until = from;
+                }
+            }
+        }
         self.promises.push(Promise {
             expect,
             from,
@@ -209,6 +600,21 @@ impl PromiseBuilder {
                 entries,
                 if_present,
             },
+            Durable::States(mut st) => {
+                let data_only = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
+                if let Some(allowed) = st.paths.get_mut(&path) {
+                    if data_only {
+                        *allowed = allowed
+                            .iter()
+                            .map(|s| s.as_ref().map(Node::without_nlink))
+                            .collect();
+                    }
+                    if if_present && !allowed.contains(&None) {
+                        allowed.push(None);
+                    }
+                }
+                Expect::States(st)
+            }
         };
         self.push(expect, end, op);
         true
@@ -247,48 +653,17 @@ impl PromiseBuilder {
         }
     }
 
-    /// Rename `id` of the file at `from` (holding `content`) to `to`,
-    /// just begun. If the file's name and content were durable (a
-    /// non-optional promise of exactly that content at `from` was ended
-    /// by this rename), it must be under exactly one of its names from
-    /// now on. A promise ended at the same trace position by an earlier
-    /// operation that changed the content (a buffered write) does not
-    /// count: the content is then not durable.
-    pub fn renamed(&mut self, id: OpId, from: &str, to: &str, content: Vec<u8>, op: String) {
-        let Some(start) = self.spans.get(&id.0).map(|s| s.start) else {
-            return;
-        };
-        if self.mode == ModeName::None {
-            return;
-        }
-        let durable = self.promises.iter().any(|p| {
-            p.until == start + 1
-                && matches!(&p.expect, Expect::File { path, content: c, if_present: false }
-                    if path == from && *c == content)
-        });
-        if durable {
-            self.push(
-                Expect::Rename {
-                    from: from.to_string(),
-                    to: to.to_string(),
-                    content,
-                },
-                start,
-                op,
-            );
-        }
-    }
-
-    /// sync `id` returned with `tree` (every path, kind and content)
-    /// durable: promises it, unless a change overlapped the sync.
-    pub fn synced_tree(&mut self, id: OpId, tree: Vec<(String, Kind, Option<Vec<u8>>)>, op: String) -> bool {
+    /// sync `id` returned with `tree` (every name's state, every
+    /// directory listed) durable: promises it, unless a change overlapped
+    /// the sync.
+    pub fn synced_tree(&mut self, id: OpId, tree: States, op: String) -> bool {
         let Some(end) = self.spans.get(&id.0).and_then(|s| s.end) else {
             return false;
         };
         if self.overlapped(id, "/") {
             return false;
         }
-        self.push(Expect::Tree(tree), end, op);
+        self.push(Expect::States(tree), end, op);
         true
     }
 }
@@ -353,13 +728,13 @@ mod tests {
         assert!(b.overlapped(s, "/f") && b.overlapped(s, "/"));
         assert!(!b.overlapped(s, "/g"));
         assert!(!b.synced(s, SyncKind::Fsync, "/f", file(b"x"), true, "fsync /f".into()));
-        assert!(!b.synced_tree(s, Vec::new(), "sync".into()));
+        assert!(!b.synced_tree(s, States::default(), "sync".into()));
         assert!(b.synced(s, SyncKind::Fsync, "/g", file(b"y"), true, "fsync /g".into()));
         assert_eq!(b.promises().len(), 1);
         // Once every operation ended, the next one starts clean.
         let t = b.begin(Vec::new(), 7);
         b.end(t, 8, true);
-        assert!(b.synced_tree(t, Vec::new(), "sync".into()));
+        assert!(b.synced_tree(t, States::default(), "sync".into()));
     }
 
     #[test]
@@ -409,31 +784,192 @@ mod tests {
         assert!(b.synced(s, SyncKind::Fatomic, "/f", file(b"x"), true, "fatomic /f".into()));
     }
 
+    fn f(content: &[u8], nlink: u16) -> Option<Node> {
+        Some(Node::File {
+            content: Some(content.to_vec().into()),
+            nlink: Some(nlink),
+            perm: Some(0o644),
+        })
+    }
+
+    fn states_of(p: &Promise) -> &States {
+        match &p.expect {
+            Expect::States(st) => st,
+            e => panic!("not a States promise: {e:?}"),
+        }
+    }
+
+    fn in_force(b: &PromiseBuilder, at: usize) -> Vec<&Promise> {
+        b.promises().iter().filter(|p| p.covers(at)).collect()
+    }
+
     #[test]
-    fn a_rename_promises_one_name_only_for_a_durable_file() {
+    fn a_later_write_widens_a_file_promise_instead_of_ending_it() {
+        let mut b = PromiseBuilder::new(ModeName::Classic);
+        let s = b.begin_op(Vec::new(), 0, &[]);
+        b.end(s, 5, true);
+        let fsync = |c: &[u8]| Durable::States(file_durable("/f", f(c, 1)));
+        assert!(b.synced(s, SyncKind::Fsync, "/f", fsync(b"old"), true, "fsync /f".into()));
+        // An unrelated write: nothing changes.
+        let w = b.begin_op(vec!["/g".into()], 10, &[("/g".into(), f(b"g", 1))]);
+        b.end(w, 11, true);
+        assert_eq!(in_force(&b, 12).len(), 1);
+        // A write of /f: from its start, old or new.
+        let w = b.begin_op(vec!["/f".into()], 20, &[("/f".into(), f(b"new", 1))]);
+        b.end(w, 25, true);
+        let before = in_force(&b, 20);
+        assert_eq!(states_of(before[0]).paths["/f"], vec![f(b"old", 1)]);
+        let during = in_force(&b, 21);
+        assert_eq!(during.len(), 1);
+        assert_eq!(states_of(during[0]).paths["/f"], vec![f(b"old", 1), f(b"new", 1)]);
+        assert_eq!(
+            in_force(&b, 1_000_000).len(),
+            1,
+            "in force for the rest of the run"
+        );
+        // Its own fsync makes the newer promise, which implies the widened
+        // one and ends it.
+        let s = b.begin_op(Vec::new(), 30, &[]);
+        b.end(s, 35, true);
+        b.synced(s, SyncKind::Fsync, "/f", fsync(b"new"), true, "fsync /f".into());
+        let after = in_force(&b, 36);
+        assert_eq!(after.len(), 1);
+        assert_eq!(states_of(after[0]).paths["/f"], vec![f(b"new", 1)]);
+    }
+
+    #[test]
+    fn a_sync_promise_holds_at_every_later_point_and_widens_per_name() {
+        let mut b = PromiseBuilder::new(ModeName::Mq);
+        let tree = vec![
+            ("/".to_string(), Some(Node::Dir)),
+            ("/a".to_string(), f(b"a", 1)),
+            ("/d".to_string(), Some(Node::Dir)),
+        ];
+        let s = b.begin_op(Vec::new(), 0, &[]);
+        b.end(s, 3, true);
+        assert!(b.synced_tree(s, tree_durable(tree, None), "sync".into()));
+        // A new name in a listed directory: absent or made.
+        let c = b.begin_op(vec!["/d/x".into()], 10, &[("/d/x".into(), f(b"", 1))]);
+        b.end(c, 12, true);
+        // Removing /a: present or absent.
+        let u = b.begin_op(vec!["/a".into()], 20, &[("/a".into(), None)]);
+        b.end(u, 22, true);
+        let now = in_force(&b, 500);
+        assert_eq!(now.len(), 1);
+        // The old rule ended a sync's promise at the first later change.
+        assert_eq!(now[0].op, "sync");
+        let st = states_of(now[0]);
+        assert_eq!(st.paths["/a"], vec![f(b"a", 1), None]);
+        // The new name under a listed directory: its kind and link count.
+        let entry = Some(Node::File {
+            content: None,
+            nlink: Some(1),
+            perm: None,
+        });
+        assert_eq!(st.paths["/d/x"], vec![None, entry]);
+        assert!(st.listed.contains("/d") && st.listed.contains("/"));
+    }
+
+    #[test]
+    fn fdatasync_promises_neither_the_link_count_nor_a_fresh_name() {
+        let mut b = PromiseBuilder::new(ModeName::Horae);
+        let s = b.begin_op(Vec::new(), 0, &[]);
+        b.end(s, 1, true);
+        let state = Durable::States(file_durable("/f", f(b"x", 2)));
+        b.synced(s, SyncKind::Fdatasync, "/f", state, false, "fdatasync /f".into());
+        let data = Some(Node::File {
+            content: Some(b"x".to_vec().into()),
+            nlink: None,
+            perm: Some(0o644),
+        });
+        assert_eq!(states_of(&b.promises()[0]).paths["/f"], vec![data, None]);
+    }
+
+    #[test]
+    fn a_dir_fsync_promises_entries_with_link_counts_not_contents() {
+        let st = dir_durable(
+            "/d",
+            vec![("/d/f".into(), f(b"data", 2)), ("/d/s".into(), Some(Node::Dir))],
+        );
+        let entry = Some(Node::File {
+            content: None,
+            nlink: Some(2),
+            perm: None,
+        });
+        assert_eq!(st.paths["/d/f"], vec![entry]);
+        assert_eq!(st.paths["/d"], vec![Some(Node::Dir)]);
+        assert!(st.listed.contains("/d") && !st.listed.contains("/d/s"));
+        // A later write to /d/f does not widen it: contents are not promised.
+        assert!(widen(&st, &[("/d/f".into(), f(b"other", 2))]).is_none());
+        // A link does: the link count changes.
+        let w = widen(&st, &[("/d/f".into(), f(b"data", 3))]).expect("widened");
+        assert_eq!(w.paths["/d/f"].len(), 2);
+    }
+
+    #[test]
+    fn a_rename_of_durable_names_is_all_or_nothing_in_journaled_modes_only() {
         for mode in [ModeName::Classic, ModeName::None] {
             let mut b = PromiseBuilder::new(mode);
-            let s = b.begin(Vec::new(), 0);
-            b.end(s, 1, true);
-            b.synced(s, SyncKind::Fsync, "/a", file(b"x"), true, "fsync /a".into());
-            // Different content than synced: not durable.
-            let r = b.begin(vec!["/a".into(), "/b".into()], 5);
-            b.renamed(r, "/a", "/b", b"y".to_vec(), "rename /a /b".into());
-            b.end(r, 6, true);
-            assert_eq!(b.promises().len(), 1);
-            let s = b.begin(Vec::new(), 7);
-            b.end(s, 8, true);
-            b.synced(s, SyncKind::Fsync, "/b", file(b"y"), true, "fsync /b".into());
-            let r = b.begin(vec!["/b".into(), "/c".into()], 9);
-            b.renamed(r, "/b", "/c", b"y".to_vec(), "rename /b /c".into());
-            b.end(r, 10, true);
-            let renames = b
+            b.base(tree_durable(
+                vec![("/".into(), Some(Node::Dir)), ("/a".into(), f(b"x", 1))],
+                None,
+            ));
+            let paths = ["/a".to_string(), "/b".to_string()];
+            let effects = [("/a".to_string(), None), ("/b".to_string(), f(b"x", 1))];
+            let r = b.begin_op(paths.to_vec(), 5, &effects);
+            let promised = b.atomic_op(r, &paths, &[None, f(b"x", 1)], "rename /a /b".into());
+            assert_eq!(promised, mode != ModeName::None, "{mode:?}");
+            b.end(r, 9, true);
+            if mode == ModeName::None {
+                continue;
+            }
+            let one_of = b
                 .promises()
                 .iter()
-                .filter(|p| matches!(p.expect, Expect::Rename { .. }))
-                .count();
-            // Ext4-NJ has no journal to make a rename atomic.
-            assert_eq!(renames, usize::from(mode != ModeName::None), "{mode:?}");
+                .find(|p| matches!(p.expect, Expect::OneOf { .. }))
+                .expect("promised");
+            assert_eq!(one_of.from, 6);
+            let entry = Some(Node::File {
+                content: None,
+                nlink: Some(1),
+                perm: None,
+            });
+            let tuples = vec![vec![entry.clone(), None], vec![None, entry]];
+            assert_eq!(
+                one_of.expect,
+                Expect::OneOf {
+                    paths: paths.to_vec(),
+                    tuples
+                }
+            );
+            // A rename of a name whose state is not durable promises nothing.
+            let w = b.begin_op(vec!["/b".into()], 10, &[("/b".into(), f(b"y", 1))]);
+            b.end(w, 11, true);
+            let paths = ["/b".to_string(), "/c".to_string()];
+            let effects = [("/b".to_string(), None), ("/c".to_string(), f(b"y", 1))];
+            let r = b.begin_op(paths.to_vec(), 12, &effects);
+            assert!(!b.atomic_op(r, &paths, &[None, f(b"y", 1)], "rename /b /c".into()));
         }
+    }
+
+    #[test]
+    fn an_atomic_promise_widens_block_by_block_once_the_file_changes() {
+        let mut b = PromiseBuilder::new(ModeName::MqAtomic);
+        let s = b.begin_op(Vec::new(), 0, &[]);
+        b.atomic(
+            s,
+            "/f",
+            vec![b"v1".to_vec()],
+            Some(b"v2".to_vec()),
+            "fatomic /f".into(),
+        );
+        b.end(s, 4, true);
+        let w = b.begin_op(vec!["/f".into()], 10, &[("/f".into(), f(b"v3", 1))]);
+        b.end(w, 12, true);
+        let now = in_force(&b, 11);
+        assert_eq!(now.len(), 1);
+        let allowed = &states_of(now[0]).paths["/f"];
+        // Absent, v1, empty, v2 (as promised), and v3.
+        assert!(allowed.contains(&None) && allowed.len() == 5, "{allowed:?}");
     }
 }

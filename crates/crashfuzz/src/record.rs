@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::model::{Kind, Model};
 use crate::oracle::Promise;
-use crate::promises::{Durable, OpId, PromiseBuilder};
+use crate::promises::{
+    dir_durable, file_durable, tree_durable, Durable, OpId, PromiseBuilder, BASE_CONTENT_LIMIT,
+};
 use crate::workload::{pattern, Op, Workload, FILL_SEED};
 
 /// The consistency configurations crashfuzz explores.
@@ -413,9 +415,12 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         };
         shared.borrow_mut().model.apply(&op);
     }
-    // The setup ended with a clean unmount: its files are durable versions.
+    // The setup ended with a clean unmount: its tree is durable from
+    // power-on, and its files' contents are durable versions.
     {
         let mut sh = shared.borrow_mut();
+        let base = tree_durable(sh.model.all_states(), Some(BASE_CONTENT_LIMIT));
+        sh.promises.base(base);
         for (p, k, c) in sh.model.tree() {
             if let (Kind::File, Some(c)) = (k, c) {
                 sh.versions.entry(p).or_default().push(c);
@@ -771,14 +776,24 @@ impl Shared {
     /// it may change stop holding; a rename of a durable file and an
     /// atomic sync promise from here.
     fn begin(&mut self, op: &Op, start: usize) -> OpId {
+        // The paths the operation changes, and every other name of the
+        // same files (a write through one hard link, or through a
+        // descriptor, changes them all).
         let owned = self.changed(op);
-        let id = self.promises.begin(owned, start);
-        if let Op::Rename(from, to) = op {
-            if self.model.kind(from) == Some(Kind::File) {
-                if let Some(content) = self.model.content(from) {
-                    self.promises.renamed(id, from, to, content, op.to_string());
-                }
-            }
+        // What the operation can leave each name it changes in, from its
+        // start: the promises about them widen to it.
+        let affected = self.model.affected(op);
+        let effects = self.model.after(op, &affected);
+        let id = self.promises.begin_op(owned, start, &effects);
+        self.promises
+            .widen_lost_names(start, &self.model.former_names_after(op));
+        if let Op::Rename(from, to) | Op::Link(from, to) = op {
+            let paths = [from.clone(), to.clone()];
+            let after: Vec<_> = paths
+                .iter()
+                .map(|p| effects.iter().find(|(q, _)| q == p).and_then(|(_, s)| s.clone()))
+                .collect();
+            self.promises.atomic_op(id, &paths, &after, op.to_string());
         }
         if let Some((p, kind)) = self.sync_target(op) {
             let p = &p;
@@ -890,6 +905,10 @@ impl Shared {
             }
         }
         self.model.apply(op);
+        if !op.changed_paths().is_empty() {
+            let states = self.model.states(&self.model.affected(op));
+            self.promises.settled(&states);
+        }
         self.track_names(op);
         match op {
             Op::Dwrite(p, ..) | Op::Sfr(p, ..) => {
@@ -916,8 +935,23 @@ impl Shared {
                     self.fresh.remove(p);
                 }
                 let state = match self.model.kind(p) {
-                    Some(Kind::File) => self.model.content(p).map(Durable::File),
-                    Some(Kind::Dir) => self.model.entries(p).map(Durable::Dir),
+                    Some(Kind::File) => Some(Durable::States(file_durable(p, self.model.state(p)))),
+                    Some(Kind::Dir) => {
+                        let names: Vec<String> = self
+                            .model
+                            .entries(p)
+                            .unwrap_or_default()
+                            .into_keys()
+                            .map(|n| {
+                                if p == "/" {
+                                    format!("/{n}")
+                                } else {
+                                    format!("{p}/{n}")
+                                }
+                            })
+                            .collect();
+                        Some(Durable::States(dir_durable(p, self.model.states(&names))))
+                    }
                     _ => None,
                 };
                 if let Some(state) = state {
@@ -937,7 +971,8 @@ impl Shared {
                     }
                 }
             }
-            self.promises.synced_tree(id, self.model.tree(), op.to_string());
+            self.promises
+                .synced_tree(id, tree_durable(self.model.all_states(), None), op.to_string());
         }
     }
 }

@@ -9,11 +9,45 @@
 mod common;
 
 use common::{config, opts, workload};
-use crashfuzz::{explore, record, Expect, ModeName};
+use crashfuzz::oracle::Node;
+use crashfuzz::{explore, record, Expect, ModeName, Recording};
+
+/// The files `op`'s own promises name with exactly one allowed content
+/// (absence aside: fdatasync does not promise a fresh name; not the
+/// copies later operations widened), in promise order.
+fn files_promised(rec: &Recording, op: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for p in rec.promises.iter().filter(|p| p.op == op) {
+        let Expect::States(st) = &p.expect else { continue };
+        for (path, allowed) in &st.paths {
+            let contents: Vec<&Vec<u8>> = allowed
+                .iter()
+                .flatten()
+                .filter_map(|n| match n {
+                    Node::File { content: Some(c), .. } => Some(&**c),
+                    _ => None,
+                })
+                .collect();
+            if let [c] = contents.as_slice() {
+                let f = (path.clone(), c.to_vec());
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
+}
 
 #[test]
 fn the_io_workloads_pass_in_every_safe_mode() {
-    for name in ["direct_io", "sfr_writeback", "mmap_msync", "fd_unlinked"] {
+    for name in [
+        "direct_io",
+        "sfr_writeback",
+        "mmap_msync",
+        "fd_unlinked",
+        "fallocate_modes",
+    ] {
         let w = workload(name);
         for mode in [
             ModeName::Classic,
@@ -37,14 +71,11 @@ fn the_io_workloads_pass_in_every_safe_mode() {
 fn msync_promises_the_stores_as_fdatasync_does() {
     let w = workload("mmap_msync");
     let rec = record(&w, &config(ModeName::Mq, "flash-vwc")).expect("record");
-    let after_msync: Vec<&Vec<u8>> = rec
-        .promises
+    let after_msync: Vec<Vec<u8>> = ["msync /m 0 4096", "msync /m 4096 4096"]
         .iter()
-        .filter(|p| p.op.starts_with("msync"))
-        .filter_map(|p| match &p.expect {
-            Expect::File { path, content, .. } if path == "/m" => Some(content),
-            _ => None,
-        })
+        .flat_map(|op| files_promised(&rec, op))
+        .filter(|(path, _)| path == "/m")
+        .map(|(_, c)| c)
         .collect();
     assert_eq!(after_msync.len(), 2, "{:?}", rec.promises);
     // The first store (seed 2 at 100..300) is in the first promise; the
@@ -119,13 +150,9 @@ fn an_outcome_other_than_the_expected_one_fails_the_run() {
 fn a_descriptor_syncs_its_file_under_its_current_name_and_nothing_once_nameless() {
     let rec = record(&workload("fd_unlinked"), &config(ModeName::Classic, "flash-vwc")).expect("record");
     let promised = |op: &str| -> Vec<(String, usize)> {
-        rec.promises
-            .iter()
-            .filter(|p| p.op == op)
-            .filter_map(|p| match &p.expect {
-                Expect::File { path, content, .. } => Some((path.clone(), content.len())),
-                _ => None,
-            })
+        files_promised(&rec, op)
+            .into_iter()
+            .map(|(p, c)| (p, c.len()))
             .collect()
     };
     assert_eq!(promised("fdfsync 2"), vec![("/b".to_string(), 4096)]);

@@ -164,12 +164,17 @@ fn the_recorder_api_builds_an_equivalent_run() {
         rec.base_pmr.clone(),
         rec.base_media.clone(),
     );
-    let file = rec
-        .promises
-        .iter()
-        .find(|p| matches!(p.expect, crashfuzz::oracle::Expect::File { .. }))
-        .expect("a file promise")
-        .clone();
+    // The kind of promise an outside recorder makes (the recipe's step 5).
+    let file = crashfuzz::oracle::Promise {
+        expect: crashfuzz::oracle::Expect::File {
+            path: "/promised".into(),
+            content: b"x".to_vec(),
+            if_present: false,
+        },
+        from: 10,
+        until: usize::MAX,
+        op: "fsync /promised".into(),
+    };
     let path_promised = file.expect.paths()[0].to_string();
     run.push_promise(crashfuzz::oracle::Promise {
         until: usize::MAX,

@@ -8,8 +8,40 @@ use super::layout::{self, RawEntry};
 use super::{Epoch, OrderingQueue, Pending, Progress, ORDERING_LAYER_COST};
 use crate::error::DriverError;
 
+/// One write of an epoch: `len` 4 KiB blocks at device block `lba`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrderedWrite {
+    /// First logical block (device LBA units).
+    pub lba: u64,
+    /// 4 KiB blocks.
+    pub len: u32,
+    /// The write overwrites live data in place (an IPU, Horae 5.4: the
+    /// upper layer knows, as HoraeFS does from `BH_New`): its entry carries
+    /// the `ipu` bit and recovery never zero-fills it
+    /// ([`layout`](super::layout) module documentation). Without it the
+    /// blocks' old content must be dead (newly allocated blocks, journal
+    /// blocks cleaned before reuse): a discard zero-fills them. The upper
+    /// layer must not have an in-place write in flight together with
+    /// another write to the same block (with no write redirection, a
+    /// dependency loop cannot be resolved: Horae 5.4 "classic IO stacks
+    /// handle dependency loops by prohibiting multiple in-progress IPU on
+    /// the same address").
+    pub in_place: bool,
+}
+
+impl OrderedWrite {
+    /// A write whose blocks' old content is dead.
+    pub fn fresh(lba: u64, len: u32) -> OrderedWrite {
+        OrderedWrite {
+            lba,
+            len,
+            in_place: false,
+        }
+    }
+}
+
 impl OrderingQueue {
-    fn check_writes(&self, writes: &[(u64, u32)]) -> Result<(), DriverError> {
+    fn check_writes(&self, writes: &[OrderedWrite]) -> Result<(), DriverError> {
         if writes.is_empty() || writes.len() as u64 > self.layout.capacity as u64 {
             return Err(DriverError::Invalid(format!(
                 "an epoch holds 1..={} writes, not {}",
@@ -19,7 +51,7 @@ impl OrderingQueue {
         }
         let info = self.dev.info();
         let per_page = 4096 / info.lba_size as u64;
-        for &(lba, len) in writes {
+        for &OrderedWrite { lba, len, .. } in writes {
             let end = (len as u64)
                 .checked_mul(per_page)
                 .and_then(|b| lba.checked_add(b));
@@ -33,11 +65,22 @@ impl OrderingQueue {
     }
 
     /// Appends one epoch of independent writes `(lba, len in 4 KiB blocks)`
-    /// from a thread on `core`, and returns once its entries and the tail
-    /// covering them are persistent (every earlier epoch's tail first).
-    /// Charges [`ORDERING_LAYER_COST`] per write. Waits (dequeueing, and
-    /// flushing on a device with a volatile cache) while the queue is full.
+    /// to blocks whose old content is dead ([`OrderedWrite::fresh`]); see
+    /// [`OrderingQueue::append_writes`].
     pub async fn append_epoch(&self, core: usize, writes: &[(u64, u32)]) -> Result<Epoch, DriverError> {
+        let writes: Vec<OrderedWrite> = writes
+            .iter()
+            .map(|&(lba, len)| OrderedWrite::fresh(lba, len))
+            .collect();
+        self.append_writes(core, &writes).await
+    }
+
+    /// Appends one epoch of independent writes from a thread on `core`,
+    /// and returns once its entries and the tail covering them are
+    /// persistent (every earlier epoch's tail first). Charges
+    /// [`ORDERING_LAYER_COST`] per write. Waits (dequeueing, and flushing
+    /// on a device with a volatile cache) while the queue is full.
+    pub async fn append_writes(&self, core: usize, writes: &[OrderedWrite]) -> Result<Epoch, DriverError> {
         self.check_writes(writes)?;
         let c = self.dev.machine().core(core)?;
         let n = writes.len() as u64;
@@ -65,7 +108,7 @@ impl OrderingQueue {
     }
 
     /// Reserves slots for `writes` if they fit: (first sequence, epoch id).
-    fn reserve(&self, writes: &[(u64, u32)]) -> Option<(u64, u64)> {
+    fn reserve(&self, writes: &[OrderedWrite]) -> Option<(u64, u64)> {
         let head = self.head();
         let n = writes.len() as u64;
         let mut st = self.state.borrow_mut();
@@ -76,24 +119,25 @@ impl OrderingQueue {
         st.reserved += n;
         let id = st.next_epoch;
         st.next_epoch += 1;
-        st.entries.extend(writes.iter().map(|&(lba, len)| Pending {
-            lba,
-            len,
+        st.entries.extend(writes.iter().map(|w| Pending {
+            lba: w.lba,
+            len: w.len,
             progress: Progress::Appended,
         }));
         Some((first, id))
     }
 
     /// Stores the entries of an epoch, waits for its turn, persists the tail.
-    async fn store_epoch(&self, c: &Core, first: u64, writes: &[(u64, u32)]) -> Result<(), DriverError> {
-        for (i, &(lba, len)) in writes.iter().enumerate() {
+    async fn store_epoch(&self, c: &Core, first: u64, writes: &[OrderedWrite]) -> Result<(), DriverError> {
+        for (i, w) in writes.iter().enumerate() {
             let e = RawEntry {
-                lba: lba as u32,
-                len,
+                lba: w.lba as u32,
+                len: w.len,
                 devid: 0,
                 etag: i == 0,
                 dr: false,
                 plba: layout::NO_PLBA,
+                ipu: w.in_place,
                 rsvd: 0,
             };
             self.write(c, self.layout.slot(first + i as u64), &e.to_bytes())

@@ -30,11 +30,28 @@
 //! | 72 | `etag` | set on the first entry of each epoch |
 //! | 73 | `dr` | the entry's data is durable (set on completion) |
 //! | 74..106 | `plba` | prepare-write LBA; [`NO_PLBA`]: not redirected |
-//! | 106..128 | `rsvd` | zero |
+//! | 106 | `ipu` | the write updates live data in place (not in Figure 6; see below) |
+//! | 107..128 | `rsvd` | zero |
 //!
 //! So bytes 0..8 hold `lba | len << 32`, and the 8-byte word at bytes 8..16
-//! holds `devid | etag << 8 | dr << 9 | plba << 10 | rsvd << 42`: setting
-//! `dr` rewrites that one aligned 8-byte word (`docs/decisions.md` H5).
+//! holds `devid | etag << 8 | dr << 9 | plba << 10 | ipu << 42 | rsvd << 43`:
+//! setting `dr` rewrites that one aligned 8-byte word, `ipu` included
+//! (`docs/decisions.md` H5).
+//!
+//! ## The `ipu` bit (a deviation from Figure 6)
+//!
+//! Horae marks an in-place update (IPU, 5.4) by redirecting it: its entry
+//! carries the p-area block in `plba`, and recovery commits or drops the
+//! prepare write while the home block keeps its old content. Write
+//! redirection is not implemented here (`docs/decisions.md` H9), so an
+//! in-place write goes to its home block directly and its entry says so
+//! with the `ipu` bit, the lowest bit Figure 6 leaves reserved. Recovery
+//! never zero-fills an `ipu` entry's blocks: they hold live data, old or
+//! new (a 4 KiB write lands whole in the media model; a torn overwrite
+//! before fsync is what ext4's ordered mode allows too). The layout
+//! version stays 1: a region written before the bit existed has it clear
+//! everywhere (`rsvd` was zero), and a reader that predates it refuses an
+//! `ipu` entry as reserved bits set rather than zero-filling live data.
 
 /// Magic of the header ("HORAEOQ1" little-endian).
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HORAEOQ1");
@@ -53,8 +70,8 @@ pub const ENTRY_BYTES: u64 = 16;
 /// `plba` of an entry whose write was not redirected (write redirection is
 /// not implemented, so every entry carries it).
 pub const NO_PLBA: u32 = u32::MAX;
-/// Mask of the 22 reserved bits.
-const RSVD_MASK: u32 = (1 << 22) - 1;
+/// Mask of the 21 reserved bits.
+const RSVD_MASK: u32 = (1 << 21) - 1;
 
 /// Where the region sits in the PMR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +161,10 @@ pub struct RawEntry {
     pub dr: bool,
     /// Prepare-write LBA ([`NO_PLBA`]: none).
     pub plba: u32,
-    /// Reserved (22 bits).
+    /// The write updates live data in place: recovery keeps its blocks
+    /// (see the module documentation).
+    pub ipu: bool,
+    /// Reserved (21 bits).
     pub rsvd: u32,
 }
 
@@ -157,7 +177,8 @@ impl RawEntry {
             | (self.etag as u128) << 72
             | (self.dr as u128) << 73
             | (self.plba as u128) << 74
-            | ((self.rsvd & RSVD_MASK) as u128) << 106;
+            | (self.ipu as u128) << 106
+            | ((self.rsvd & RSVD_MASK) as u128) << 107;
         v.to_le_bytes()
     }
 
@@ -171,12 +192,13 @@ impl RawEntry {
             etag: (v >> 72) & 1 == 1,
             dr: (v >> 73) & 1 == 1,
             plba: (v >> 74) as u32,
-            rsvd: (v >> 106) as u32 & RSVD_MASK,
+            ipu: (v >> 106) & 1 == 1,
+            rsvd: (v >> 107) as u32 & RSVD_MASK,
         }
     }
 
     /// The aligned 8-byte word at bytes 8..16 (devid, etag, dr, plba,
-    /// rsvd): what a `dr` update rewrites.
+    /// ipu, rsvd): what a `dr` update rewrites.
     pub fn high_word(&self) -> [u8; 8] {
         le8(&self.to_bytes()[8..16])
     }
@@ -195,7 +217,8 @@ mod tests {
             etag: true,
             dr: false,
             plba: 0xDEAD_BEEF,
-            rsvd: 0x2A_AAAA & RSVD_MASK,
+            ipu: true,
+            rsvd: 0x15_5555 & RSVD_MASK,
         };
         let b = e.to_bytes();
         assert_eq!(&b[0..4], &0x1234_5678u32.to_le_bytes());
@@ -206,7 +229,10 @@ mod tests {
         assert_eq!((w >> 8) & 1, 1);
         assert_eq!((w >> 9) & 1, 0);
         assert_eq!((w >> 10) & 0xFFFF_FFFF, 0xDEAD_BEEF);
-        assert_eq!(w >> 42, (0x2A_AAAA & RSVD_MASK) as u64);
+        assert_eq!((w >> 42) & 1, 1);
+        assert_eq!(w >> 43, (0x15_5555 & RSVD_MASK) as u64);
+        let fresh = RawEntry { ipu: false, ..e };
+        assert_eq!(u64::from_le_bytes(fresh.high_word()) ^ w, 1 << 42);
         assert_eq!(RawEntry::from_bytes(&b), e);
         let d = RawEntry { dr: true, ..e };
         assert_eq!(u64::from_le_bytes(d.high_word()) ^ w, 1 << 9);

@@ -52,17 +52,24 @@
 //! are durable, then from `flushed` forward while `dr` = 1; the first entry
 //! with `dr` = 0 and every entry after it violate the order, and
 //! [`HoraeRecovery::discard_and_reset`] zero-fills their blocks in queue
-//! order, then empties the queue durably.
+//! order (except in-place writes, below), then empties the queue durably.
 //!
 //! ## Not implemented (documented decisions)
 //!
-//! - **Write redirection** for in-place updates (Horae 5.4: IPU flag,
-//!   p-area, prepare and commit writes, IPU radix tree): every entry has
-//!   `plba` = [`layout::NO_PLBA`]. Without it, ordered writes must target
-//!   blocks whose old content is dead (newly allocated blocks, or journal
-//!   blocks cleaned before reuse, as HoraeFS does, Horae 5.6.2): recovery
-//!   zero-fills discarded ranges, which would destroy live data under an
-//!   in-place update. Recovery refuses entries with a `plba`.
+//! - **Write redirection** for in-place updates (Horae 5.4: p-area,
+//!   prepare and commit writes, IPU radix tree; `docs/decisions.md` H9,
+//!   issue 16): every entry has `plba` = [`layout::NO_PLBA`], and recovery
+//!   refuses entries with a `plba`. The upper layer says which writes
+//!   update live data in place ([`OrderedWrite::in_place`], as HoraeFS
+//!   detects IPU from `BH_New`, Horae 5.6.2); their entries carry the `ipu`
+//!   bit (a reserved bit of Figure 6, see [`layout`]) and go to their home
+//!   blocks directly. Recovery zero-fills only the discarded entries
+//!   without it (newly allocated blocks, journal blocks cleaned before
+//!   reuse): zero-filling an in-place write would destroy live data. An
+//!   in-place block past the durable point holds its old or its new
+//!   content, not Horae's old content for certain (the p-area would
+//!   give that); ext4's ordered mode promises no more for an overwrite
+//!   before fsync.
 //! - **Swap** to a checkpoint region (Horae 5.2): a full queue makes
 //!   `append_epoch` wait for dequeue instead.
 //! - Several streams and several devices (`devid` is always 0; the joint
@@ -87,6 +94,7 @@ use tokio::sync::{Mutex, Notify};
 use crate::device::BlockDevice;
 use crate::error::DriverError;
 
+pub use append::OrderedWrite;
 pub use layout::{RawEntry, RegionLayout};
 pub use recovery::{recover, HoraeRecovery, OrderingEntry};
 

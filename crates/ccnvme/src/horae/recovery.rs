@@ -8,9 +8,10 @@
 //! depends on: that entry and all the following ones violate the order, and
 //! their blocks are filled with zeros, in queue order, by
 //! [`HoraeRecovery::discard_and_reset`] (Horae: "discards the following data
-//! blocks through filling the blocks with zeros"). With no write
-//! redirection there are no prepare writes to commit (see the module
-//! documentation of [`crate::horae`]).
+//! blocks through filling the blocks with zeros"), except the blocks of
+//! in-place writes (`ipu` bit): they hold live data, old or new, and are
+//! left as they are. With no write redirection there are no prepare writes
+//! to commit (see the module documentation of [`crate::horae`]).
 //!
 //! Anything that does not make sense (pointers out of range, an entry of
 //! length 0, past the device, for another device, with reserved bits or a
@@ -41,6 +42,8 @@ pub struct OrderingEntry {
     pub etag: bool,
     /// `dr` bit.
     pub dr: bool,
+    /// `ipu` bit: an in-place write, whose blocks a discard keeps.
+    pub in_place: bool,
 }
 
 /// What [`recover`] found.
@@ -57,14 +60,20 @@ pub struct HoraeRecovery {
     /// Entries whose data is durable and in order, in queue order.
     pub durable: Vec<OrderingEntry>,
     /// The first entry past `flushed` with `dr` = 0 and every later entry,
-    /// in queue order: their blocks are to be discarded.
+    /// in queue order: they violate the order; the blocks of those not
+    /// `in_place` are to be discarded.
     pub discard: Vec<OrderingEntry>,
 }
 
 impl HoraeRecovery {
-    /// The `(lba, len in 4 KiB blocks)` ranges to discard, in queue order.
+    /// The `(lba, len in 4 KiB blocks)` ranges to zero-fill, in queue
+    /// order: the discarded entries that are not in-place writes.
     pub fn discard_ranges(&self) -> Vec<(u64, u32)> {
-        self.discard.iter().map(|e| (e.lba, e.len)).collect()
+        self.discard
+            .iter()
+            .filter(|e| !e.in_place)
+            .map(|e| (e.lba, e.len))
+            .collect()
     }
 
     /// Sequence number of the first violated entry (the tail if none).
@@ -72,8 +81,9 @@ impl HoraeRecovery {
         self.discard.first().map_or(self.tail, |e| e.seq)
     }
 
-    /// Zero-fills the discarded ranges through the block device on `core`,
-    /// one write at a time in queue order (split at the maximum transfer),
+    /// Zero-fills the [`HoraeRecovery::discard_ranges`] through the block
+    /// device on `core`, one write at a time in queue order (split at the
+    /// maximum transfer),
     /// flushes (dropped without a volatile cache), then empties the queue
     /// durably: head := tail (one persistent write makes it empty), then
     /// `flushed` := tail. Running it again after a crash half-way is safe.
@@ -82,18 +92,19 @@ impl HoraeRecovery {
         if start != self.layout.start {
             return Err(DriverError::Invalid("recovery of another region".into()));
         }
-        if !self.discard.is_empty() {
+        let ranges = self.discard_ranges();
+        if !ranges.is_empty() {
             let mem = dev.machine().memory();
             let zero = mem.alloc(4096)?;
             mem.fill(zero, 4096, 0)?;
             let per_page = 4096 / dev.info().lba_size as u64;
             let chunk = (dev.info().max_transfer / 4096).clamp(1, 1 << 16);
             let mut r = Ok(());
-            'all: for e in &self.discard {
+            'all: for &(lba, len) in &ranges {
                 let mut off = 0u64;
-                while off < e.len as u64 {
-                    let k = chunk.min(e.len as u64 - off);
-                    let bio = Bio::write(e.lba + off * per_page, vec![zero; k as usize]);
+                while off < len as u64 {
+                    let k = chunk.min(len as u64 - off);
+                    let bio = Bio::write(lba + off * per_page, vec![zero; k as usize]);
                     r = dev.submit_wait(core, &bio).await;
                     if r.is_err() {
                         break 'all;
@@ -172,6 +183,7 @@ pub async fn recover(dev: &Rc<BlockDevice>) -> Result<HoraeRecovery, DriverError
                 len: e.len,
                 etag: e.etag,
                 dr: e.dr,
+                in_place: e.ipu,
             };
             if out.discard.is_empty() && (seq < flushed || e.dr) {
                 out.durable.push(entry);

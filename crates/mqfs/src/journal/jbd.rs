@@ -27,7 +27,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
-use ccnvme::horae::OrderingQueue;
+use ccnvme::horae::{OrderedWrite, OrderingQueue};
 use ccnvme::{Bio, BioFlags, Done};
 use pcie_sim::HostAddr;
 use tokio::sync::{Mutex, Notify};
@@ -50,6 +50,10 @@ struct Running {
     blocks: BTreeSet<u64>,
     revokes: BTreeSet<u64>,
     ordered: BTreeSet<Ino>,
+    /// Blocks freed in this transaction: until it commits, their old
+    /// owner still holds them on disk, so a reuse before then is no fresh
+    /// block (HoraeFS writes it as an in-place update).
+    freed: BTreeSet<u64>,
 }
 
 struct State {
@@ -139,6 +143,11 @@ impl Jbd {
         self.st.borrow_mut().running.ordered.insert(ino);
     }
 
+    /// Block `b` was freed (data or metadata) in the running transaction.
+    pub(crate) fn note_freed(&self, b: u64) {
+        self.st.borrow_mut().running.freed.insert(b);
+    }
+
     pub(crate) fn note_freed_meta(&self, b: u64) {
         let mut st = self.st.borrow_mut();
         let was_running = st.running.blocks.remove(&b);
@@ -225,12 +234,24 @@ impl Jbd {
             .filter_map(|b| fs.bufs.get(*b).map(|c| (*b, c.snapshot())))
             .collect();
         let mut data: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
+        // Per data block: true if it overwrites live data in place (HoraeFS
+        // tells the ordering layer, as it detects IPU from `BH_New`, Horae
+        // 5.6.2): not allocated since the inode's last commit, or allocated
+        // after being freed in this very transaction (its old owner keeps
+        // it until this commits). Fresh blocks hold dead data, which a
+        // Horae recovery may zero-fill.
+        let mut in_place: Vec<bool> = Vec::new();
         for ino in &running.ordered {
             let st = fs.inodes.borrow().get(ino).cloned();
             if let Some(st) = st {
+                // Every allocation since the last commit dirtied a bitmap
+                // on the inode's behalf, so the inode is in `ordered`: this
+                // takes each allocation in the transaction that commits it.
+                let fresh = std::mem::take(&mut *st.new_blocks.borrow_mut());
                 for (fb, page) in st.pages.dirty() {
                     if let Some(home) = Fs::bmap(&st, fb) {
                         data.push((home, page.snapshot()));
+                        in_place.push(!fresh.contains(&home) || running.freed.contains(&home));
                         page.set_dirty(false);
                     }
                 }
@@ -284,10 +305,13 @@ impl Jbd {
                 fs.write_all(ctx, &[commit], flags).await?;
             }
             Some(oq) => {
+                // The log and the commit block are cleaned before reuse
+                // (Horae 5.6.2): not in place.
+                in_place.resize(data.len() + log.len(), false);
                 let mut epoch1 = data;
                 epoch1.extend(log);
-                let mut started = self.horae_epoch(fs, oq, ctx, &epoch1).await?;
-                started.extend(self.horae_epoch(fs, oq, ctx, &[commit]).await?);
+                let mut started = self.horae_epoch(fs, oq, ctx, &epoch1, &in_place).await?;
+                started.extend(self.horae_epoch(fs, oq, ctx, &[commit], &[false]).await?);
                 fs.write_wait(ctx, started).await?;
                 oq.flush(ctx.core).await?;
             }
@@ -307,17 +331,28 @@ impl Jbd {
         Ok(())
     }
 
-    /// Appends `blocks` as one epoch of the ordering queue, then dispatches
-    /// them without waiting.
+    /// Appends `blocks` as one epoch of the ordering queue (`in_place[i]`:
+    /// block `i` overwrites live data), then dispatches them without
+    /// waiting.
     async fn horae_epoch(
         &self,
         fs: &Fs,
         oq: &Rc<OrderingQueue>,
         ctx: Ctx,
         blocks: &[(u64, Box<[u8; BLOCK]>)],
+        in_place: &[bool],
     ) -> Result<Vec<(Done, HostAddr)>, FsError> {
-        let ranges: Vec<(u64, u32)> = blocks.iter().map(|(b, _)| (*b, 1)).collect();
-        let epoch = oq.append_epoch(ctx.core, &ranges).await?;
+        debug_assert_eq!(blocks.len(), in_place.len(), "one in-place flag per block");
+        let writes: Vec<OrderedWrite> = blocks
+            .iter()
+            .zip(in_place)
+            .map(|((b, _), ip)| OrderedWrite {
+                lba: *b,
+                len: 1,
+                in_place: *ip,
+            })
+            .collect();
+        let epoch = oq.append_writes(ctx.core, &writes).await?;
         let mut started = Vec::new();
         for (i, (b, data)) in blocks.iter().enumerate() {
             let page = fs.take_page_pub()?;

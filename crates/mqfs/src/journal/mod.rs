@@ -50,8 +50,10 @@ impl Journal {
 
     /// Block `b` was freed (data or metadata).
     pub(crate) fn note_freed(&self, b: u64) {
-        if let Journal::Mq(m) = self {
-            m.note_freed(b);
+        match self {
+            Journal::None => {}
+            Journal::Jbd(j) => j.note_freed(b),
+            Journal::Mq(m) => m.note_freed(b),
         }
     }
 
