@@ -249,21 +249,12 @@ impl Model {
     /// Every name of node `id`, in path order (none once the last is
     /// gone).
     pub fn names_of(&self, id: u64) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut stack = vec![(String::new(), ROOT)];
-        while let Some((prefix, dir)) = stack.pop() {
-            if let Some(Node::Dir(e)) = self.nodes.get(&dir) {
-                for (name, child) in e {
-                    let p = format!("{prefix}/{name}");
-                    if *child == id {
-                        out.push(p.clone());
-                    }
-                    if matches!(self.nodes.get(child), Some(Node::Dir(_))) {
-                        stack.push((p, *child));
-                    }
-                }
-            }
-        }
+        let mut out: Vec<String> = self
+            .names()
+            .into_iter()
+            .filter(|(_, i)| *i == id)
+            .map(|(p, _)| p)
+            .collect();
         out.sort();
         out
     }
