@@ -171,7 +171,8 @@ impl Model {
     /// lost during the run and does not have now: a crash may undo the
     /// unlink or rename, and the file there holds the new bytes (its link
     /// count then is not known here: unchecked).
-    pub fn former_names_after(&self, op: &Op) -> Vec<(String, Option<State>)> {
+    /// `next` is this model with `op` applied ([`Model::after`]).
+    pub fn former_names_after(&self, op: &Op, next: &Model) -> Vec<(String, Option<State>)> {
         let Op::Fdwrite(fd, ..) = op else {
             return Vec::new();
         };
@@ -179,9 +180,7 @@ impl Model {
             return Vec::new();
         };
         let now = self.names_of(id);
-        let mut m = self.clone();
-        m.apply(op);
-        let Some(Node::File(c)) = m.nodes.get(&id) else {
+        let Some(Node::File(c)) = next.nodes.get(&id) else {
             return Vec::new();
         };
         self.former
@@ -200,12 +199,12 @@ impl Model {
             .collect()
     }
 
-    /// The states of `paths` after `op`, if it succeeds, without changing
-    /// the model.
-    pub fn after(&self, op: &Op, paths: &[String]) -> Vec<(String, Option<State>)> {
+    /// This model with `op` applied, if it succeeds, leaving this one as
+    /// it is (what the operation can leave names in).
+    pub fn after(&self, op: &Op) -> Model {
         let mut m = self.clone();
         m.apply(op);
-        m.states(paths)
+        m
     }
 
     /// The states of `paths` now.
@@ -312,26 +311,14 @@ impl Model {
     /// Every path under the root with its kind and content (a file's
     /// bytes, a symbolic link's target).
     pub fn tree(&self) -> Vec<(String, Kind, Option<Vec<u8>>)> {
-        let mut out = Vec::new();
-        let mut stack = vec![(String::new(), ROOT)];
-        while let Some((prefix, id)) = stack.pop() {
-            if let Some(Node::Dir(e)) = self.nodes.get(&id) {
-                for (name, child) in e {
-                    let p = format!("{prefix}/{name}");
-                    match self.nodes.get(child) {
-                        Some(Node::File(c)) => out.push((p, Kind::File, Some(c.to_vec()))),
-                        Some(Node::Symlink(t)) => out.push((p, Kind::Symlink, Some(t.as_bytes().to_vec()))),
-                        Some(Node::Dir(_)) => {
-                            out.push((p.clone(), Kind::Dir, None));
-                            stack.push((p, *child));
-                        }
-                        None => {}
-                    }
-                }
-            }
-        }
-        out.sort();
-        out
+        self.names()
+            .into_iter()
+            .filter_map(|(p, id)| match self.nodes.get(&id)? {
+                Node::File(c) => Some((p, Kind::File, Some(c.to_vec()))),
+                Node::Symlink(t) => Some((p, Kind::Symlink, Some(t.as_bytes().to_vec()))),
+                Node::Dir(_) => Some((p, Kind::Dir, None)),
+            })
+            .collect()
     }
 
     fn insert(&mut self, path: &str, node: Node) {

@@ -783,10 +783,11 @@ impl Shared {
         // What the operation can leave each name it changes in, from its
         // start: the promises about them widen to it.
         let affected = self.model.affected(op);
-        let effects = self.model.after(op, &affected);
+        let next = self.model.after(op);
+        let effects = next.states(&affected);
         let id = self.promises.begin_op(owned, start, &effects);
         self.promises
-            .widen_lost_names(start, &self.model.former_names_after(op));
+            .widen_lost_names(start, &self.model.former_names_after(op, &next));
         if let Op::Rename(from, to) | Op::Link(from, to) = op {
             let paths = [from.clone(), to.clone()];
             let after: Vec<_> = paths

@@ -9,17 +9,12 @@ use crashfuzz::replay::{replay, ReplayId};
 use crashfuzz::{explore, record, Error, ExploreOptions, ModeName, RunConfig};
 
 mod common;
-use common::{config, opts, workload};
+use common::{config, opts, workload, SAFE_MODES};
 
 #[test]
 fn safe_modes_keep_every_promise_on_generic_035() {
     let w = workload("generic_035");
-    for mode in [
-        ModeName::Classic,
-        ModeName::Horae,
-        ModeName::Mq,
-        ModeName::MqAtomic,
-    ] {
+    for mode in SAFE_MODES {
         for profile in ["optane-905p", "flash-vwc"] {
             let r = explore(&w, &config(mode, profile), &opts(), &w.name).expect("explore");
             assert!(r.crash_points > 100, "{mode:?} {profile}: {r:?}");

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{config, opts, workload};
+use common::{config, opts, workload, SAFE_MODES};
 use crashfuzz::oracle::Node;
 use crashfuzz::{explore, record, Expect, ModeName, Recording};
 
@@ -49,12 +49,7 @@ fn the_io_workloads_pass_in_every_safe_mode() {
         "fallocate_modes",
     ] {
         let w = workload(name);
-        for mode in [
-            ModeName::Classic,
-            ModeName::Horae,
-            ModeName::Mq,
-            ModeName::MqAtomic,
-        ] {
+        for mode in SAFE_MODES {
             for profile in ["optane-905p", "flash-vwc"] {
                 let r = explore(&w, &config(mode, profile), &opts(), &w.name).expect("explore");
                 assert!(

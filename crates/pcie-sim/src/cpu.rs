@@ -243,27 +243,10 @@ impl Core {
     /// when lines left since the last marker, so a core that never
     /// touches WC memory adds nothing to the trace.
     fn mark_fence(&self) {
-        if !self.state().unfenced.replace(false) {
-            return;
+        if self.state().unfenced.replace(false) {
+            self.machine
+                .record_marker(EventKind::Fence, self.index as u8, 0, 0);
         }
-        let now = self.machine.now();
-        self.machine.trace.borrow_mut().record(
-            TraceEntry {
-                time: now,
-                effect: now,
-                addr: 0,
-                payload: NO_PAYLOAD,
-                len: 0,
-                attr: 0,
-                kind: EventKind::Fence,
-                purpose: Purpose::UNTAGGED,
-                source: self.index as u8,
-                flags: 0,
-                code: 0,
-                wire_bytes: 0,
-            },
-            &[],
-        );
     }
 
     /// An uncached read of `buf.len()` bytes at `addr` (0 bytes: a

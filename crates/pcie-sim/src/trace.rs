@@ -412,11 +412,11 @@ impl BusTrace {
     pub fn record(&mut self, mut e: TraceEntry, payload: &[u8]) -> u64 {
         let seq = self.events;
         self.events += 1;
+        if e.kind.is_tlp() {
+            self.counters
+                .add_tlp(e.kind, e.purpose, e.wire_bytes as u64, e.len as u64);
+        }
         if self.mode == TraceMode::CountersOnly {
-            if e.kind.is_tlp() {
-                self.counters
-                    .add_tlp(e.kind, e.purpose, e.wire_bytes as u64, e.len as u64);
-            }
             return seq;
         }
         let mut h = mix(self.hash, e.time.0);
@@ -437,10 +437,6 @@ impl BusTrace {
             h = mix(h, u64::from_le_bytes(w));
         }
         self.hash = h;
-        if e.kind.is_tlp() {
-            self.counters
-                .add_tlp(e.kind, e.purpose, e.wire_bytes as u64, e.len as u64);
-        }
         match self.mode {
             TraceMode::Off | TraceMode::CountersOnly => {}
             TraceMode::Events => {

@@ -11,6 +11,15 @@ pub fn workload(name: &str) -> Workload {
     by_name(name).expect("built-in").remove(0)
 }
 
+/// The crash-consistent modes of the default run, which must keep every
+/// promise.
+pub const SAFE_MODES: [ModeName; 4] = [
+    ModeName::Classic,
+    ModeName::Horae,
+    ModeName::Mq,
+    ModeName::MqAtomic,
+];
+
 /// `mode` on the drive profile named `profile`, seed 1.
 pub fn config(mode: ModeName, profile: &str) -> RunConfig {
     RunConfig::new(mode, RunConfig::profile_by_name(profile).expect("profile"), 1)

@@ -392,21 +392,26 @@ impl Inner {
     /// the crash model must hold the writes they came from as landed.
     /// Nothing for an empty read.
     pub(crate) fn record_pmr_read(&self, port: u8, offset: u64, len: usize) {
-        if len == 0 {
-            return;
+        if len != 0 {
+            self.record_marker(EventKind::PmrRead, port, offset, len as u32);
         }
+    }
+
+    /// Records a trace entry that is not a bus transaction and carries no
+    /// payload (a [`EventKind::Fence`] or [`EventKind::PmrRead`]) now.
+    pub(crate) fn record_marker(&self, kind: EventKind, source: u8, addr: u64, len: u32) {
         let now = self.now();
         self.trace.borrow_mut().record(
             TraceEntry {
                 time: now,
                 effect: now,
-                addr: offset,
+                addr,
                 payload: NO_PAYLOAD,
-                len: len as u32,
+                len,
                 attr: 0,
-                kind: EventKind::PmrRead,
+                kind,
                 purpose: Purpose::UNTAGGED,
-                source: port,
+                source,
                 flags: 0,
                 code: 0,
                 wire_bytes: 0,
