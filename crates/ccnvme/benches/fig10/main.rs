@@ -31,18 +31,7 @@ fn main() {
     let mut single: Vec<[TxResult; 4]> = Vec::new();
     for &b in sizes {
         let r = Approach::ALL.map(|a| measure(&p, a, 1, b, d));
-        println!(
-            "| {} KiB | {:.1} | {:.1} | {:.1} | {:.1} | {:.0}% | {:.0}% | {:.0}% | {:.0}% |",
-            b * 4,
-            r[0].tps / 1e3,
-            r[1].tps / 1e3,
-            r[2].tps / 1e3,
-            r[3].tps / 1e3,
-            r[0].utilization * 100.0,
-            r[1].utilization * 100.0,
-            r[2].utilization * 100.0,
-            r[3].utilization * 100.0
-        );
+        println!("{}", row(&format!("{} KiB", b * 4), &r));
         single.push(r);
     }
     let avg =
@@ -59,17 +48,7 @@ fn main() {
     let mut saturate = [None; 4];
     for &t in threads {
         let r = Approach::ALL.map(|a| measure(&p, a, t, 1, d));
-        println!(
-            "| {t} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0}% | {:.0}% | {:.0}% | {:.0}% |",
-            r[0].tps / 1e3,
-            r[1].tps / 1e3,
-            r[2].tps / 1e3,
-            r[3].tps / 1e3,
-            r[0].utilization * 100.0,
-            r[1].utilization * 100.0,
-            r[2].utilization * 100.0,
-            r[3].utilization * 100.0
-        );
+        println!("{}", row(&t.to_string(), &r));
         for (i, x) in r.iter().enumerate() {
             if saturate[i].is_none() && x.utilization >= 0.9 {
                 saturate[i] = Some(t);
@@ -83,4 +62,14 @@ fn main() {
             None => println!("- {}: not reached", a.name()),
         }
     }
+}
+
+/// A table row: the label, each approach's KTPS, then its utilization.
+fn row(label: &str, r: &[TxResult; 4]) -> String {
+    let tps: Vec<String> = r.iter().map(|x| format!("{:.1}", x.tps / 1e3)).collect();
+    let util: Vec<String> = r
+        .iter()
+        .map(|x| format!("{:.0}%", x.utilization * 100.0))
+        .collect();
+    format!("| {label} | {} | {} |", tps.join(" | "), util.join(" | "))
 }
