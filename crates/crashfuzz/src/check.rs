@@ -17,12 +17,13 @@ use std::sync::{Arc, Mutex};
 
 use ccnvme::BlockDevice;
 use mqfs::{mount, Ctx};
-use nvme_ctrl::crash::{boot, drive_hash, CrashState};
+use nvme_ctrl::crash::{boot, written_terms, CrashState};
 use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
 use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
 
 use crate::oracle::{check_with, sanity, Failure, Lookups, Promise};
 use crate::record::{fs_profile_for, probe_for, Fault, ModeName, Recording};
+use crate::reuse::{Recovered, RecoveryMemo};
 use crate::saved::SavedConfig;
 
 /// What a checker needs besides the state (shared by all workers).
@@ -44,6 +45,9 @@ pub struct CheckContext {
     pub sanity: bool,
     /// Verdicts by recovered image and promises (shared by the workers).
     pub verdicts: Arc<Mutex<BTreeMap<u128, Vec<Failure>>>>,
+    /// Recoveries by what they read, to know a state's recovered drive
+    /// without booting ([`crate::reuse`]); `None`: every state boots.
+    pub recoveries: Option<Arc<RecoveryMemo>>,
 }
 
 impl CheckContext {
@@ -65,6 +69,7 @@ impl CheckContext {
             promises,
             sanity,
             verdicts: Arc::default(),
+            recoveries: None,
         }
     }
 }
@@ -95,6 +100,9 @@ pub struct CheckOutcome {
     pub log: Vec<String>,
     /// The verdict came from an earlier state that recovered alike.
     pub recovered_alike: bool,
+    /// No machine booted: the recovery of an earlier state that read the
+    /// same content was reused ([`crate::reuse`]).
+    pub recovery_reused: bool,
 }
 
 /// Simulated time a recovery may take before it counts as a hang.
@@ -102,6 +110,23 @@ pub const RECOVERY_LIMIT: SimDuration = SimDuration::from_ms(500);
 
 /// Checks one state.
 pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
+    let promised = crate::oracle::promises_key(&cx.promises, state.point + 1);
+    let pmr_hash = state.pmr.clone().content_hash();
+    if let Some(rec) = cx.recoveries.as_ref().and_then(|m| m.lookup(state, pmr_hash)) {
+        let key = pcie_sim::content_hash::combine(&[rec.drive_hash(state), promised]);
+        let known = cx.verdicts.lock().ok().and_then(|v| v.get(&key).cloned());
+        if let Some(failures) = known {
+            let mut log = rec.log.clone();
+            log.push("recovery: as an earlier state that read the same content (not booted)".into());
+            log.push("verdict: as an earlier state that recovered to the same image".into());
+            return CheckOutcome {
+                failures,
+                log,
+                recovered_alike: true,
+                recovery_reused: true,
+            };
+        }
+    }
     let mut log = Vec::new();
     let ex = Executor::new(1);
     let m = Machine::new(&ex, cx.machine.clone(), TraceMode::CountersOnly);
@@ -115,14 +140,18 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 }],
                 log,
                 recovered_alike: false,
+                recovery_reused: false,
             }
         }
     };
+    let memo = cx.recoveries.clone();
+    if memo.is_some() {
+        ctrl.backend().log_reads();
+    }
     let applied = state.point + 1;
     let in_force: Vec<usize> = (0..cx.promises.len())
         .filter(|&i| cx.promises[i].covers(applied))
         .collect();
-    let promised = crate::oracle::promises_key(&cx.promises, applied);
     // The promises stay shared: a state checks them by index (an atomic
     // promise can hold many file versions; cloning them per state would
     // copy them millions of times).
@@ -182,10 +211,15 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             }
         };
         log.push("mount: recovered".into());
-        let key = pcie_sim::content_hash::combine(&[
-            drive_hash(&st, ctrl2.backend(), |b| !fs.is_journal_log_block(b)),
-            promised,
-        ]);
+        let recovered = Recovered {
+            written: written_terms(ctrl2.backend()),
+            log_area: fs.journal_log_area(),
+            log: log.clone(),
+        };
+        let key = pcie_sim::content_hash::combine(&[recovered.drive_hash(&st), promised]);
+        if let Some(memo) = &memo {
+            memo.remember(&st, pmr_hash, &ctrl2.backend().reads_logged(), recovered);
+        }
         let known = verdicts.lock().ok().and_then(|v| v.get(&key).cloned());
         if let Some(f) = known {
             log.push("verdict: as an earlier state that recovered to the same image".into());
@@ -242,6 +276,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 failures,
                 log,
                 recovered_alike,
+                recovery_reused: false,
             }
         }
         Err(e) => CheckOutcome {
@@ -251,6 +286,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             }],
             log,
             recovered_alike: false,
+            recovery_reused: false,
         },
     }
 }

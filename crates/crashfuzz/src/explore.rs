@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use nvme_ctrl::crash::{Explorer, StateChoice};
@@ -31,6 +32,9 @@ pub struct ExploreOptions {
     pub sanity: bool,
     /// Stop after this many violations (0: never).
     pub max_violations: usize,
+    /// Reuse the recovery of a state that read the same content instead
+    /// of booting ([`crate::reuse`]: it keeps every verdict).
+    pub reuse_recovery: bool,
 }
 
 impl Default for ExploreOptions {
@@ -42,6 +46,7 @@ impl Default for ExploreOptions {
             shard: None,
             sanity: true,
             max_violations: 0,
+            reuse_recovery: true,
         }
     }
 }
@@ -106,6 +111,10 @@ pub struct ExploreReport {
     /// Checked states that recovered to an image already judged (with the
     /// same promises in force): recovery ran, the verdict was reused.
     pub states_recovered_alike: u64,
+    /// Checked states whose recovery was not run: an earlier state's
+    /// recovery read the same content ([`crate::reuse`]).
+    #[serde(default)]
+    pub states_recovery_reused: u64,
 }
 
 /// Parses a shard `I/N` (check the states whose hash is `I` modulo `N`).
@@ -225,11 +234,14 @@ pub fn explore_recording(
         refused: rec.refused.iter().map(|(op, e)| format!("{op}: {e}")).collect(),
         ..Default::default()
     };
-    let cx = CheckContext::for_run(cfg, rec, opts.sanity);
+    let cx = CheckContext {
+        recoveries: opts.reuse_recovery.then(Arc::default),
+        ..CheckContext::for_run(cfg, rec, opts.sanity)
+    };
     let mut explorer = explorer_of(rec, &cfg.profile)?;
     report.crash_points = explorer.points();
     let (tx, rx) = crossbeam::channel::bounded::<nvme_ctrl::crash::CrashState>(256);
-    let (rtx, rrx) = crossbeam::channel::unbounded::<(usize, StateChoice, Vec<Failure>, f64, bool)>();
+    let (rtx, rrx) = crossbeam::channel::unbounded::<(usize, StateChoice, Vec<Failure>, f64, bool, bool)>();
     let jobs = opts.jobs.max(1);
     let mut seen: BTreeSet<u128> = BTreeSet::new();
     let mut enum_err = None;
@@ -249,6 +261,7 @@ pub fn explore_recording(
                         out.failures,
                         secs,
                         out.recovered_alike,
+                        out.recovery_reused,
                     );
                     if rtx.send(sent).is_err() {
                         return;
@@ -334,6 +347,7 @@ pub fn explore_recording(
     for r in rrx.iter() {
         report.check_seconds += r.3;
         report.states_recovered_alike += u64::from(r.4);
+        report.states_recovery_reused += u64::from(r.5);
         if !r.2.is_empty() {
             found.push((r.0, r.1, r.2));
         }

@@ -51,6 +51,7 @@ pub mod oracle;
 pub mod promises;
 pub mod record;
 pub mod replay;
+pub mod reuse;
 pub mod saved;
 pub mod timeline;
 pub mod workload;

@@ -561,8 +561,11 @@ pub fn content_allowed(got: &[u8], versions: &[&[u8]]) -> Result<(), String> {
             got.len()
         ));
     }
+    // The version's bytes of the block, zeros past its end (slices
+    // compare as memcmp: this runs for every block of every state).
     let block_of = |v: &[u8], start: usize, end: usize| -> bool {
-        (start..end).all(|i| v.get(i).copied().unwrap_or(0) == got[i])
+        let (g, have) = (&got[start..end], v.get(start..end.min(v.len())).unwrap_or(&[]));
+        g[..have.len()] == *have && g[have.len()..].iter().all(|&b| b == 0)
     };
     for start in (0..got.len()).step_by(B) {
         let end = (start + B).min(got.len());

@@ -44,6 +44,13 @@ struct Cache {
     destaged: Notify,
 }
 
+/// The blocks read, each once, in the order first read.
+#[derive(Debug, Default)]
+struct ReadLog {
+    order: Vec<u64>,
+    seen: std::collections::BTreeSet<u64>,
+}
+
 /// Media, units and cache of one controller.
 pub struct Backend {
     sim: Sim,
@@ -60,6 +67,9 @@ pub struct Backend {
     next_version: Cell<u64>,
     /// Every block a write command has changed since attach.
     written: RefCell<std::collections::BTreeSet<u64>>,
+    /// Every block read since [`Backend::log_reads`], in the order first
+    /// read (`None`: not logging).
+    read_log: RefCell<Option<ReadLog>>,
     /// The cache is power-loss protected.
     plp: bool,
     /// Write power-loss-protected blocks to the media store on arrival
@@ -103,6 +113,7 @@ impl Backend {
             cache_enabled: Cell::new(true),
             next_version: Cell::new(1),
             written: RefCell::new(Default::default()),
+            read_log: RefCell::new(None),
             plp: profile
                 .write_cache
                 .as_ref()
@@ -328,6 +339,13 @@ impl Backend {
     /// Reads `blocks`: each from the cache if it holds a newer version,
     /// else from the media after a unit read (units work in parallel).
     pub async fn read_blocks(&self, blocks: &[u64]) -> Vec<Block> {
+        if let Some(log) = self.read_log.borrow_mut().as_mut() {
+            for &b in blocks {
+                if log.seen.insert(b) {
+                    log.order.push(b);
+                }
+            }
+        }
         let mut out: Vec<Option<Block>> = vec![None; blocks.len()];
         let mut until = self.sim.now();
         for (i, b) in blocks.iter().enumerate() {
@@ -375,6 +393,23 @@ impl Backend {
     /// Makes file-backed media durable on the host.
     pub fn sync(&self) -> Result<(), crate::error::CtrlError> {
         self.media.borrow().sync()
+    }
+
+    /// Starts logging the blocks read (every block a read reaches, from
+    /// the cache or the media): a crash checker learns what a recovery
+    /// looked at. Logging costs a set insert per block, so it is off until
+    /// asked for.
+    pub fn log_reads(&self) {
+        *self.read_log.borrow_mut() = Some(Default::default());
+    }
+
+    /// The blocks read since [`Backend::log_reads`], each once, in the
+    /// order first read (empty if not logging); logging goes on.
+    pub fn reads_logged(&self) -> Vec<u64> {
+        self.read_log
+            .borrow()
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.order.clone())
     }
 
     /// Every block written since the controller attached, in order.

@@ -9,6 +9,7 @@
 //! left out is reported. Building a state copies no image: PMR pages and
 //! media blocks are shared copy-on-write with the cursors.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -213,29 +214,41 @@ impl<'t> Explorer<'t> {
     }
 }
 
-/// A hash of what the drive booted over `state` holds now: the state's
-/// blocks, with every block written since boot rehashed from its current
-/// content. Blocks for which `relevant` is false are left out. Equal
-/// content over the same base gives an equal hash when the same blocks
-/// differ from the base (a block rewritten with its base content may make
-/// equal images hash differently, never different images equal).
+/// The blocks written since the controller attached, each with the hash
+/// term of what it holds now (the cache's newer version if any): what a
+/// drive booted over a crash state changed of it.
+pub fn written_terms(backend: &crate::Backend) -> BTreeMap<u64, ContentHash> {
+    let mut buf = [0u8; crate::media::BLOCK];
+    backend
+        .written()
+        .into_iter()
+        .map(|b| {
+            backend.peek(b, &mut buf);
+            (b, crate::power::block_hash(b, &buf))
+        })
+        .collect()
+}
+
+/// A hash of what a drive booted over `state` holds after writing
+/// `written` ([`written_terms`]): the state's blocks, with the written
+/// ones replaced. Blocks for which `relevant` is false are left out.
+/// Equal content over the same base gives an equal hash when the same
+/// blocks differ from the base (a block rewritten with its base content
+/// may make equal images hash differently, never different images equal).
 pub fn drive_hash(
     state: &CrashState,
-    backend: &crate::Backend,
+    written: &BTreeMap<u64, ContentHash>,
     relevant: impl Fn(u64) -> bool,
 ) -> ContentHash {
-    let written: std::collections::BTreeSet<u64> = backend.written().into_iter().collect();
     let mut h: ContentHash = 0;
     for (b, bh) in state.block_hashes.iter() {
-        if relevant(*b) && !written.contains(b) {
+        if relevant(*b) && !written.contains_key(b) {
             h ^= bh;
         }
     }
-    let mut buf = [0u8; crate::media::BLOCK];
-    for b in written {
-        if relevant(b) {
-            backend.peek(b, &mut buf);
-            h ^= crate::power::block_hash(b, &buf);
+    for (b, term) in written {
+        if relevant(*b) {
+            h ^= term;
         }
     }
     h

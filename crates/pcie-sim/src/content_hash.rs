@@ -2,7 +2,7 @@
 //! states already checked.
 //!
 //! An image (a PMR, the media blocks that differ from a base) hashes as the
-//! XOR of one term per non-zero unit (page or block): xxh3-128 of the
+//! XOR of one term per non-zero page or per delta block (see [`unit_term`]): xxh3-128 of the
 //! unit's bytes, seeded by the unit's position and its address space. The
 //! XOR lets a hash be kept incrementally (a write takes the unit's old term
 //! out and puts the new one in) and makes it independent of the order the
@@ -32,10 +32,17 @@ pub enum Space {
     MediaBlock,
 }
 
-/// The term of the unit at `index` of `space` holding `bytes`: 0 for an
-/// all-zero unit (equal to an absent one).
+/// The term of the unit at `index` of `space` holding `bytes`.
+///
+/// A PMR page is hashed whole (every page is present, a page never written
+/// reads as zeros), so an all-zero page's term is 0, equal to an absent
+/// one. A media block is hashed as part of a *delta* over a base image,
+/// where an absent block means "the base's content": a delta block of
+/// zeros over a base block that is not zero is a different image, so its
+/// term is never 0 (it used to be, and a zeroed block that landed hashed
+/// like the same write not landed).
 pub fn unit_term(space: Space, index: u64, bytes: &[u8]) -> ContentHash {
-    if bytes.iter().all(|&b| b == 0) {
+    if space == Space::PmrPage && bytes.iter().all(|&b| b == 0) {
         return 0;
     }
     let seed = index.wrapping_mul(2) | matches!(space, Space::MediaBlock) as u64;
@@ -59,6 +66,11 @@ mod tests {
     #[test]
     fn zero_units_are_absent_and_spaces_do_not_cancel() {
         assert_eq!(unit_term(Space::PmrPage, 3, &[0; 4096]), 0);
+        assert_ne!(
+            unit_term(Space::MediaBlock, 3, &[0; 4096]),
+            0,
+            "a zeroed delta block is not the base's block"
+        );
         let a = unit_term(Space::PmrPage, 3, &[7; 4096]);
         let b = unit_term(Space::MediaBlock, 3, &[7; 4096]);
         assert_ne!(a, 0);

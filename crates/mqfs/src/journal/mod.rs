@@ -65,17 +65,37 @@ impl Journal {
     }
 }
 
-impl crate::fs::Fs {
-    /// True for a block of a journal area's log (not its superblock): once
-    /// recovery has run, nothing reads what such a block holds until a new
-    /// transaction overwrites it, so a checker may ignore its content
-    /// when comparing recovered images.
-    pub fn is_journal_log_block(&self, b: u64) -> bool {
-        let sb = self.sb.borrow();
-        if b < sb.journal_start || sb.area_blocks == 0 {
+/// Where the journal areas' logs lie (their superblocks excluded): once
+/// recovery has run, nothing reads what such a block holds until a new
+/// transaction overwrites it, so a checker may ignore its content when
+/// comparing recovered images. A plain value, so a checker can keep it
+/// past the file system it came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JournalLogArea {
+    start: u64,
+    area_blocks: u64,
+    areas: u64,
+}
+
+impl JournalLogArea {
+    /// True for a block of a journal area's log.
+    pub fn contains(&self, b: u64) -> bool {
+        if b < self.start || self.area_blocks == 0 {
             return false;
         }
-        let off = b - sb.journal_start;
-        off / sb.area_blocks < sb.journal_areas as u64 && off % sb.area_blocks != 0
+        let off = b - self.start;
+        off / self.area_blocks < self.areas && off % self.area_blocks != 0
+    }
+}
+
+impl crate::fs::Fs {
+    /// The journal's log blocks (see [`JournalLogArea`]).
+    pub fn journal_log_area(&self) -> JournalLogArea {
+        let sb = self.sb.borrow();
+        JournalLogArea {
+            start: sb.journal_start,
+            area_blocks: sb.area_blocks,
+            areas: sb.journal_areas as u64,
+        }
     }
 }
