@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::explore::{explore, ExploreOptions, ExploreReport};
 use crate::oracle::is_promise_check;
 use crate::record::{Fault, ModeName, RunConfig};
+use crate::shard::Shard;
 use crate::workload::Workload;
 
 /// One check of the explorer itself: an ordering mechanism switched off
@@ -160,21 +161,35 @@ impl Campaign {
         (w, cfg)
     }
 
-    /// Runs every run; `done` is called after each with its report. The
-    /// reports come back in campaign order (workload, mode, profile),
-    /// whatever order they finished in.
+    /// Runs every run, or the runs `shard` takes when the campaign's runs
+    /// are numbered from `first` ([`crate::shard`]); `done` is called after
+    /// each with its report. The reports come back in campaign order
+    /// (workload, mode, profile), whatever order they finished in, each
+    /// with its number.
     pub fn run(
         &self,
         opts: &ExploreOptions,
+        first: usize,
+        shard: Option<Shard>,
         done: &(dyn Fn(&ExploreReport) + Sync),
     ) -> Result<Vec<ExploreReport>, Error> {
-        let n = self.runs();
+        let mine: Vec<usize> = (0..self.runs())
+            .filter(|i| shard.is_none_or(|s| s.takes(first + i)))
+            .collect();
+        let explore_at = |k: usize| -> Result<ExploreReport, Error> {
+            let (w, cfg) = self.run_at(mine[k]);
+            let r = explore(w, &cfg, opts, &w.name)?;
+            Ok(ExploreReport {
+                run: first + mine[k],
+                ..r
+            })
+        };
+        let n = mine.len();
         let jobs = opts.jobs.max(1);
         if n < jobs * 2 {
             let mut out = Vec::with_capacity(n);
-            for i in 0..n {
-                let (w, cfg) = self.run_at(i);
-                let r = explore(w, &cfg, opts, &w.name)?;
+            for k in 0..n {
+                let r = explore_at(k)?;
                 done(&r);
                 out.push(r);
             }
@@ -184,7 +199,6 @@ impl Campaign {
         // hold most of a campaign's states (create_delete mq-atomic on a
         // cached drive: 0.6 M of 1.06 M), and on one thread it alone
         // would set the wall time. Runs in flight share the cores.
-        let inner = opts.clone();
         let next = Mutex::new(0usize);
         let results: Mutex<Vec<Option<Result<ExploreReport, Error>>>> =
             Mutex::new((0..n).map(|_| None).collect());
@@ -200,8 +214,7 @@ impl Campaign {
                     if i >= n {
                         return;
                     }
-                    let (w, cfg) = self.run_at(i);
-                    let r = explore(w, &cfg, &inner, &w.name);
+                    let r = explore_at(i);
                     if let Ok(r) = &r {
                         done(r);
                     }

@@ -39,9 +39,15 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
-    /// A shard that is not `I/N` with `I < N`.
-    #[error("bad shard `{0}`: expected I/N with 0 <= I < N")]
-    BadShard(String),
+    /// A shard that is not `I/N` with `I < N` (`I` may be `env`).
+    #[error("bad shard `{0}`: {1}")]
+    BadShard(String, String),
+    /// A report file that is not one `--json` wrote.
+    #[error("{0}: not a crashfuzz report: {1}")]
+    BadReport(String, String),
+    /// Report files that do not make one campaign's shards.
+    #[error("cannot merge: {0}")]
+    BadMerge(String),
     /// A workload file that cannot be read.
     #[error("{path}: {source}")]
     Io {

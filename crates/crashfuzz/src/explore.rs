@@ -26,8 +26,6 @@ pub struct ExploreOptions {
     pub bound_blocks: u32,
     /// Worker threads.
     pub jobs: usize,
-    /// `(i, n)`: check only the states whose hash is `i` modulo `n`.
-    pub shard: Option<(u64, u64)>,
     /// Run the sanity check on every state.
     pub sanity: bool,
     /// Stop after this many violations (0: never).
@@ -43,7 +41,6 @@ impl Default for ExploreOptions {
             bound_lines: 8,
             bound_blocks: 8,
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            shard: None,
             sanity: true,
             max_violations: 0,
             reuse_recovery: true,
@@ -71,6 +68,9 @@ pub struct Violation {
 /// What exploring one workload in one configuration found.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExploreReport {
+    /// The run's number in its campaign (see [`crate::shard`]).
+    #[serde(default)]
+    pub run: usize,
     /// Workload.
     pub workload: String,
     /// Mode.
@@ -81,7 +81,7 @@ pub struct ExploreReport {
     pub crash_points: usize,
     /// States the model allows, within the bounds.
     pub states_total: u64,
-    /// Distinct states checked (this shard).
+    /// Distinct states checked.
     pub states_checked: u64,
     /// States skipped as equal to one already checked.
     pub states_deduplicated: u64,
@@ -115,18 +115,6 @@ pub struct ExploreReport {
     /// recovery read the same content ([`crate::reuse`]).
     #[serde(default)]
     pub states_recovery_reused: u64,
-}
-
-/// Parses a shard `I/N` (check the states whose hash is `I` modulo `N`).
-pub fn parse_shard(s: &str) -> Result<(u64, u64), Error> {
-    let bad = || Error::BadShard(s.into());
-    let (i, n) = s.split_once('/').ok_or_else(bad)?;
-    let i: u64 = i.trim().parse().map_err(|_| bad())?;
-    let n: u64 = n.trim().parse().map_err(|_| bad())?;
-    if n == 0 || i >= n {
-        return Err(bad());
-    }
-    Ok((i, n))
 }
 
 /// Encodes a choice compactly for ids: `f<prefixes>.l<lines>.m<blocks>`.
@@ -323,11 +311,6 @@ pub fn explore_recording(
                 if !seen.insert(h) {
                     report.states_deduplicated += 1;
                     continue;
-                }
-                if let Some((i, n)) = opts.shard {
-                    if h % u128::from(n) != u128::from(i) {
-                        continue;
-                    }
                 }
                 report.states_checked += 1;
                 let t = Instant::now();

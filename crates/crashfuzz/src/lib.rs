@@ -53,6 +53,7 @@ pub mod record;
 pub mod replay;
 pub mod reuse;
 pub mod saved;
+pub mod shard;
 pub mod timeline;
 pub mod workload;
 

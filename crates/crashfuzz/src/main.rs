@@ -11,9 +11,10 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use crashfuzz::builtin::{names, resolve};
-use crashfuzz::explore::{explore_saved, parse_shard};
+use crashfuzz::explore::explore_saved;
 use crashfuzz::record::Fault;
 use crashfuzz::replay::{replay, replay_saved};
+use crashfuzz::shard::{merge, ReportFile, SelfCheckReport, Shard};
 use crashfuzz::workload::Outcome;
 use crashfuzz::{
     timeline, Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, SavedConfig, SavedRun,
@@ -76,6 +77,19 @@ enum Cmd {
     /// Record one workload once and show when each operation ran and
     /// what each persistence point promised (for shaping races).
     Show(OneRun),
+    /// Merge the --json reports of every shard of one campaign (`--shard
+    /// I/N`) into the campaign's report and verdict.
+    Merge {
+        /// The shards' report files, one per shard, in any order.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write the merged report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Violations to list per run (all are counted).
+        #[arg(long, default_value_t = 5)]
+        show: usize,
+    },
     /// List the built-in workloads and modes.
     List,
 }
@@ -131,7 +145,10 @@ struct RunArgs {
     /// Worker threads (default: all cores).
     #[arg(long, short)]
     jobs: Option<usize>,
-    /// Check only shard I of N (`I/N`), for spreading a run over machines.
+    /// Do only the runs of shard I of N (`I/N`; `env/N` takes I from
+    /// JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID), for spreading a
+    /// campaign over machines; `crashfuzz merge` combines the shards'
+    /// --json reports.
     #[arg(long)]
     shard: Option<String>,
     /// Switch off one ordering mechanism (no-flush-read, no-fence, no-entry-fence,
@@ -191,7 +208,6 @@ fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
         bound_blocks: a.bound.unwrap_or(a.bound_blocks),
         sanity: !a.no_sanity,
         reuse_recovery: !a.no_reuse,
-        shard: a.shard.as_deref().map(parse_shard).transpose()?,
         ..ExploreOptions::default()
     };
     if let Some(j) = a.jobs {
@@ -271,53 +287,89 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
         return run_saved(a);
     }
     let (cs, opts) = campaigns(a)?;
-    let bar = ProgressBar::new(cs.iter().map(Campaign::runs).sum::<usize>() as u64);
+    let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
+    let total: usize = cs.iter().map(Campaign::runs).sum();
+    let bar = ProgressBar::new((0..total).filter(|&i| shard.is_none_or(|s| s.takes(i))).count() as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut reports = Vec::new();
+    let mut first = 0;
     for c in &cs {
-        reports.extend(c.run(&opts, &|r: &ExploreReport| {
+        reports.extend(c.run(&opts, first, shard, &|r: &ExploreReport| {
             bar.set_message(format!("{} {} {}", r.workload, r.mode, r.profile));
             bar.inc(1);
         })?);
+        first += c.runs();
     }
     bar.finish_and_clear();
     // The default campaign also checks the explorer itself: each ordering
     // mechanism switched off must break a promise.
     let default_set = a.workload.iter().any(|w| w == "default" || w == "all");
-    let mut checks = Vec::new();
-    if !strict && default_set && a.fault.is_none() {
-        for sc in SELF_CHECKS {
-            let (r, caught) = sc.run(&opts)?;
-            checks.push((sc, r, caught));
+    let self_checked = !strict && default_set && a.fault.is_none();
+    let mut self_checks = Vec::new();
+    if self_checked {
+        for (k, sc) in SELF_CHECKS.iter().enumerate() {
+            if shard.is_none_or(|s| s.takes(total + k)) {
+                let (report, caught) = sc.run(&opts)?;
+                self_checks.push(SelfCheckReport {
+                    check: k,
+                    report,
+                    caught,
+                });
+            }
         }
     }
-    write_json(a, &reports)?;
-    Ok(summarize(&reports, a.show, strict, &checks))
+    let file = ReportFile {
+        shard,
+        strict,
+        self_checked,
+        runs: reports,
+        self_checks,
+    };
+    if let Some(path) = &a.json {
+        file.save(path)?;
+    }
+    Ok(summarize(&file, a.show))
+}
+
+/// `merge FILE...`: the shards' reports as one campaign's.
+fn merge_cmd(files: &[PathBuf], json: Option<&Path>, show: usize) -> Result<ExitCode, Error> {
+    let loaded = files
+        .iter()
+        .map(|p| Ok((p.display().to_string(), ReportFile::load(p)?)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let file = merge(loaded)?;
+    if let Some(path) = json {
+        file.save(path)?;
+    }
+    Ok(summarize(&file, show))
 }
 
 /// `explore --trace FILE,...`: every violation fails the run.
 fn run_saved(a: &RunArgs) -> Result<ExitCode, Error> {
     let opts = explore_options(a)?;
-    let mut reports = Vec::new();
-    for path in &a.trace {
-        reports.push(explore_saved(path, &opts)?);
+    let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
+    let mut runs = Vec::new();
+    for (run, path) in a.trace.iter().enumerate() {
+        if shard.is_none_or(|s| s.takes(run)) {
+            runs.push(ExploreReport {
+                run,
+                ..explore_saved(path, &opts)?
+            });
+        }
     }
-    write_json(a, &reports)?;
-    Ok(summarize(&reports, a.show, true, &[]))
-}
-
-fn write_json(a: &RunArgs, reports: &[ExploreReport]) -> Result<(), Error> {
+    let file = ReportFile {
+        shard,
+        strict: true,
+        runs,
+        ..ReportFile::default()
+    };
     if let Some(path) = &a.json {
-        let text = serde_json::to_string_pretty(reports)?;
-        std::fs::write(path, text).map_err(|source| Error::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        file.save(path)?;
     }
-    Ok(())
+    Ok(summarize(&file, a.show))
 }
 
 /// Records the one workload `one` names.
@@ -402,13 +454,14 @@ fn trace_cmd(one: &OneRun, trace: Option<&Path>, output: Option<&Path>) -> Resul
 }
 
 /// Prints the table of runs and the self-checks, and decides the exit
-/// status.
-fn summarize(
-    reports: &[ExploreReport],
-    show: usize,
-    strict: bool,
-    checks: &[(SelfCheck, ExploreReport, Option<usize>)],
-) -> ExitCode {
+/// status (of a shard: only what its own runs decide).
+fn summarize(file: &ReportFile, show: usize) -> ExitCode {
+    let (reports, strict) = (&file.runs, file.strict);
+    let checks: Vec<(SelfCheck, &ExploreReport, Option<usize>)> = file
+        .self_checks
+        .iter()
+        .filter_map(|c| SELF_CHECKS.get(c.check).map(|sc| (*sc, &c.report, c.caught)))
+        .collect();
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
@@ -547,7 +600,7 @@ fn summarize(
     for (sc, r, found) in checks {
         let what = match found {
             Some(i) => {
-                let v = &r.violations[*i];
+                let v = &r.violations[i];
                 format!("caught: {} ({})", v.check, v.id)
             }
             None => {
@@ -570,6 +623,14 @@ fn summarize(
             "FAIL: {missed} ordering mechanism(s) switched off went uncaught: the explorer is suspect"
         );
         return ExitCode::from(1);
+    }
+    if let Some(s) = file.shard {
+        let _ = writeln!(
+            out,
+            "shard {}/{}: no violation in its runs (`crashfuzz merge` of every shard's --json gives the campaign's verdict)",
+            s.index, s.count
+        );
+        return ExitCode::SUCCESS;
     }
     if !strict && none_runs > 0 && caught == 0 && reports.len() > 1 {
         let _ = writeln!(
@@ -654,6 +715,7 @@ fn main() -> ExitCode {
         Some(Cmd::Save { one, output }) => save_cmd(one, output),
         Some(Cmd::Trace { one, trace, output }) => trace_cmd(one, trace.as_deref(), output.as_deref()),
         Some(Cmd::Show(one)) => show_cmd(one),
+        Some(Cmd::Merge { files, json, show }) => merge_cmd(files, json.as_deref(), *show),
         Some(Cmd::List) => {
             println!("workloads: {}", names().join(", "));
             println!("  (also: ace1-NN-P, ace2-NN-MM-PQ, random-SEED-THREADSxOPS, or a workload file)");

@@ -3,10 +3,10 @@
 //! the states, runs are deterministic, and bad input is a typed error.
 
 use crashfuzz::builtin::resolve;
-use crashfuzz::explore::parse_shard;
 use crashfuzz::record::Fault;
 use crashfuzz::replay::{replay, ReplayId};
-use crashfuzz::{explore, record, Error, ExploreOptions, ModeName, RunConfig};
+use crashfuzz::shard::Shard;
+use crashfuzz::{explore, record, Error, ModeName, RunConfig};
 
 mod common;
 use common::{config, opts, workload, SAFE_MODES};
@@ -58,24 +58,6 @@ fn the_paper_literal_rule_is_caught_on_the_cross_queue_workload() {
     assert!(!out.failures.is_empty());
     let safe = explore(&w, &config(ModeName::Mq, "optane-905p"), &opts(), &w.name).expect("explore");
     assert!(safe.violations.is_empty(), "{:?}", safe.violations);
-}
-
-#[test]
-fn shards_partition_the_distinct_states() {
-    let w = workload("generic_106");
-    let cfg = config(ModeName::Classic, "flash-vwc");
-    let all = explore(&w, &cfg, &opts(), &w.name).expect("explore");
-    let mut sum = 0;
-    for i in 0..3 {
-        let o = ExploreOptions {
-            shard: Some((i, 3)),
-            ..opts()
-        };
-        let r = explore(&w, &cfg, &o, &w.name).expect("explore");
-        assert_eq!(r.states_total, all.states_total);
-        sum += r.states_checked;
-    }
-    assert_eq!(sum, all.states_checked);
 }
 
 #[test]
@@ -135,9 +117,9 @@ fn bad_input_is_a_typed_error() {
         Err(Error::UnknownProfile(..))
     ));
     for s in ["3/2", "1/0", "x/2", "2", "-1/3"] {
-        assert!(matches!(parse_shard(s), Err(Error::BadShard(_))), "{s}");
+        assert!(matches!(Shard::parse(s), Err(Error::BadShard(..))), "{s}");
     }
-    assert_eq!(parse_shard("1/4").expect("shard"), (1, 4));
+    assert_eq!(Shard::parse("1/4").expect("shard"), Shard { index: 1, count: 4 });
     assert!(matches!(ReplayId::parse("nope"), Err(Error::BadReplayId { .. })));
     // A replay id past the end of the run.
     assert!(matches!(
