@@ -27,7 +27,7 @@ use crate::oracle::Promise;
 use crate::promises::{
     dir_durable, file_durable, tree_durable, Durable, OpId, PromiseBuilder, BASE_CONTENT_LIMIT,
 };
-use crate::workload::{pattern, Op, Workload, FILL_SEED};
+use crate::workload::{pattern, xattr_value, Op, Workload, FILL_SEED};
 
 /// The consistency configurations crashfuzz explores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -640,6 +640,12 @@ async fn run_path_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
             let ino = fs.resolve(c, p).await?;
             fs.fallocate(c, ino, mode.fs_mode(), *off, *len).await
         }
+        Op::Setxattr(p, name, len, seed, how) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.setxattr(c, ino, name, &xattr_value(*len, *seed), how.fs_flags())
+                .await
+        }
+        Op::Removexattr(p, name) => fs.removexattr(c, fs.resolve(c, p).await?, name).await,
         Op::Link(a, b) => fs.link_path(c, a, b).await.map(|_| ()),
         Op::Unlink(p) => fs.unlink_path(c, p).await,
         Op::Rmdir(p) => fs.rmdir_path(c, p).await,
@@ -951,7 +957,11 @@ impl Shared {
                                 }
                             })
                             .collect();
-                        Some(Durable::States(dir_durable(p, self.model.states(&names))))
+                        Some(Durable::States(dir_durable(
+                            p,
+                            self.model.state(p),
+                            self.model.states(&names),
+                        )))
                     }
                     _ => None,
                 };
