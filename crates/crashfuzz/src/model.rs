@@ -1,13 +1,15 @@
 //! The reference model of the file tree a workload builds: what each path
 //! holds after every successful operation. The recorder applies an
 //! operation to the model only when the file system accepted it, so the
-//! model needs no error rules of its own.
+//! model needs no error rules of its own, except setxattr(2)'s (see
+//! `Model::xattrs_after_set`: an operation's outcome is foreseen before
+//! the file system answers).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::oracle::{Node as State, Xattrs};
-use crate::workload::{pattern, xattr_value, Op};
+use crate::workload::{pattern, xattr_value, Op, XattrHow};
 
 /// The permission bits [`crate::record::run_op`] creates files with
 /// (`Fs::create_path`); workloads have no chmod, so they never change.
@@ -113,6 +115,29 @@ impl Model {
             })
             .sum::<usize>();
         u16::try_from(n).unwrap_or(u16::MAX)
+    }
+
+    /// Node `id`'s attributes after setxattr(2) of `name` to `value` with
+    /// `how`, or `None` where Linux refuses the call: `XATTR_CREATE` of a
+    /// name present (EEXIST), `XATTR_REPLACE` of one absent (ENODATA), a
+    /// value over `XATTR_SIZE_MAX` (E2BIG), a set that outgrows its block
+    /// (ENOSPC: MQFS keeps every attribute in one block,
+    /// `mqfs::layout::XATTR_SPACE`). The promises widen to an operation's
+    /// outcome when it starts, before the file system answers, so the
+    /// model must not foresee a state a refused call cannot leave. (A name
+    /// the file system refuses, EOPNOTSUPP or ERANGE, is foreseen as set:
+    /// that only widens.)
+    fn xattrs_after_set(&self, id: u64, name: &str, value: Vec<u8>, how: XattrHow) -> Option<Xattrs> {
+        let mut x = (*self.xattrs_of(id)).clone();
+        let exists = x.contains_key(name);
+        if (how == XattrHow::Create && exists) || (how == XattrHow::Replace && !exists) {
+            return None;
+        }
+        if value.len() > mqfs::layout::XATTR_SIZE_MAX {
+            return None;
+        }
+        x.insert(name.to_string(), value);
+        (mqfs::layout::xattr_bytes(&x) <= mqfs::layout::XATTR_SPACE).then(|| Arc::new(x))
     }
 
     /// The extended attributes of node `id` (empty if none).
@@ -401,10 +426,11 @@ impl Model {
                     }
                 }
             }
-            Op::Setxattr(p, name, len, seed, _) => {
+            Op::Setxattr(p, name, len, seed, how) => {
                 if let Some(id) = self.lookup(p) {
-                    let x = self.xattrs.entry(id).or_default();
-                    Arc::make_mut(x).insert(name.clone(), xattr_value(*len, *seed));
+                    if let Some(x) = self.xattrs_after_set(id, name, xattr_value(*len, *seed), *how) {
+                        self.xattrs.insert(id, x);
+                    }
                 }
             }
             Op::Removexattr(p, name) => {

@@ -912,6 +912,15 @@ impl Shared {
             }
         }
         self.model.apply(op);
+        if let Op::Setxattr(p, name, len, seed, _) = op {
+            // The model's refusal rules (Model::xattrs_after_set) must
+            // agree with the file system's.
+            let set = self.model.lookup(p).map(|id| self.model.xattrs_of(id));
+            if set.as_ref().and_then(|x| x.get(name)) != Some(&xattr_value(*len, *seed)) {
+                self.mismatches
+                    .push(format!("{op} ({at}): set, but the model refuses it"));
+            }
+        }
         if !op.changed_paths().is_empty() {
             let states = self.model.states(&self.model.affected(op));
             self.promises.settled(&states);
