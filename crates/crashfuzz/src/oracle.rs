@@ -88,9 +88,9 @@ impl Node {
     /// modified metadata unless that metadata is needed in order to allow
     /// a subsequent data retrieval to be correctly handled": ext4's
     /// `ext4_fsync_journal` (fs/ext4/fsync.c) commits up to the inode's
-    /// `i_datasync_tid` for fdatasync, which an attribute change (inode
-    /// metadata, `ext4_xattr_set_handle` in fs/ext4/xattr.c) does not
-    /// advance.
+    /// `i_datasync_tid` for fdatasync, which `ext4_do_update_inode`
+    /// (fs/ext4/inode.c) advances only when the on-disk size changes
+    /// (`need_datasync`), never for an attribute change.
     pub fn data_only(&self) -> Node {
         match self {
             Node::File { content, perm, .. } => Node::File {

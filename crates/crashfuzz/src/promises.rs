@@ -17,7 +17,8 @@
 //! - **fdatasync**: its bytes, not its link count nor its attributes
 //!   (fdatasync(2) skips metadata not needed to read the data back; ext4's
 //!   `ext4_fsync_journal`, fs/ext4/fsync.c, waits for `i_datasync_tid`
-//!   only, which an attribute change does not advance); nor the name unless
+//!   only, which `ext4_do_update_inode`, fs/ext4/inode.c, advances only
+//!   when the on-disk size changes); nor the name unless
 //!   the caller knows it was durable already (then the path may be
 //!   absent);
 //! - **fsync of a directory**: its entries, each one's kind and (for a
