@@ -8,6 +8,8 @@
 //! - fatomic / fdataatomic: the file, if present, is wholly one of the
 //!   versions it had at a persistence point, never a mix.
 //! - rename of a durable file: it is found under exactly one of its names.
+//! - a file's or directory's extended attributes, where promised (fsync,
+//!   sync, not fdatasync): the whole set of one of its versions.
 //!
 //! A promise holds from the trace position where its operation returned
 //! until a later operation that touches the same paths starts (after that
@@ -391,15 +393,24 @@ impl Lookups {
     /// `path` as [`seen`] finds it, from an earlier lookup if that one
     /// read what `wanted` needs.
     async fn seen(&mut self, fs: &Fs, c: Ctx, path: &str, wanted: Reads) -> Result<Option<&Seen>, FsError> {
-        let fresh = match self.names.get(path) {
-            Some(Some(s)) => {
+        let (fresh, had) = match self.names.get(path) {
+            Some(Some(s)) => (
                 (wanted.content && s.kind == Kind::File && s.content.is_none())
-                    || (wanted.xattrs && s.kind != Kind::Symlink && s.xattrs.is_none())
-            }
-            Some(None) => false,
-            None => true,
+                    || (wanted.xattrs && s.kind != Kind::Symlink && s.xattrs.is_none()),
+                Reads {
+                    content: s.content.is_some(),
+                    xattrs: s.xattrs.is_some(),
+                },
+            ),
+            Some(None) => (false, Reads::default()),
+            None => (true, Reads::default()),
         };
         if fresh {
+            // What was read before stays read.
+            let wanted = Reads {
+                content: wanted.content || had.content,
+                xattrs: wanted.xattrs || had.xattrs,
+            };
             let s = seen(fs, c, path, wanted).await?;
             self.names.insert(path.to_string(), s);
         }

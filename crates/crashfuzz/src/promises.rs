@@ -26,7 +26,8 @@
 //!   attributes;
 //! - **sync, and the setup** (which ends with a clean unmount): the whole
 //!   tree, every file's bytes, link count, mode and attributes, every
-//!   directory's attributes and listing ([`PromiseBuilder::base`], [`PromiseBuilder::synced_tree`]);
+//!   directory's attributes and listing ([`PromiseBuilder::base`],
+//!   [`PromiseBuilder::synced_tree`]);
 //!   setup files over [`BASE_CONTENT_LIMIT`] are promised without their
 //!   bytes (reading them at every crash state would cost more than the
 //!   rest of the check);
