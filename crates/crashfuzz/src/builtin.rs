@@ -561,6 +561,53 @@ pub fn fallocate_modes() -> Workload {
     )
 }
 
+/// Extended attributes (setxattr(2), removexattr(2)) of a file and a
+/// directory: a set before and after an fsync, a replace, a create, a
+/// removal, each refusal Linux gives (EEXIST for `create` of an existing
+/// name, ENODATA for a removal of an absent one, ENOSPC when the set
+/// outgrows its block), a value that fills most of the block (in ext4 too
+/// large for the in-inode area, so in the external EA block; in MQFS every
+/// attribute is there), a hard link sharing them, an fdatasync (which
+/// promises none of them) and a directory's attributes made durable by
+/// its fsync, then a sync. Every promise about them must hold at every
+/// crash point: after the fsync the set as synced; in between, the sets
+/// the node had between operations, each change all or nothing.
+pub fn xattrs() -> Workload {
+    use crate::workload::XattrHow::{Any, Create, Replace};
+    let (f, d) = (|| s("/f"), || s("/d"));
+    let set = |p: String, n: &str, len, seed, how| Op::Setxattr(p, s(n), len, seed, how);
+    Workload::single(
+        "xattrs",
+        vec![
+            Op::Create(f()),
+            Op::Write(f(), 0, 4096, 1),
+            Op::Mkdir(d()),
+            set(f(), "user.old", 20, 1, Any),
+        ],
+        vec![
+            set(f(), "user.a", 100, 2, Any),
+            Op::Fsync(f()),
+            set(f(), "user.a", 50, 3, Replace),
+            set(f(), "user.b", 10, 4, Create),
+            set(f(), "user.b", 10, 5, Create),
+            Op::Removexattr(f(), s("user.old")),
+            Op::Removexattr(f(), s("user.nope")),
+            Op::Fdatasync(f()),
+            set(d(), "user.dir", 30, 6, Any),
+            Op::Fsync(d()),
+            set(f(), "user.big", 3500, 7, Any),
+            set(f(), "user.huge", 2000, 8, Any),
+            Op::Fsync(f()),
+            Op::Link(f(), s("/d/g")),
+            set(s("/d/g"), "user.c", 5, 9, Any),
+            Op::Fsync(s("/d/g")),
+            Op::Removexattr(d(), s("user.dir")),
+            Op::Removexattr(f(), s("user.big")),
+            Op::Sync,
+        ],
+    )
+}
+
 /// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
 /// `random`, `m9_cross_queue` (and `ace1-*` / `ace2-*` for one member).
 pub fn by_name(name: &str) -> Option<Vec<Workload>> {
@@ -581,6 +628,7 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "mmap_msync" => Some(vec![mmap_msync()]),
         "fd_unlinked" => Some(vec![fd_unlinked()]),
         "fallocate_modes" => Some(vec![fallocate_modes()]),
+        "xattrs" => Some(vec![xattrs()]),
         n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("random-") => {
@@ -635,6 +683,8 @@ pub fn names() -> Vec<String> {
             "sfr_writeback",
             "mmap_msync",
             "fd_unlinked",
+            "fallocate_modes",
+            "xattrs",
             "table4",
         ]
         .map(String::from),

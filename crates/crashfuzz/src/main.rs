@@ -179,13 +179,14 @@ struct RunArgs {
 /// The default campaign's workloads (a few minutes on two cores).
 /// `stress_scattered` is there for the cached drive: 24 scattered
 /// overwrites pending together until one Flush.
-const DEFAULT_WORKLOADS: [&str; 6] = [
+const DEFAULT_WORKLOADS: [&str; 7] = [
     "table4",
     "ace1",
     "m9_cross_queue",
     "random-1-3x6",
     "stress_scattered",
     "io",
+    "xattrs",
 ];
 
 /// The default campaign's canaries (workloads shaped so that one ordering

@@ -1,13 +1,15 @@
 //! The reference model of the file tree a workload builds: what each path
 //! holds after every successful operation. The recorder applies an
 //! operation to the model only when the file system accepted it, so the
-//! model needs no error rules of its own.
+//! model needs no error rules of its own, except setxattr(2)'s (see
+//! `Model::xattrs_after_set`: an operation's outcome is foreseen before
+//! the file system answers).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::oracle::Node as State;
-use crate::workload::{pattern, Op};
+use crate::oracle::{Node as State, Xattrs};
+use crate::workload::{pattern, xattr_value, Op, XattrHow};
 
 /// The permission bits [`crate::record::run_op`] creates files with
 /// (`Fs::create_path`); workloads have no chmod, so they never change.
@@ -34,12 +36,17 @@ enum Node {
 }
 
 /// The model tree: nodes by id, names in directories (hard links share a
-/// node), and open descriptors (each names a node, which outlives its
-/// names while open).
+/// node), open descriptors (each names a node, which outlives its names
+/// while open), and extended attributes by node.
 #[derive(Clone, Debug)]
 pub struct Model {
     nodes: BTreeMap<u64, Node>,
     next: u64,
+    /// Each node's extended attributes (none: no entry). They are the
+    /// inode's (setxattr(2)): hard links share them, a rename carries
+    /// them, and once the last name is gone they are seen nowhere (a node
+    /// made later under that name has a new id, and none).
+    xattrs: BTreeMap<u64, Xattrs>,
     fds: BTreeMap<u32, u64>,
     /// Names each node lost during the run (unlink, rename away): a crash
     /// may undo the loss, so a write through a descriptor shows there.
@@ -56,6 +63,7 @@ impl Default for Model {
         Model {
             nodes,
             next: 2,
+            xattrs: BTreeMap::new(),
             fds: BTreeMap::new(),
             former: BTreeMap::new(),
         }
@@ -109,8 +117,37 @@ impl Model {
         u16::try_from(n).unwrap_or(u16::MAX)
     }
 
-    /// What the oracle sees at `path`: kind, and for a file its content,
-    /// link count and permission bits; `None` if there is no such name.
+    /// Node `id`'s attributes after setxattr(2) of `name` to `value` with
+    /// `how`, or `None` where Linux refuses the call: `XATTR_CREATE` of a
+    /// name present (EEXIST), `XATTR_REPLACE` of one absent (ENODATA), a
+    /// value over `XATTR_SIZE_MAX` (E2BIG), a set that outgrows its block
+    /// (ENOSPC: MQFS keeps every attribute in one block,
+    /// `mqfs::layout::XATTR_SPACE`). The promises widen to an operation's
+    /// outcome when it starts, before the file system answers, so the
+    /// model must not foresee a state a refused call cannot leave. (A name
+    /// the file system refuses, EOPNOTSUPP or ERANGE, is foreseen as set:
+    /// that only widens.)
+    fn xattrs_after_set(&self, id: u64, name: &str, value: Vec<u8>, how: XattrHow) -> Option<Xattrs> {
+        let mut x = (*self.xattrs_of(id)).clone();
+        let exists = x.contains_key(name);
+        if (how == XattrHow::Create && exists) || (how == XattrHow::Replace && !exists) {
+            return None;
+        }
+        if value.len() > mqfs::layout::XATTR_SIZE_MAX {
+            return None;
+        }
+        x.insert(name.to_string(), value);
+        (mqfs::layout::xattr_bytes(&x) <= mqfs::layout::XATTR_SPACE).then(|| Arc::new(x))
+    }
+
+    /// The extended attributes of node `id` (empty if none).
+    pub fn xattrs_of(&self, id: u64) -> Xattrs {
+        self.xattrs.get(&id).cloned().unwrap_or_default()
+    }
+
+    /// What the oracle sees at `path`: kind, for a file its content,
+    /// link count and permission bits, and for a file or directory its
+    /// extended attributes; `None` if there is no such name.
     pub fn state(&self, path: &str) -> Option<State> {
         let id = self.lookup(path)?;
         Some(match self.nodes.get(&id)? {
@@ -118,8 +155,11 @@ impl Model {
                 content: Some(c.clone()),
                 nlink: Some(self.link_count(id)),
                 perm: Some(FILE_PERM),
+                xattrs: Some(self.xattrs_of(id)),
             },
-            Node::Dir(_) => State::Dir,
+            Node::Dir(_) => State::Dir {
+                xattrs: Some(self.xattrs_of(id)),
+            },
             Node::Symlink(t) => State::Symlink(t.clone()),
         })
     }
@@ -193,6 +233,7 @@ impl Model {
                     content: Some(c.clone()),
                     nlink: None,
                     perm: Some(FILE_PERM),
+                    xattrs: Some(next.xattrs_of(id)),
                 };
                 (p.clone(), Some(st))
             })
@@ -382,6 +423,23 @@ impl Model {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
                         mode.apply(Arc::make_mut(c), *off, *len);
+                    }
+                }
+            }
+            Op::Setxattr(p, name, len, seed, how) => {
+                if let Some(id) = self.lookup(p) {
+                    if let Some(x) = self.xattrs_after_set(id, name, xattr_value(*len, *seed), *how) {
+                        self.xattrs.insert(id, x);
+                    }
+                }
+            }
+            Op::Removexattr(p, name) => {
+                if let Some(id) = self.lookup(p) {
+                    if let Some(x) = self.xattrs.get_mut(&id) {
+                        Arc::make_mut(x).remove(name);
+                        if x.is_empty() {
+                            self.xattrs.remove(&id);
+                        }
                     }
                 }
             }

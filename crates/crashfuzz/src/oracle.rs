@@ -8,6 +8,8 @@
 //! - fatomic / fdataatomic: the file, if present, is wholly one of the
 //!   versions it had at a persistence point, never a mix.
 //! - rename of a durable file: it is found under exactly one of its names.
+//! - a file's or directory's extended attributes, where promised (fsync,
+//!   sync, not fdatasync): the whole set of one of its versions.
 //!
 //! A promise holds from the trace position where its operation returned
 //! until a later operation that touches the same paths starts (after that
@@ -23,10 +25,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Kind;
 
+/// A node's extended attributes: name (with its namespace prefix) ->
+/// value. Shared, so that cloning a state does not copy values.
+pub type Xattrs = Arc<BTreeMap<String, Vec<u8>>>;
+
 /// One allowed state of a name, as the oracle compares it. `None`
 /// fields are not promised (a directory fsync promises its entries' link
 /// counts, not their contents; fdatasync a file's data, not its link
-/// count).
+/// count nor its extended attributes).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Node {
     /// A regular file.
@@ -37,10 +43,17 @@ pub enum Node {
         nlink: Option<u16>,
         /// Its permission bits.
         perm: Option<u16>,
+        /// Its extended attributes, all of them (inode metadata: ext4
+        /// journals them with the inode, so fsync commits them).
+        xattrs: Option<Xattrs>,
     },
     /// A directory.
-    Dir,
-    /// A symbolic link to this target.
+    Dir {
+        /// Its extended attributes, as for a file.
+        xattrs: Option<Xattrs>,
+    },
+    /// A symbolic link to this target (its attributes, `trusted.` and
+    /// `security.` only in Linux, are not checked).
     Symlink(String),
 }
 
@@ -49,10 +62,13 @@ impl Node {
     pub fn kind(&self) -> Kind {
         match self {
             Node::File { .. } => Kind::File,
-            Node::Dir => Kind::Dir,
+            Node::Dir { .. } => Kind::Dir,
             Node::Symlink(_) => Kind::Symlink,
         }
     }
+
+    /// A directory entry's form of a directory: its kind only.
+    pub const DIR: Node = Node::Dir { xattrs: None };
 
     /// The same state with only what a directory's fsync promises about
     /// an entry: kind, and a file's link count.
@@ -62,21 +78,39 @@ impl Node {
                 content: None,
                 nlink: *nlink,
                 perm: None,
+                xattrs: None,
             },
+            Node::Dir { .. } => Node::DIR,
             n => n.clone(),
         }
     }
 
-    /// The same state without its link count (fdatasync does not persist
-    /// it).
-    pub fn without_nlink(&self) -> Node {
+    /// The same state with only what fdatasync persists: without the link
+    /// count and the extended attributes. fdatasync(2) "does not flush
+    /// modified metadata unless that metadata is needed in order to allow
+    /// a subsequent data retrieval to be correctly handled": ext4's
+    /// `ext4_fsync_journal` (fs/ext4/fsync.c) commits up to the inode's
+    /// `i_datasync_tid` for fdatasync, which `ext4_do_update_inode`
+    /// (fs/ext4/inode.c) advances only when the on-disk size changes
+    /// (`need_datasync`), never for an attribute change.
+    pub fn data_only(&self) -> Node {
         match self {
             Node::File { content, perm, .. } => Node::File {
                 content: content.clone(),
                 nlink: None,
                 perm: *perm,
+                xattrs: None,
             },
+            Node::Dir { .. } => Node::DIR,
             n => n.clone(),
+        }
+    }
+
+    /// Its extended attributes, if promised (never for a symbolic link).
+    pub fn xattrs(&self) -> Option<&Xattrs> {
+        match self {
+            Node::File { xattrs, .. } | Node::Dir { xattrs } => xattrs.as_ref(),
+            Node::Symlink(_) => None,
         }
     }
 }
@@ -357,15 +391,27 @@ pub struct Lookups {
 
 impl Lookups {
     /// `path` as [`seen`] finds it, from an earlier lookup if that one
-    /// read what is needed.
-    async fn seen(&mut self, fs: &Fs, c: Ctx, path: &str, read: bool) -> Result<Option<&Seen>, FsError> {
-        let fresh = match self.names.get(path) {
-            Some(Some(s)) => read && s.kind == Kind::File && s.content.is_none(),
-            Some(None) => false,
-            None => true,
+    /// read what `wanted` needs.
+    async fn seen(&mut self, fs: &Fs, c: Ctx, path: &str, wanted: Reads) -> Result<Option<&Seen>, FsError> {
+        let (fresh, had) = match self.names.get(path) {
+            Some(Some(s)) => (
+                (wanted.content && s.kind == Kind::File && s.content.is_none())
+                    || (wanted.xattrs && s.kind != Kind::Symlink && s.xattrs.is_none()),
+                Reads {
+                    content: s.content.is_some(),
+                    xattrs: s.xattrs.is_some(),
+                },
+            ),
+            Some(None) => (false, Reads::default()),
+            None => (true, Reads::default()),
         };
         if fresh {
-            let s = seen(fs, c, path, read).await?;
+            // What was read before stays read.
+            let wanted = Reads {
+                content: wanted.content || had.content,
+                xattrs: wanted.xattrs || had.xattrs,
+            };
+            let s = seen(fs, c, path, wanted).await?;
             self.names.insert(path.to_string(), s);
         }
         Ok(self.names.get(path).and_then(Option::as_ref))
@@ -490,7 +536,8 @@ pub async fn check_with(
 }
 
 /// A name as recovered: its kind, link count, permission bits and, if
-/// read, a file's bytes or a link's target.
+/// read, a file's bytes, a link's target and a file's or directory's
+/// extended attributes.
 #[derive(Debug)]
 struct Seen {
     kind: Kind,
@@ -498,18 +545,38 @@ struct Seen {
     perm: u16,
     target: Option<String>,
     content: Option<Vec<u8>>,
+    xattrs: Option<BTreeMap<String, Vec<u8>>>,
 }
 
-/// Looks `path` up; reads a file's bytes only if `read` (what an allowed
-/// state promises).
-async fn seen(fs: &Fs, c: Ctx, path: &str, read: bool) -> Result<Option<Seen>, FsError> {
+/// What of a name the allowed states promise, beyond what `getattr`
+/// gives: a file's bytes, a node's extended attributes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reads {
+    content: bool,
+    xattrs: bool,
+}
+
+impl Reads {
+    /// What some state in `allowed` promises.
+    fn of(allowed: &[Option<Node>]) -> Reads {
+        let nodes = || allowed.iter().flatten();
+        Reads {
+            content: nodes().any(|n| matches!(n, Node::File { content: Some(_), .. })),
+            xattrs: nodes().any(|n| n.xattrs().is_some()),
+        }
+    }
+}
+
+/// Looks `path` up; reads a file's bytes and a node's attributes
+/// (listxattr(2), then getxattr(2) of each) only as `wanted`.
+async fn seen(fs: &Fs, c: Ctx, path: &str, wanted: Reads) -> Result<Option<Seen>, FsError> {
     let ino = match fs.resolve(c, path).await {
         Ok(i) => i,
         Err(FsError::NotFound) | Err(FsError::NotDir) => return Ok(None),
         Err(e) => return Err(e),
     };
     let a = fs.getattr(c, ino).await?;
-    let content = if read && a.ftype == FileType::File {
+    let content = if wanted.content && a.ftype == FileType::File {
         Some(fs.read(c, ino, 0, a.size as usize).await?)
     } else {
         None
@@ -519,20 +586,24 @@ async fn seen(fs: &Fs, c: Ctx, path: &str, read: bool) -> Result<Option<Seen>, F
     } else {
         None
     };
+    let xattrs = if wanted.xattrs && a.ftype != FileType::Symlink {
+        let mut m = BTreeMap::new();
+        for name in fs.listxattr(c, ino).await? {
+            let v = fs.getxattr(c, ino, &name).await?;
+            m.insert(name, v);
+        }
+        Some(m)
+    } else {
+        None
+    };
     Ok(Some(Seen {
         kind: kind_of(a.ftype),
         nlink: a.links,
         perm: a.perm,
         target,
         content,
+        xattrs,
     }))
-}
-
-/// True if some allowed state promises a file's bytes.
-fn wants_content(allowed: &[Option<Node>]) -> bool {
-    allowed
-        .iter()
-        .any(|n| matches!(n, Some(Node::File { content: Some(_), .. })))
 }
 
 /// Whether a recovered file's bytes are allowed by its versions: its size
@@ -606,6 +677,21 @@ fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'sta
             format!("is a {:?}, expected {:?}", got.kind, allowed),
         ));
     }
+    // Attributes first: they are the directory's only promised field,
+    // and a file's are checked like its link count and mode.
+    if let Some(v) = promised(&same_kind, |n| n.xattrs().cloned()) {
+        let got_x = got.xattrs.as_ref();
+        if !v.iter().any(|x| Some(&**x) == got_x) {
+            return Some((
+                "durable-meta",
+                format!(
+                    "extended attributes {}, expected one of [{}]",
+                    got_x.map_or("unread".into(), xattrs_text),
+                    v.iter().map(|x| xattrs_text(x)).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
     match got.kind {
         Kind::Dir => None,
         Kind::Symlink => {
@@ -615,10 +701,6 @@ fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'sta
             (!ok).then(|| ("durable-data", format!("links to {:?}", got.target)))
         }
         Kind::File => {
-            let field = |f: fn(&Node) -> Option<u16>| -> Option<Vec<u16>> {
-                let v: Option<Vec<u16>> = same_kind.iter().map(|n| f(n)).collect();
-                v
-            };
             let nlink = |n: &Node| match n {
                 Node::File { nlink, .. } => *nlink,
                 _ => None,
@@ -627,7 +709,7 @@ fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'sta
                 Node::File { perm, .. } => *perm,
                 _ => None,
             };
-            if let Some(v) = field(nlink) {
+            if let Some(v) = promised(&same_kind, nlink) {
                 if !v.contains(&got.nlink) {
                     return Some((
                         "durable-meta",
@@ -635,7 +717,7 @@ fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'sta
                     ));
                 }
             }
-            if let Some(v) = field(perm) {
+            if let Some(v) = promised(&same_kind, perm) {
                 if !v.contains(&got.perm) {
                     return Some((
                         "durable-meta",
@@ -662,6 +744,23 @@ fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'sta
     }
 }
 
+/// The values of one field over the allowed states of the recovered
+/// kind, if every one of them promises it (a state that leaves it `None`
+/// allows any value).
+fn promised<T>(same_kind: &[&Node], field: impl Fn(&Node) -> Option<T>) -> Option<Vec<T>> {
+    same_kind.iter().map(|n| field(n)).collect()
+}
+
+/// Attributes for a report: each name with its value's length and
+/// CRC-32.
+fn xattrs_text(x: &BTreeMap<String, Vec<u8>>) -> String {
+    let items: Vec<String> = x
+        .iter()
+        .map(|(n, v)| format!("{n}: {} bytes crc {:08x}", v.len(), crc32fast::hash(v)))
+        .collect();
+    format!("{{{}}}", items.join(", "))
+}
+
 fn join(dir: &str, name: &str) -> String {
     if dir == "/" {
         format!("/{name}")
@@ -682,7 +781,7 @@ async fn check_states(
     // with it (an fdatasync of a directory does not promise its name).
     let mut gone: Vec<&str> = Vec::new();
     for (path, allowed) in &st.paths {
-        let got = looked.seen(fs, c, path, wants_content(allowed)).await?;
+        let got = looked.seen(fs, c, path, Reads::of(allowed)).await?;
         if got.is_none() {
             let under_gone = gone.iter().any(|g| path.starts_with(&format!("{g}/")));
             if under_gone || allowed.contains(&None) {
@@ -734,10 +833,8 @@ async fn check_one_of(
     looked: &mut Lookups,
 ) -> Result<Option<Failure>, FsError> {
     for (i, p) in paths.iter().enumerate() {
-        let read = tuples
-            .iter()
-            .any(|t| t.get(i).is_some_and(|n| wants_content(std::slice::from_ref(n))));
-        looked.seen(fs, c, p, read).await?;
+        let column: Vec<Option<Node>> = tuples.iter().filter_map(|t| t.get(i).cloned()).collect();
+        looked.seen(fs, c, p, Reads::of(&column)).await?;
     }
     let got: Vec<Option<&Seen>> = paths
         .iter()
@@ -810,6 +907,7 @@ mod tests {
             perm: 0o644,
             target: None,
             content: Some(content.to_vec()),
+            xattrs: None,
         }
     }
 
@@ -818,6 +916,7 @@ mod tests {
             content: Some(content.to_vec().into()),
             nlink: Some(nlink),
             perm: Some(0o644),
+            xattrs: None,
         })
     }
 

@@ -8,17 +8,26 @@
 //!
 //! # What is promised (after CrashMonkey's oracle and ext4's semantics)
 //!
-//! - **fsync of a file**: its bytes (so its size), link count, mode, and
-//!   its name at the synced path (ext4 commits the running transaction,
-//!   which holds the name's creation; `Durable::States`);
-//! - **fdatasync**: its bytes, not its link count; nor the name unless
+//! - **fsync of a file**: its bytes (so its size), link count, mode, its
+//!   extended attributes (all of them: names and values), and its name at
+//!   the synced path (ext4 commits the running transaction, which holds
+//!   the name's creation and the inode's attribute changes: attributes
+//!   are inode metadata, journaled with the inode by
+//!   `ext4_xattr_set_handle`, fs/ext4/xattr.c; `Durable::States`);
+//! - **fdatasync**: its bytes, not its link count nor its attributes
+//!   (fdatasync(2) skips metadata not needed to read the data back; ext4's
+//!   `ext4_fsync_journal`, fs/ext4/fsync.c, waits for `i_datasync_tid`
+//!   only, which `ext4_do_update_inode`, fs/ext4/inode.c, advances only
+//!   when the on-disk size changes); nor the name unless
 //!   the caller knows it was durable already (then the path may be
 //!   absent);
 //! - **fsync of a directory**: its entries, each one's kind and (for a
-//!   file) link count, and that it holds no other names;
+//!   file) link count, that it holds no other names, and its own
+//!   attributes;
 //! - **sync, and the setup** (which ends with a clean unmount): the whole
-//!   tree, every file's bytes, link count and mode, every directory's
-//!   listing ([`PromiseBuilder::base`], [`PromiseBuilder::synced_tree`]);
+//!   tree, every file's bytes, link count, mode and attributes, every
+//!   directory's attributes and listing ([`PromiseBuilder::base`],
+//!   [`PromiseBuilder::synced_tree`]);
 //!   setup files over [`BASE_CONTENT_LIMIT`] are promised without their
 //!   bytes (reading them at every crash state would cost more than the
 //!   rest of the check);
@@ -53,6 +62,12 @@
 //!   the size is one of the versions' sizes, or a page boundary between
 //!   them (Linux grows `i_size` page by page while it copies a write);
 //! - **file metadata** (link count, mode): any value of its versions;
+//! - **extended attributes** (of a file or directory): the whole set of
+//!   one of its versions, never a mix within the set nor a torn value: a
+//!   setxattr or removexattr rewrites the attribute block and the inode in
+//!   one journal transaction (JBD2 in ext4, the inode's transaction in
+//!   MQFS), so each is all or nothing, and versions are the sets the
+//!   node had between operations;
 //! - **directory entries**: a promised name may also be in any state a
 //!   later operation left it in (absent included); a name a later
 //!   operation made in a listed directory is allowed, with its kind and
@@ -113,11 +128,12 @@ pub fn file_durable(path: &str, state: Option<Node>) -> States {
     }
 }
 
-/// What an fsync of the directory at `path` holding `entries` (the
-/// model's states of its names) makes durable: its name, its listing,
-/// and each entry's kind and link count (not a file's bytes).
-pub fn dir_durable(path: &str, entries: Vec<(String, Option<Node>)>) -> States {
-    let mut paths: BTreeMap<String, Vec<Option<Node>>> = [(path.to_string(), vec![Some(Node::Dir)])].into();
+/// What an fsync of the directory at `path` in `state` (the model's)
+/// holding `entries` (the model's states of its names) makes durable: its
+/// name and extended attributes, its listing, and each entry's kind and
+/// link count (not a file's bytes nor an entry's attributes).
+pub fn dir_durable(path: &str, state: Option<Node>, entries: Vec<(String, Option<Node>)>) -> States {
+    let mut paths: BTreeMap<String, Vec<Option<Node>>> = [(path.to_string(), vec![state])].into();
     for (q, s) in entries {
         paths.insert(q, vec![s.map(|n| n.as_entry())]);
     }
@@ -138,14 +154,16 @@ pub fn tree_durable(all: Vec<(String, Option<Node>)>, content_limit: Option<usiz
                 content: Some(c),
                 nlink,
                 perm,
+                xattrs,
             }) if content_limit.is_some_and(|l| c.len() > l) => Some(Node::File {
                 content: None,
                 nlink,
                 perm,
+                xattrs,
             }),
             s => s,
         };
-        if s == Some(Node::Dir) {
+        if matches!(s, Some(Node::Dir { .. })) {
             st.listed.insert(q.clone());
         }
         st.paths.insert(q, vec![s]);
@@ -163,16 +181,26 @@ fn like(state: &Option<Node>, template: Option<&Node>) -> Option<Node> {
     let n = state.as_ref()?;
     Some(match (n, template) {
         (
-            Node::File { content, nlink, perm },
+            Node::File {
+                content,
+                nlink,
+                perm,
+                xattrs,
+            },
             Some(Node::File {
                 content: tc,
                 nlink: tn,
                 perm: tp,
+                xattrs: tx,
             }),
         ) => Node::File {
             content: tc.as_ref().and(content.clone()),
             nlink: tn.and(*nlink),
             perm: tp.and(*perm),
+            xattrs: tx.as_ref().and(xattrs.clone()),
+        },
+        (Node::Dir { xattrs }, Some(Node::Dir { xattrs: tx })) => Node::Dir {
+            xattrs: tx.as_ref().and(xattrs.clone()),
         },
         (n, _) => n.as_entry(),
     })
@@ -353,6 +381,7 @@ impl PromiseBuilder {
                             content: Some(v.clone().into()),
                             nlink: None,
                             perm: None,
+                            xattrs: None,
                         })
                     }));
                     let st = States {
@@ -604,10 +633,7 @@ impl PromiseBuilder {
                 let data_only = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic);
                 if let Some(allowed) = st.paths.get_mut(&path) {
                     if data_only {
-                        *allowed = allowed
-                            .iter()
-                            .map(|s| s.as_ref().map(Node::without_nlink))
-                            .collect();
+                        *allowed = allowed.iter().map(|s| s.as_ref().map(Node::data_only)).collect();
                     }
                     if if_present && !allowed.contains(&None) {
                         allowed.push(None);
@@ -789,6 +815,7 @@ mod tests {
             content: Some(content.to_vec().into()),
             nlink: Some(nlink),
             perm: Some(0o644),
+            xattrs: None,
         })
     }
 
@@ -841,9 +868,9 @@ mod tests {
     fn a_sync_promise_holds_at_every_later_point_and_widens_per_name() {
         let mut b = PromiseBuilder::new(ModeName::Mq);
         let tree = vec![
-            ("/".to_string(), Some(Node::Dir)),
+            ("/".to_string(), Some(Node::DIR)),
             ("/a".to_string(), f(b"a", 1)),
-            ("/d".to_string(), Some(Node::Dir)),
+            ("/d".to_string(), Some(Node::DIR)),
         ];
         let s = b.begin_op(Vec::new(), 0, &[]);
         b.end(s, 3, true);
@@ -865,6 +892,7 @@ mod tests {
             content: None,
             nlink: Some(1),
             perm: None,
+            xattrs: None,
         });
         assert_eq!(st.paths["/d/x"], vec![None, entry]);
         assert!(st.listed.contains("/d") && st.listed.contains("/"));
@@ -881,6 +909,7 @@ mod tests {
             content: Some(b"x".to_vec().into()),
             nlink: None,
             perm: Some(0o644),
+            xattrs: None,
         });
         assert_eq!(states_of(&b.promises()[0]).paths["/f"], vec![data, None]);
     }
@@ -889,15 +918,17 @@ mod tests {
     fn a_dir_fsync_promises_entries_with_link_counts_not_contents() {
         let st = dir_durable(
             "/d",
-            vec![("/d/f".into(), f(b"data", 2)), ("/d/s".into(), Some(Node::Dir))],
+            Some(Node::DIR),
+            vec![("/d/f".into(), f(b"data", 2)), ("/d/s".into(), Some(Node::DIR))],
         );
         let entry = Some(Node::File {
             content: None,
             nlink: Some(2),
             perm: None,
+            xattrs: None,
         });
         assert_eq!(st.paths["/d/f"], vec![entry]);
-        assert_eq!(st.paths["/d"], vec![Some(Node::Dir)]);
+        assert_eq!(st.paths["/d"], vec![Some(Node::DIR)]);
         assert!(st.listed.contains("/d") && !st.listed.contains("/d/s"));
         // A later write to /d/f does not widen it: contents are not promised.
         assert!(widen(&st, &[("/d/f".into(), f(b"other", 2))]).is_none());
@@ -911,7 +942,7 @@ mod tests {
         for mode in [ModeName::Classic, ModeName::None] {
             let mut b = PromiseBuilder::new(mode);
             b.base(tree_durable(
-                vec![("/".into(), Some(Node::Dir)), ("/a".into(), f(b"x", 1))],
+                vec![("/".into(), Some(Node::DIR)), ("/a".into(), f(b"x", 1))],
                 None,
             ));
             let paths = ["/a".to_string(), "/b".to_string()];
@@ -933,6 +964,7 @@ mod tests {
                 content: None,
                 nlink: Some(1),
                 perm: None,
+                xattrs: None,
             });
             let tuples = vec![vec![entry.clone(), None], vec![None, entry]];
             assert_eq!(

@@ -27,7 +27,7 @@ use crate::oracle::Promise;
 use crate::promises::{
     dir_durable, file_durable, tree_durable, Durable, OpId, PromiseBuilder, BASE_CONTENT_LIMIT,
 };
-use crate::workload::{pattern, Op, Workload, FILL_SEED};
+use crate::workload::{pattern, xattr_value, Op, Workload, FILL_SEED};
 
 /// The consistency configurations crashfuzz explores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -640,6 +640,12 @@ async fn run_path_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
             let ino = fs.resolve(c, p).await?;
             fs.fallocate(c, ino, mode.fs_mode(), *off, *len).await
         }
+        Op::Setxattr(p, name, len, seed, how) => {
+            let ino = fs.resolve(c, p).await?;
+            fs.setxattr(c, ino, name, &xattr_value(*len, *seed), how.fs_flags())
+                .await
+        }
+        Op::Removexattr(p, name) => fs.removexattr(c, fs.resolve(c, p).await?, name).await,
         Op::Link(a, b) => fs.link_path(c, a, b).await.map(|_| ()),
         Op::Unlink(p) => fs.unlink_path(c, p).await,
         Op::Rmdir(p) => fs.rmdir_path(c, p).await,
@@ -906,6 +912,15 @@ impl Shared {
             }
         }
         self.model.apply(op);
+        if let Op::Setxattr(p, name, len, seed, _) = op {
+            // The model's refusal rules (Model::xattrs_after_set) must
+            // agree with the file system's.
+            let set = self.model.lookup(p).map(|id| self.model.xattrs_of(id));
+            if set.as_ref().and_then(|x| x.get(name)) != Some(&xattr_value(*len, *seed)) {
+                self.mismatches
+                    .push(format!("{op} ({at}): set, but the model refuses it"));
+            }
+        }
         if !op.changed_paths().is_empty() {
             let states = self.model.states(&self.model.affected(op));
             self.promises.settled(&states);
@@ -951,7 +966,11 @@ impl Shared {
                                 }
                             })
                             .collect();
-                        Some(Durable::States(dir_durable(p, self.model.states(&names))))
+                        Some(Durable::States(dir_durable(
+                            p,
+                            self.model.state(p),
+                            self.model.states(&names),
+                        )))
                     }
                     _ => None,
                 };

@@ -11,12 +11,13 @@
 //! enumeration, checks and oracle as a built-in workload; its violations'
 //! ids start with `@FILE` and `crashfuzz replay` replays them.
 //!
-//! # File format (version 1)
+//! # File format (version 2)
 //!
 //! ```text
 //! offset  size  field
 //! 0       8     magic "CFZSAVED"
-//! 8       4     format version, u32 little-endian (1)
+//! 8       4     format version, u32 little-endian (2; version 1, before
+//!               promised states carried extended attributes, is refused)
 //! 12      8     body length in bytes, u64 little-endian
 //! 20      4     CRC-32 (IEEE, crc32fast) of the body, u32 little-endian
 //! 24      ...   body: bincode 1.x, little-endian, variable-length integers
@@ -176,7 +177,7 @@ use crate::record::{machine_profile, mode_label, Fault, ModeName, OpRecord, Reco
 use crate::workload::Workload;
 
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 const MAGIC: [u8; 8] = *b"CFZSAVED";
 const HEADER: usize = 24;

@@ -25,6 +25,9 @@
 //! fdwrite 3 0 100 5         # through the descriptor (also fdfsync 3, fdfdatasync 3)
 //! fstat 3                   # size and link count checked against the model
 //! close 3                   # the last close of a nameless file frees it
+//! setxattr /a/e user.k 100 6  # value: 100 bytes of pattern(6, 0..100)
+//! setxattr /a/e user.k 9 2 replace  # also `create` (XATTR_CREATE)
+//! removexattr /a/e user.k
 //! sync
 //! t1 sleep 30               # simulated microseconds (to shape races)
 //! t1 wait /a/e              # until the path exists (another thread's)
@@ -34,8 +37,9 @@
 //! ```
 //!
 //! An operation the file system refuses (EINVAL for an unaligned `dwrite`,
-//! a `mwrite` past the end of the file) changes nothing and promises
-//! nothing; the recorder keeps it, with its line, for the report.
+//! a `mwrite` past the end of the file, ENODATA for a `removexattr` of an
+//! absent attribute) changes nothing and promises nothing; the recorder
+//! keeps it, with its line, for the report.
 
 use std::fmt;
 
@@ -129,6 +133,47 @@ pub enum Op {
     /// punch-hole and the zero-range modes zero the range (punch-hole and
     /// zero-range-keep-size within the size only).
     Fallocate(String, Falloc, u64, u64),
+    /// setxattr(2) of attribute `name` (with its namespace prefix,
+    /// `user.k`) of the node at the path, to `len` bytes where byte `i` is
+    /// `pattern(seed, i)`, with the flags `how`. Refused as Linux refuses
+    /// it (EEXIST, ENODATA, ENOSPC when the attributes outgrow their block,
+    /// E2BIG over 64 KiB, EOPNOTSUPP for an unknown namespace).
+    Setxattr(String, String, u64, u8, XattrHow),
+    /// removexattr(2) of attribute `name` of the node at the path
+    /// (ENODATA if absent).
+    Removexattr(String, String),
+}
+
+/// The flags of a setxattr(2), as the workload language names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum XattrHow {
+    /// Flags 0: create or replace (no word in the language).
+    Any,
+    /// `XATTR_CREATE` (`create`): EEXIST if the attribute exists.
+    Create,
+    /// `XATTR_REPLACE` (`replace`): ENODATA if it does not.
+    Replace,
+}
+
+impl XattrHow {
+    /// The file system's flags.
+    pub fn fs_flags(self) -> mqfs::XattrFlags {
+        match self {
+            XattrHow::Any => mqfs::XattrFlags::Any,
+            XattrHow::Create => mqfs::XattrFlags::Create,
+            XattrHow::Replace => mqfs::XattrFlags::Replace,
+        }
+    }
+}
+
+/// The longest attribute value a workload may set: larger than Linux
+/// accepts (`XATTR_SIZE_MAX`, 64 KiB), so that E2BIG can be tested.
+pub const XATTR_VALUE_LIMIT: u64 = 1 << 20;
+
+/// The value [`Op::Setxattr`] sets: `len` bytes of `seed`'s pattern from
+/// position 0.
+pub fn xattr_value(len: u64, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| pattern(seed, i)).collect()
 }
 
 /// A fallocate(2) mode, as the workload language names it.
@@ -229,7 +274,9 @@ impl Op {
             | Op::Fill(p)
             | Op::Dwrite(p, ..)
             | Op::Mwrite(p, ..)
-            | Op::Fallocate(p, ..) => vec![p],
+            | Op::Fallocate(p, ..)
+            | Op::Setxattr(p, ..)
+            | Op::Removexattr(p, _) => vec![p],
             Op::Link(a, b) | Op::Rename(a, b) => vec![a, b],
             Op::Fsync(_)
             | Op::Fdatasync(_)
@@ -306,6 +353,15 @@ impl fmt::Display for Op {
             Op::Fdfsync(fd) => write!(f, "fdfsync {fd}"),
             Op::Fdfdatasync(fd) => write!(f, "fdfdatasync {fd}"),
             Op::Fstat(fd) => write!(f, "fstat {fd}"),
+            Op::Setxattr(p, n, l, s, how) => {
+                write!(f, "setxattr {p} {n} {l} {s}")?;
+                match how {
+                    XattrHow::Any => Ok(()),
+                    XattrHow::Create => write!(f, " create"),
+                    XattrHow::Replace => write!(f, " replace"),
+                }
+            }
+            Op::Removexattr(p, n) => write!(f, "removexattr {p} {n}"),
         }
     }
 }
@@ -491,6 +547,16 @@ fn num(s: Option<&str>, line: usize, what: &str) -> Result<u64, ParseError> {
     })
 }
 
+/// An attribute name operand: one word. Whether the file system takes
+/// it (a known namespace, at most 255 bytes) is its own to say: a name it
+/// refuses makes a refused operation, as in Linux.
+fn xattr_name(s: Option<&str>, line: usize) -> Result<String, ParseError> {
+    s.map(str::to_string).ok_or_else(|| ParseError {
+        line,
+        what: "missing attribute name".into(),
+    })
+}
+
 /// A descriptor operand.
 fn fd(s: Option<&str>, line: usize) -> Result<u32, ParseError> {
     let n = num(s, line, "descriptor")?;
@@ -659,6 +725,40 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
                     what: "missing symlink target".into(),
                 })?;
                 Op::Symlink(p, t.to_string())
+            }
+            "setxattr" => {
+                let p = path(words.next(), line)?;
+                let name = xattr_name(words.next(), line)?;
+                let len = num(words.next(), line, "value length")?;
+                if len > XATTR_VALUE_LIMIT {
+                    return Err(ParseError {
+                        line,
+                        what: "attribute values are limited to 1 MiB".into(),
+                    });
+                }
+                let mut seed = 1;
+                if let Some(w) = words.next_if(|w| w.starts_with(|c: char| c.is_ascii_digit())) {
+                    seed = w.parse().map_err(|_| ParseError {
+                        line,
+                        what: "seed is not a byte".into(),
+                    })?;
+                }
+                let how = match words.next() {
+                    None => XattrHow::Any,
+                    Some("create") => XattrHow::Create,
+                    Some("replace") => XattrHow::Replace,
+                    Some(other) => {
+                        return Err(ParseError {
+                            line,
+                            what: format!("setxattr flag {other:?}: `create` or `replace`"),
+                        })
+                    }
+                };
+                Op::Setxattr(p, name, len, seed, how)
+            }
+            "removexattr" => {
+                let p = path(words.next(), line)?;
+                Op::Removexattr(p, xattr_name(words.next(), line)?)
             }
             "fsync" => Op::Fsync(path(words.next(), line)?),
             "fdatasync" => Op::Fdatasync(path(words.next(), line)?),

@@ -16,6 +16,7 @@ fn file(content: &[u8], nlink: u16) -> Option<Node> {
         content: Some(content.to_vec().into()),
         nlink: Some(nlink),
         perm: Some(0o644),
+        xattrs: None,
     })
 }
 
@@ -78,7 +79,7 @@ fn op_atomic_catches_a_rename_that_lost_the_file_where_each_name_passes() {
     // `rename /a /c` starting after 10 trace entries, before any fsync.
     let mut b = PromiseBuilder::new(ModeName::Classic);
     b.base(tree_durable(
-        vec![("/".into(), Some(Node::Dir)), ("/a".into(), file(b"x", 1))],
+        vec![("/".into(), Some(Node::DIR)), ("/a".into(), file(b"x", 1))],
         None,
     ));
     let effects = [("/a".to_string(), None), ("/c".to_string(), file(b"x", 1))];

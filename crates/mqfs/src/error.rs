@@ -88,9 +88,12 @@ impl FsError {
     /// The name of [`FsError::errno`] (`ENOENT`, `EINVAL`, ...).
     pub fn errno_name(&self) -> &'static str {
         match self.errno() {
+            1 => "EPERM",
             2 => "ENOENT",
             5 => "EIO",
+            7 => "E2BIG",
             17 => "EEXIST",
+            19 => "ENODEV",
             20 => "ENOTDIR",
             21 => "EISDIR",
             22 => "EINVAL",
@@ -98,8 +101,10 @@ impl FsError {
             28 => "ENOSPC",
             30 => "EROFS",
             31 => "EMLINK",
+            34 => "ERANGE",
             36 => "ENAMETOOLONG",
             39 => "ENOTEMPTY",
+            61 => "ENODATA",
             95 => "EOPNOTSUPP",
             117 => "EUCLEAN",
             n => unreachable!("errno {n} has no name here: FsError::errno and errno_name disagree"),
@@ -129,5 +134,79 @@ impl FsError {
             FsError::Unsupported(_) => 95, // EOPNOTSUPP
             FsError::NotMqfs | FsError::Corrupt(_) => 117, // EUCLEAN
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FsError;
+
+    /// One error of each variant (the match makes the compiler list any
+    /// variant added later).
+    fn one_of_each() -> Vec<FsError> {
+        let all = vec![
+            FsError::NotFound,
+            FsError::Exists,
+            FsError::NotDir,
+            FsError::IsDir,
+            FsError::NotEmpty,
+            FsError::NameTooLong,
+            FsError::NoSpace,
+            FsError::Invalid(String::new()),
+            FsError::TooBig,
+            FsError::TooManyLinks,
+            FsError::NotMqfs,
+            FsError::Corrupt(String::new()),
+            FsError::Io(String::new()),
+            FsError::Unsupported(String::new()),
+            FsError::ReadOnly,
+            FsError::NoData,
+            FsError::Range,
+            FsError::ArgTooBig,
+            FsError::NotPermitted,
+            FsError::NotRegular,
+        ];
+        for e in &all {
+            match e {
+                FsError::NotFound
+                | FsError::Exists
+                | FsError::NotDir
+                | FsError::IsDir
+                | FsError::NotEmpty
+                | FsError::NameTooLong
+                | FsError::NoSpace
+                | FsError::Invalid(_)
+                | FsError::TooBig
+                | FsError::TooManyLinks
+                | FsError::NotMqfs
+                | FsError::Corrupt(_)
+                | FsError::Io(_)
+                | FsError::Unsupported(_)
+                | FsError::ReadOnly
+                | FsError::NoData
+                | FsError::Range
+                | FsError::ArgTooBig
+                | FsError::NotPermitted
+                | FsError::NotRegular => {}
+                // The same errno as Io: EIO.
+                FsError::Driver(_) | FsError::Bus(_) | FsError::Sim(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_errno_has_its_name() {
+        // errno_name once lacked the attribute errors (ENODATA, ERANGE,
+        // E2BIG), EPERM and ENODEV: a refused removexattr panicked in
+        // crashfuzz's report of refused operations.
+        let names: Vec<(i32, &str)> = one_of_each()
+            .iter()
+            .map(|e| (e.errno(), e.errno_name()))
+            .collect();
+        assert!(names.contains(&(61, "ENODATA")), "{names:?}");
+        assert!(names.contains(&(34, "ERANGE")) && names.contains(&(7, "E2BIG")));
+        assert!(names.contains(&(1, "EPERM")) && names.contains(&(19, "ENODEV")));
+        assert_eq!(names.len(), 20);
     }
 }
