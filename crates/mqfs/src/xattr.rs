@@ -172,7 +172,7 @@ impl Fs {
         } else {
             let enc = encode_xattr_block(attrs)?;
             let (b, buf) = if old == 0 {
-                let goal = st.inode.borrow().extents.first().map_or(0, |e| e.physical);
+                let goal = st.inode.borrow().tree.first().map_or(0, |e| e.physical);
                 let b = self.alloc_block(ctx, st, goal).await?;
                 {
                     let mut i = st.inode.borrow_mut();
