@@ -109,6 +109,60 @@ fn interleaved_appenders_and_a_random_writer_grow_deep_trees() {
     assert!(r.is_spotless(), "{r}");
 }
 
+/// The shape crashfuzz's `extent_split` workload relies on: 8 x 254
+/// one-block extents fill the root with full leaves; one more extent splits
+/// the last leaf and grows the tree to depth 2; a write into a gap splits a
+/// full leaf in the middle; a truncate to 301 extents frees the emptied
+/// leaves and the index block (the root takes its entries back). The block
+/// count follows every tree block, and fsck agrees.
+#[test]
+fn a_full_root_grows_a_level_and_a_truncate_gives_it_back() {
+    let t = setup(Mode::Classic, 1 << 15, 2).unwrap();
+    let fs = t.fs.clone();
+    t.ex.block_on(async move {
+        let c = Ctx::on(0);
+        let f = fs.create_path(c, "/frag").await.unwrap().ino;
+        let shape = |fs: Rc<Fs>| async move {
+            let st = fs.iget(c, f).await.unwrap();
+            let i = st.inode.borrow();
+            (
+                i.tree.depth(),
+                i.tree.node_count(),
+                i.tree.extents().len(),
+                i.nblocks,
+            )
+        };
+        for k in 0..8 * 254 {
+            fs.write(c, f, 2 * k * B, &pattern(0, 2 * k)).await.unwrap();
+        }
+        assert_eq!(shape(fs.clone()).await, (1, 8, 2032, 2032 + 8));
+        fs.write(c, f, 2 * 2032 * B, &pattern(0, 4064)).await.unwrap();
+        assert_eq!(
+            shape(fs.clone()).await,
+            (2, 10, 2033, 2033 + 10),
+            "a leaf and an index block more"
+        );
+        fs.write(c, f, 201 * B, &pattern(0, 201)).await.unwrap();
+        assert_eq!(
+            shape(fs.clone()).await,
+            (2, 11, 2034, 2034 + 11),
+            "a full leaf split in the middle"
+        );
+        fs.truncate(c, f, 600 * B).await.unwrap();
+        // Blocks 0, 2, .., 598 and 201: 301 extents in three leaves (the
+        // first one split in two).
+        assert_eq!(
+            shape(fs.clone()).await,
+            (1, 3, 301, 301 + 3),
+            "the root took the index back"
+        );
+        fs.unmount(c).await.unwrap();
+    })
+    .unwrap();
+    let r = fsck(t.ctrl.backend()).unwrap();
+    assert!(r.is_spotless(), "{r}");
+}
+
 /// Reads every block of the files back.
 async fn check_contents(fs: &Fs, c: Ctx, inos: &[Ino], blocks: u64) {
     for (f, &ino) in inos.iter().enumerate() {
