@@ -21,7 +21,7 @@
 //! - every index entry's key is the first key of its child
 //!   (`ext4_ext_correct_indexes`).
 //!
-//! Deviations (`docs/decisions.md` E22): a split moves the upper half of
+//! Deviations (`docs/decisions.md` M16): a split moves the upper half of
 //! a node to the new block, or only the new entry when it was appended at
 //! the end (Ext4 splits at the insertion point, which gives the same
 //! full leaves for appends); and a root whose only child fits in the root
