@@ -751,6 +751,97 @@ mod tests {
         assert_eq!(released.len(), used, "every block taken is released once");
     }
 
+    fn idx(logical: u32, child: u64) -> IndexEntry {
+        IndexEntry { logical, child }
+    }
+
+    /// A tree of `depth` with `root` and the blocks `nodes`, loaded as
+    /// `Fs::iget` loads one (`missing_children`, `attach`), then checked.
+    fn load(depth: u16, root: Entries, nodes: &[(u64, Entries)]) -> Result<ExtentTree, FsError> {
+        let mut t = ExtentTree::from_root(depth, root);
+        loop {
+            let missing = t.missing_children()?;
+            if missing.is_empty() {
+                break;
+            }
+            for (b, _) in missing {
+                let n = nodes.iter().find(|(x, _)| *x == b).map(|(_, n)| n.clone());
+                t.attach(b, n.ok_or_else(|| corrupt("no such block".into()))?)?;
+            }
+        }
+        t.validate(&|b| (100..200).contains(&b))?;
+        Ok(t)
+    }
+
+    #[test]
+    fn damaged_trees_are_corrupt_not_a_panic() {
+        let leaf = |keys: &[u32]| Entries::Leaf(keys.iter().map(|k| ext(*k)).collect());
+        let is_corrupt = |r: Result<ExtentTree, FsError>, what: &str| {
+            assert!(matches!(r, Err(FsError::Corrupt(_))), "{what}: {r:?}");
+        };
+        let good = load(
+            1,
+            Entries::Index(vec![idx(0, 100), idx(10, 101)]),
+            &[(100, leaf(&[0, 5])), (101, leaf(&[10]))],
+        );
+        assert_eq!(good.unwrap().extents().len(), 3, "the undamaged tree loads");
+        is_corrupt(
+            load(
+                2,
+                Entries::Index(vec![idx(0, 100)]),
+                &[(100, Entries::Index(vec![idx(0, 100)]))],
+            ),
+            "a block naming itself (a loop)",
+        );
+        is_corrupt(
+            load(
+                1,
+                Entries::Index(vec![idx(0, 100), idx(10, 100)]),
+                &[(100, leaf(&[0]))],
+            ),
+            "two entries naming one block",
+        );
+        is_corrupt(
+            load(1, Entries::Index(vec![idx(0, 300)]), &[(300, leaf(&[0]))]),
+            "a child outside the data area",
+        );
+        is_corrupt(
+            load(1, Entries::Index(vec![idx(3, 100)]), &[(100, leaf(&[0]))]),
+            "an index key that is not the child's first key",
+        );
+        is_corrupt(
+            load(
+                1,
+                Entries::Index(vec![idx(0, 100), idx(10, 101)]),
+                &[(100, leaf(&[0, 12])), (101, leaf(&[10]))],
+            ),
+            "an extent past its index entry's range",
+        );
+        is_corrupt(
+            load(
+                1,
+                Entries::Index(vec![idx(10, 100), idx(0, 101)]),
+                &[(100, leaf(&[10])), (101, leaf(&[0]))],
+            ),
+            "index keys out of order",
+        );
+        is_corrupt(
+            load(2, Entries::Index(vec![idx(0, 100)]), &[(100, leaf(&[0]))]),
+            "a leaf where an index node belongs (depth mismatch)",
+        );
+        is_corrupt(load(0, leaf(&[4, 2]), &[]), "extents out of order");
+        let overlapping = Entries::Leaf(vec![Extent { len: 5, ..ext(0) }, ext(3)]);
+        is_corrupt(load(0, overlapping, &[]), "overlapping extents");
+        is_corrupt(
+            load(
+                MAX_DEPTH + 1,
+                Entries::Index(vec![idx(0, 100)]),
+                &[(100, leaf(&[0]))],
+            ),
+            "a tree deeper than the deepest",
+        );
+    }
+
     #[test]
     fn appends_fill_leaves() {
         let mut t = ExtentTree::default();

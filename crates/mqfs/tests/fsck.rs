@@ -797,6 +797,38 @@ fn structural_damage_behind_valid_checksums() {
         blk[off..off + INODE_SIZE].copy_from_slice(&raw);
         put(img, b, &blk);
     });
+    // big2's root (depth 1): one index entry, key at 68, child at 72.
+    let root = |img: &mut Vec<u8>, f: &dyn Fn(&mut [u8; INODE_SIZE])| {
+        let (b, off, mut raw) = raw_inode(img, i["/d1/big2"]);
+        f(&mut raw);
+        let c = mqfs::layout::crc(&raw[..INODE_SIZE - 4]);
+        raw[INODE_SIZE - 4..].copy_from_slice(&c.to_le_bytes());
+        let mut blk = get(img, b);
+        blk[off..off + INODE_SIZE].copy_from_slice(&raw);
+        put(img, b, &blk);
+    };
+    case(
+        "index key not the child's first",
+        FindingKind::BadExtentTree,
+        &|img| root(img, &|r| r[68..72].copy_from_slice(&1u32.to_le_bytes())),
+    );
+    case(
+        "two index entries naming one block",
+        FindingKind::BadExtentTree,
+        &|img| {
+            root(img, &|r| {
+                let entry: [u8; 16] = r[68..84].try_into().unwrap();
+                r[84..100].copy_from_slice(&entry);
+                r[84..88].copy_from_slice(&100u32.to_le_bytes());
+                r[56..58].copy_from_slice(&2u16.to_le_bytes());
+            })
+        },
+    );
+    case(
+        "tree deeper than its blocks",
+        FindingKind::BadExtentTree,
+        &|img| root(img, &|r| r[58..60].copy_from_slice(&2u16.to_le_bytes())),
+    );
     case("leaf extent shared", FindingKind::BlockOwnedTwice, &|img| {
         let victim = inode(img, i["/r2"]).extents[0].physical;
         with_inode(img, i["/d1/big2"], &|x| {
