@@ -689,6 +689,15 @@ mod tests {
     }
 
     #[test]
+    fn extent_split_fills_the_root_with_full_leaves_in_setup() {
+        // 8 leaves of 254 one-block extents: the first recorded append
+        // splits the last leaf and grows the tree (mqfs's extent_tree).
+        let w = &by_name("extent_split").expect("built in")[0];
+        let writes = w.setup.iter().filter(|op| matches!(op, Op::Write(..))).count();
+        assert_eq!(writes, 8 * mqfs::extent_tree::LEAF_ENTRIES);
+    }
+
+    #[test]
     fn spaces_have_the_expected_sizes() {
         assert_eq!(ace_ops().len(), 24);
         assert!(ace_seq1().len() > 80);

@@ -121,7 +121,7 @@ pub fn encode_orphans(list: &[u32]) -> [u8; INODE_SIZE] {
 }
 /// Longest file name.
 pub const NAME_MAX: usize = 255;
-/// Inline extents in an inode.
+/// Entries of the extent tree's root in an inode (extents at depth 0).
 pub const INLINE_EXTENTS: usize = 8;
 /// Longest symlink target stored inside the inode.
 pub const INLINE_SYMLINK: usize = INLINE_EXTENTS * 16;
