@@ -12,7 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use common::{remount, setup};
+use common::{modes, remount, setup};
 use mqfs::fsck::fsck;
 use mqfs::{Ctx, FallocMode, Fs, Ino, Mode};
 use pcie_sim::join_all;
@@ -39,6 +39,15 @@ fn file_mib() -> u64 {
         .unwrap_or(64)
 }
 
+/// The modes of the big test: `MQFS_MODES` if set (each mode passes, about
+/// 16 s and 2 GB apiece), else classic alone.
+fn big_modes() -> Vec<Mode> {
+    match std::env::var_os("MQFS_MODES") {
+        Some(_) => modes(),
+        None => vec![Mode::Classic],
+    }
+}
+
 /// 8 appenders (4 KiB at a time, each on its own file, so their blocks
 /// interleave on the device and every block is an extent) and one random
 /// writer (every block once, in a shuffled order) each reach the file
@@ -46,12 +55,18 @@ fn file_mib() -> u64 {
 /// remount every block reads back.
 #[test]
 fn interleaved_appenders_and_a_random_writer_grow_deep_trees() {
+    for mode in big_modes() {
+        grow_deep_trees(mode);
+    }
+}
+
+fn grow_deep_trees(mode: Mode) {
     const APPENDERS: u64 = 8;
     let mib = file_mib();
     let blocks = mib * 256;
     // The nine files, the metadata, the journal (an eighth) and slack.
     let device = ((APPENDERS + 1) * blocks * 5 / 4 + 16384).next_power_of_two();
-    let Some(t) = setup(Mode::Classic, device, 4) else {
+    let Some(t) = setup(mode, device, 4) else {
         return;
     };
     let (fs, machine) = (t.fs.clone(), t.machine.clone());
@@ -84,20 +99,25 @@ fn interleaved_appenders_and_a_random_writer_grow_deep_trees() {
             })
             .collect();
         join_all(handles).await;
+        eprintln!(
+            "{mode:?}: {} MiB x 9 written by simulated {:?}",
+            mib,
+            machine.sim().now()
+        );
         for (f, &ino) in inos.iter().enumerate() {
             let st = fs.iget(c, ino).await.unwrap();
             let i = st.inode.borrow();
             let extents = i.tree.extents().len();
             eprintln!(
-                "file {f}: {} extents, depth {}, {} tree blocks",
+                "{mode:?} file {f}: {} extents, depth {}, {} tree blocks",
                 extents,
                 i.tree.depth(),
                 i.tree.node_count()
             );
             assert_eq!(i.size, blocks * B);
             if mib >= 64 {
-                assert!(extents > 2032, "file {f}: {extents} extents fit depth 1");
-                assert_eq!(i.tree.depth(), 2, "file {f}");
+                assert!(extents > 2032, "{mode:?} file {f}: {extents} extents fit depth 1");
+                assert_eq!(i.tree.depth(), 2, "{mode:?} file {f}");
             }
         }
         let fs = remount(fs, &machine, c).await.unwrap();
@@ -106,7 +126,7 @@ fn interleaved_appenders_and_a_random_writer_grow_deep_trees() {
     })
     .unwrap();
     let r = fsck(t.ctrl.backend()).unwrap();
-    assert!(r.is_spotless(), "{r}");
+    assert!(r.is_spotless(), "{mode:?}: {r}");
 }
 
 /// The shape crashfuzz's `extent_split` workload relies on: 8 x 254
