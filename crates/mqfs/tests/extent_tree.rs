@@ -133,14 +133,16 @@ fn grow_deep_trees(mode: Mode) {
 /// one-block extents fill the root with full leaves; one more extent splits
 /// the last leaf and grows the tree to depth 2; a write into a gap splits a
 /// full leaf in the middle; a truncate to 301 extents frees the emptied
-/// leaves and the index block (the root takes its entries back). The block
-/// count follows every tree block, and fsck agrees.
+/// leaves and the index block (the root takes its entries back); unlink
+/// frees a whole depth-2 tree. The block count follows every tree block,
+/// and fsck agrees.
 #[test]
 fn a_full_root_grows_a_level_and_a_truncate_gives_it_back() {
     let t = setup(Mode::Classic, 1 << 15, 2).unwrap();
     let fs = t.fs.clone();
     t.ex.block_on(async move {
         let c = Ctx::on(0);
+        let free = fs.statfs(c).await.unwrap().free_blocks;
         let f = fs.create_path(c, "/frag").await.unwrap().ino;
         let shape = |fs: Rc<Fs>| async move {
             let st = fs.iget(c, f).await.unwrap();
@@ -175,6 +177,19 @@ fn a_full_root_grows_a_level_and_a_truncate_gives_it_back() {
             shape(fs.clone()).await,
             (1, 3, 301, 301 + 3),
             "the root took the index back"
+        );
+        // A second tree at depth 2 goes whole with its file.
+        let g = fs.create_path(c, "/frag2").await.unwrap().ino;
+        for k in 0..2100 {
+            fs.write(c, g, 2 * k * B, &pattern(1, 2 * k)).await.unwrap();
+        }
+        assert_eq!(fs.iget(c, g).await.unwrap().inode.borrow().tree.depth(), 2);
+        fs.unlink_path(c, "/frag2").await.unwrap();
+        fs.unlink_path(c, "/frag").await.unwrap();
+        assert_eq!(
+            fs.statfs(c).await.unwrap().free_blocks,
+            free,
+            "every tree block freed"
         );
         fs.unmount(c).await.unwrap();
     })
