@@ -608,6 +608,33 @@ pub fn xattrs() -> Workload {
     )
 }
 
+/// Extent-tree splits across a crash (Linux `fs/ext4/extents.c`): setup
+/// fills a file with one-block extents (every other block) until the
+/// inode's root holds 8 full leaves (8 x 254 extents); then one appended
+/// extent splits the last leaf and, the root being full, grows the tree to
+/// depth 2 (its index entries move into a new index block); a write into a
+/// gap splits a full leaf in the middle; a truncate empties leaves, whose
+/// blocks are freed and the tree shrinks back to depth 1. Each is made
+/// durable by an fsync: the tree blocks are journaled metadata.
+pub fn extent_split() -> Workload {
+    const ROOT_FULL: u64 = 8 * 254;
+    let (f, b) = (|| s("/frag"), 4096u64);
+    let mut setup = vec![Op::Create(f())];
+    setup.extend((0..ROOT_FULL).map(|k| Op::Write(f(), 2 * k * b, b, 1)));
+    Workload::single(
+        "extent_split",
+        setup,
+        vec![
+            Op::Write(f(), 2 * ROOT_FULL * b, b, 2),
+            Op::Fsync(f()),
+            Op::Write(f(), 201 * b, b, 3),
+            Op::Fsync(f()),
+            Op::Truncate(f(), 600 * b),
+            Op::Fsync(f()),
+        ],
+    )
+}
+
 /// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
 /// `random`, `m9_cross_queue` (and `ace1-*` / `ace2-*` for one member).
 pub fn by_name(name: &str) -> Option<Vec<Workload>> {
@@ -629,6 +656,7 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "fd_unlinked" => Some(vec![fd_unlinked()]),
         "fallocate_modes" => Some(vec![fallocate_modes()]),
         "xattrs" => Some(vec![xattrs()]),
+        "extent_split" => Some(vec![extent_split()]),
         n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("random-") => {
@@ -685,6 +713,7 @@ pub fn names() -> Vec<String> {
             "fd_unlinked",
             "fallocate_modes",
             "xattrs",
+            "extent_split",
             "table4",
         ]
         .map(String::from),
@@ -707,6 +736,15 @@ mod tests {
             })
             .expect("a write");
         assert!(blocks > slots, "{blocks} blocks, {slots} slots");
+    }
+
+    #[test]
+    fn extent_split_fills_the_root_with_full_leaves_in_setup() {
+        // 8 leaves of 254 one-block extents: the first recorded append
+        // splits the last leaf and grows the tree (mqfs's extent_tree).
+        let w = &by_name("extent_split").expect("built in")[0];
+        let writes = w.setup.iter().filter(|op| matches!(op, Op::Write(..))).count();
+        assert_eq!(writes, 8 * mqfs::extent_tree::LEAF_ENTRIES);
     }
 
     #[test]

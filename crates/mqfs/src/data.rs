@@ -5,10 +5,12 @@ use std::rc::Rc;
 use crate::cache::CachedBlock;
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
-use crate::layout::{FileType, BLOCK, LEAF_EXTENTS};
+use crate::layout::{FileType, BLOCK};
 
-/// Largest file: every extent slot full of maximal extents.
-pub const MAX_FILE: u64 = LEAF_EXTENTS as u64 * 32768 * BLOCK as u64;
+/// Largest file: file blocks are 32-bit, the last one `2^32 - 2` so that
+/// an extent's end fits too (Ext4's `ext4_max_size` for extent files,
+/// `(2^32 - 1) << blkbits`).
+pub const MAX_FILE: u64 = (u32::MAX as u64) * BLOCK as u64;
 
 impl Fs {
     /// The cached page of file block `fb`: read from its device block, or

@@ -12,17 +12,17 @@
 //! old content). Every change here is metadata (extents, bitmaps, size),
 //! persisted by each mode's fsync like any other inode change.
 //!
-//! A file keeps at most one extent leaf ([`LEAF_EXTENTS`] extents).
-//! Adjacent extents in the same state are merged; an operation whose
-//! result needs more extents fails with `TooBig` (EFBIG) and one that
-//! needs a block it cannot get with `NoSpace`, in both cases before
-//! anything changed (Ext4 can fail part-way with a partial allocation; here
-//! the whole call is undone).
+//! Extents live in the file's extent tree ([`crate::extent_tree`]).
+//! Adjacent extents in the same state are merged; an operation that needs
+//! a block it cannot get (for data or the tree) fails with `NoSpace`
+//! before anything changed (Ext4 can fail part-way with a partial
+//! allocation; here the whole call is undone).
 
 use crate::data::MAX_FILE;
 use crate::error::FsError;
+use crate::extent_tree::ExtentTree;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
-use crate::layout::{merge_extents, Extent, FileType, BLOCK, INLINE_EXTENTS, LEAF_EXTENTS};
+use crate::layout::{merge_extents, Extent, FileType, BLOCK};
 
 /// What [`Fs::fallocate`] does with the range (fallocate(2) modes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,9 +102,9 @@ impl Fs {
     pub(crate) fn bmap_written(st: &InodeState, fb: u32) -> Option<u64> {
         st.inode
             .borrow()
-            .extents
-            .iter()
-            .find(|e| fb >= e.logical && (fb - e.logical) < e.len && !e.unwritten)
+            .tree
+            .lookup(fb)
+            .filter(|e| !e.unwritten)
             .map(|e| e.physical + (fb - e.logical) as u64)
     }
 
@@ -116,75 +116,117 @@ impl Fs {
             return self.map_new(ctx, st, fb).await;
         };
         let fb = fb as u64;
-        let new = split_range(&st.inode.borrow().extents, fb, fb + 1, |e| {
+        let old = Fs::window(st, fb, fb + 1);
+        let new = split_range(&old, fb, fb + 1, |e| {
             Some(Extent {
                 unwritten: false,
                 ..e
             })
         });
-        self.install_extents(ctx, st, new, &[]).await?;
+        self.install_extents(ctx, st, &old, new, &[]).await?;
         st.new_blocks.borrow_mut().insert(b);
         Ok(b)
     }
 
-    /// Makes `new` the extents of `st` (merged), taking an extent leaf
-    /// first if they no longer fit in the inode. `allocated`: blocks the
-    /// caller allocated for them, freed again if this fails (`TooBig` past
-    /// one leaf, `NoSpace` without a block for the leaf), leaving `st` as
+    /// The extents of `st` that overlap file blocks `[from, to)` or touch
+    /// them (the one ending at `from` and the one starting at `to`, which
+    /// a change of the range may merge with): the window
+    /// [`Fs::install_extents`] replaces.
+    fn window(st: &InodeState, from: u64, to: u64) -> Vec<Extent> {
+        let i = st.inode.borrow();
+        let start = match from.checked_sub(1).and_then(|k| i.tree.at_or_before(k as u32)) {
+            Some(e) if e.end() >= from => e.logical as u64,
+            _ => from,
+        };
+        // Past the last file block nothing starts.
+        i.tree.starting_in(start as u32, to.min(u32::MAX as u64) as u32)
+    }
+
+    /// Replaces the extents `old` of `st` (a window from [`Fs::window`])
+    /// by `new` (merged), taking the tree blocks the edit needs first.
+    /// `allocated`: blocks the caller allocated for them, freed again if
+    /// this fails (`NoSpace` without a block for the tree), leaving `st` as
     /// it was. The block count is recomputed.
     async fn install_extents(
         &self,
         ctx: Ctx,
         st: &InodeState,
+        old: &[Extent],
         mut new: Vec<Extent>,
         allocated: &[u64],
     ) -> Result<(), FsError> {
         merge_extents(&mut new);
-        let failed = if new.len() > LEAF_EXTENTS {
-            Some(FsError::TooBig)
-        } else if new.len() > INLINE_EXTENTS && st.inode.borrow().leaf == 0 {
-            let goal = new.first().map_or(0, |e| e.physical);
-            match self.alloc_block(ctx, st, goal).await {
-                Ok(leaf) => {
-                    st.inode.borrow_mut().leaf = leaf;
-                    None
-                }
-                Err(e) => Some(e),
+        // Only what changed is edited: the common ends stay.
+        let pre = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+        let suf = old[pre..]
+            .iter()
+            .rev()
+            .zip(new[pre..].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let (gone, added) = (&old[pre..old.len() - suf], &new[pre..new.len() - suf]);
+        let edit = |t: &mut ExtentTree, alloc: &mut dyn FnMut() -> u64| {
+            for e in gone {
+                t.remove(e.logical);
             }
-        } else {
-            None
+            for e in added {
+                t.insert(*e, alloc);
+            }
         };
+        // Count the blocks the edit takes on a copy, then take them.
+        let mut need = 0u64;
+        edit(&mut st.inode.borrow().tree.clone(), &mut || {
+            need += 1;
+            u64::MAX - need
+        });
+        let goal = new.first().map_or(0, |e| e.physical);
+        let mut nodes = Vec::new();
+        let mut failed = None;
+        for _ in 0..need {
+            match self.alloc_block(ctx, st, goal).await {
+                Ok(b) => nodes.push(b),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
         if let Some(e) = failed {
-            for b in allocated {
+            for b in nodes.iter().chain(allocated) {
                 self.free_block(ctx, st, *b, false).await?;
             }
             return Err(e);
         }
+        nodes.reverse();
         let mut i = st.inode.borrow_mut();
-        let mapped: u64 = new.iter().map(|e| e.len as u64).sum();
-        i.nblocks = (mapped + (i.leaf != 0) as u64 + (i.xattr != 0) as u64) as u32;
-        i.extents = new;
+        let nodes_before = i.tree.node_count() as i64;
+        edit(&mut i.tree, &mut || Fs::next_taken(&mut nodes));
+        debug_assert!(nodes.is_empty(), "the real edit takes what the copy took");
+        let blocks = |v: &[Extent]| v.iter().map(|e| e.len as i64).sum::<i64>();
+        let delta = blocks(added) - blocks(gone) + i.tree.node_count() as i64 - nodes_before;
+        i.nblocks = (i.nblocks as i64 + delta).max(0) as u32;
         Ok(())
     }
 
     /// Allocates the holes of file blocks `[from, to)` as unwritten blocks
-    /// and returns the extents with them and the blocks (not installed).
-    /// On failure frees what it took.
+    /// and returns the window of extents around the range ([`Fs::window`]),
+    /// the window with them and the blocks (not installed). On failure
+    /// frees what it took.
     async fn alloc_holes(
         &self,
         ctx: Ctx,
         st: &InodeState,
         from: u64,
         to: u64,
-    ) -> Result<(Vec<Extent>, Vec<u64>), FsError> {
-        let mut extents = st.inode.borrow().extents.clone();
+    ) -> Result<(Vec<Extent>, Vec<Extent>, Vec<u64>), FsError> {
+        let old = Fs::window(st, from, to);
+        let mut extents = old.clone();
         let hs = holes(&extents, from, to);
         let mut taken = Vec::with_capacity(hs.len());
-        let mut goal = extents
-            .iter()
-            .rev()
-            .find(|e| (e.logical as u64) < from)
-            .map_or(0, |e| e.physical + e.len as u64);
+        let before = from
+            .checked_sub(1)
+            .and_then(|k| st.inode.borrow().tree.at_or_before(k as u32));
+        let mut goal = before.map_or(0, |e| e.physical + e.len as u64);
         for fb in hs {
             match self.alloc_block(ctx, st, goal).await {
                 Ok(b) => {
@@ -206,7 +248,7 @@ impl Fs {
             }
         }
         merge_extents(&mut extents);
-        Ok((extents, taken))
+        Ok((old, extents, taken))
     }
 
     /// Zeroes bytes `[from, to)` of one file block through its page, when
@@ -229,8 +271,7 @@ impl Fs {
 
     /// fallocate(2) on `ino` for bytes `[off, off + len)`; see
     /// [`FallocMode`]. Errors: `Invalid` (EINVAL) for a zero length,
-    /// `TooBig` (EFBIG) for a range past the largest file or a file that
-    /// would need more extents than one leaf holds, `NoSpace`, `IsDir` for
+    /// `TooBig` (EFBIG) for a range past the largest file, `NoSpace`, `IsDir` for
     /// a directory and `NotRegular` (ENODEV) for other non-files. On an
     /// error nothing changed.
     pub async fn fallocate(
@@ -262,8 +303,8 @@ impl Fs {
         let (first, last) = (off / B, end.div_ceil(B));
         let grows = match mode {
             FallocMode::Allocate | FallocMode::KeepSize => {
-                let (new, taken) = self.alloc_holes(ctx, &st, first, last).await?;
-                self.install_extents(ctx, &st, new, &taken).await?;
+                let (old, new, taken) = self.alloc_holes(ctx, &st, first, last).await?;
+                self.install_extents(ctx, &st, &old, new, &taken).await?;
                 mode == FallocMode::Allocate
             }
             FallocMode::PunchHole => {
@@ -302,13 +343,14 @@ impl Fs {
         let (full_from, full_to) = (off.div_ceil(B), end / B);
         if full_from < full_to {
             let freed = std::cell::RefCell::new(Vec::new());
-            let new = split_range(&st.inode.borrow().extents, full_from, full_to, |e| {
+            let old = Fs::window(st, full_from, full_to);
+            let new = split_range(&old, full_from, full_to, |e| {
                 freed
                     .borrow_mut()
                     .extend((0..e.len as u64).map(|k| e.physical + k));
                 None
             });
-            self.install_extents(ctx, st, new, &[]).await?;
+            self.install_extents(ctx, st, &old, new, &[]).await?;
             for b in freed.into_inner() {
                 self.free_block(ctx, st, b, false).await?;
             }
@@ -341,7 +383,7 @@ impl Fs {
     /// unwritten (their pages dropped), its partial blocks zeroed.
     async fn zero_range(&self, ctx: Ctx, st: &InodeState, off: u64, end: u64) -> Result<(), FsError> {
         let (full_from, full_to) = (off.div_ceil(B), end / B);
-        let (with_holes, taken) = self.alloc_holes(ctx, st, off / B, end.div_ceil(B)).await?;
+        let (old, with_holes, taken) = self.alloc_holes(ctx, st, off / B, end.div_ceil(B)).await?;
         let new = if full_from < full_to {
             split_range(&with_holes, full_from, full_to, |e| {
                 Some(Extent { unwritten: true, ..e })
@@ -349,7 +391,7 @@ impl Fs {
         } else {
             with_holes
         };
-        self.install_extents(ctx, st, new, &taken).await?;
+        self.install_extents(ctx, st, &old, new, &taken).await?;
         if full_from < full_to {
             st.pages.remove_range(full_from as u32, full_to as u32);
         }

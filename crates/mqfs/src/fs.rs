@@ -11,9 +11,10 @@ use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
 use crate::cache::{BufferCache, CachedBlock, FilePages};
 use crate::error::FsError;
+use crate::extent_tree::ExtentTree;
 use crate::journal::Journal;
 use crate::layout::{
-    decode_leaf, encode_leaf, Extent, Inode, Mode, Superblock, BLOCK, INLINE_EXTENTS, INODE_SIZE,
+    decode_node, encode_node, Extent, Inode, Mode, Superblock, BLOCK, INODE_SIZE, MAX_EXTENT_LEN,
 };
 use crate::profile::FsProfile;
 
@@ -328,16 +329,11 @@ impl Fs {
         if inode.is_free() {
             return Err(FsError::Corrupt(format!("inode {ino} is free but referenced")));
         }
-        let leaf_count = Inode::leaf_count(&buf.data()[off..off + INODE_SIZE]);
         if inode.xattr != 0 {
             self.check_block(inode.xattr)?;
         }
-        if inode.leaf != 0 {
-            self.check_block(inode.leaf)?;
-            let leaf = self.meta(ctx, inode.leaf).await?;
-            inode.extents = decode_leaf(&leaf.data()[..], leaf_count)?;
-        }
-        for e in &inode.extents {
+        self.load_tree(ctx, &mut inode.tree).await?;
+        for e in &inode.tree.extents() {
             if e.len == 0
                 || !self.sb.borrow().is_data_block(e.physical)
                 || !self.sb.borrow().is_data_block(e.physical + e.len as u64 - 1)
@@ -376,41 +372,66 @@ impl Fs {
         }
     }
 
-    /// Writes the in-memory inode into its table block (and its extent
-    /// leaf), marking them dirty on behalf of the inode. [`Fs::map_new`]
-    /// takes the leaf when the extents outgrow the inode, so this needs no
-    /// new block; the leaf is freed here when they fit in the inode again.
+    /// Reads the blocks of `tree` (which holds its root), level by level,
+    /// and checks the whole tree: a damaged tree is `Corrupt`.
+    async fn load_tree(&self, ctx: Ctx, tree: &mut ExtentTree) -> Result<(), FsError> {
+        loop {
+            let missing = tree.missing_children()?;
+            if missing.is_empty() {
+                break;
+            }
+            for (b, depth) in missing {
+                self.check_block(b)?;
+                let buf = self.meta(ctx, b).await?;
+                let node = decode_node(&buf.data()[..], depth)?;
+                tree.attach(b, node)?;
+            }
+        }
+        let sb = self.sb.borrow().clone();
+        tree.validate(&|b| sb.is_data_block(b))
+    }
+
+    /// Writes the extent-tree blocks of `st` that changed into their
+    /// buffers, marking them dirty on behalf of the inode, and frees the
+    /// ones that left the tree (metadata: a journal revokes them). The tree
+    /// blocks are metadata like the inode table: this is the one path by
+    /// which they reach the journal or their home.
+    pub(crate) async fn write_tree(&self, ctx: Ctx, st: &InodeState) -> Result<(), FsError> {
+        let released = st.inode.borrow_mut().tree.take_released();
+        for b in released {
+            self.free_block(ctx, st, b, true).await?;
+        }
+        let encoded: Vec<(u64, Box<[u8; BLOCK]>)> = st
+            .inode
+            .borrow_mut()
+            .tree
+            .take_dirty()
+            .into_iter()
+            .map(|(b, depth, node)| (b, encode_node(node, depth)))
+            .collect();
+        for (b, enc) in encoded {
+            // A tree block is always written whole: no read of a new one.
+            let buf = match self.bufs.get(b) {
+                Some(c) => c,
+                None => self.meta_new(b),
+            };
+            {
+                let _g = buf.lock.lock().await;
+                buf.modify().copy_from_slice(&enc[..]);
+            }
+            self.dirtied(b, &[st]);
+        }
+        Ok(())
+    }
+
+    /// Writes the in-memory inode into its table block (and its changed
+    /// extent-tree blocks), marking them dirty on behalf of the inode.
+    /// Tree edits took their blocks before they changed anything
+    /// ([`Fs::map_new`], `install_extents`), so this needs no new block.
     pub(crate) async fn write_inode(&self, ctx: Ctx, st: &InodeState) -> Result<(), FsError> {
         self.cycles(ctx, self.profile.inode_cycles).await;
         let (blk, off) = self.sb.borrow().inode_location(st.ino)?;
-        let needs_leaf = st.inode.borrow().extents.len() > INLINE_EXTENTS;
-        if needs_leaf && st.inode.borrow().leaf == 0 {
-            let leaf = self.alloc_block(ctx, st, 0).await?;
-            st.inode.borrow_mut().leaf = leaf;
-            st.inode.borrow_mut().nblocks += 1;
-        }
-        if !needs_leaf && st.inode.borrow().leaf != 0 {
-            let leaf = st.inode.borrow().leaf;
-            st.inode.borrow_mut().leaf = 0;
-            {
-                let mut i = st.inode.borrow_mut();
-                i.nblocks = i.nblocks.saturating_sub(1);
-            }
-            self.free_block(ctx, st, leaf, true).await?;
-        }
-        let leaf = st.inode.borrow().leaf;
-        if leaf != 0 {
-            let lb = match self.bufs.get(leaf) {
-                Some(b) => b,
-                None => self.meta_new(leaf),
-            };
-            {
-                let _g = lb.lock.lock().await;
-                let enc = encode_leaf(&st.inode.borrow().extents);
-                lb.modify().copy_from_slice(&enc[..]);
-            }
-            self.dirtied(leaf, &[st]);
-        }
+        self.write_tree(ctx, st).await?;
         let buf = self.meta(ctx, blk).await?;
         {
             let _g = buf.lock.lock().await;
@@ -563,103 +584,120 @@ impl Fs {
     pub(crate) fn bmap(st: &InodeState, fb: u32) -> Option<u64> {
         st.inode
             .borrow()
-            .extents
-            .iter()
-            .find(|e| fb >= e.logical && (fb - e.logical) < e.len)
+            .tree
+            .lookup(fb)
             .map(|e| e.physical + (fb - e.logical) as u64)
     }
 
     /// Maps file block `fb` to a newly allocated block (extending the last
-    /// extent when contiguous). A new extent that no longer fits in the
-    /// inode gets its extent leaf here, before anything changes: without a
-    /// block for the leaf, the data block is freed again and the call
+    /// extent when contiguous). A new extent that needs tree blocks (a
+    /// split leaf or a deeper tree) gets them here, before anything
+    /// changes: without them, the data block is freed again and the call
     /// fails with `NoSpace`, the file as it was (`write_inode` needs no
     /// block then, so a write cannot fail after it was applied).
     pub(crate) async fn map_new(&self, ctx: Ctx, st: &InodeState, fb: u32) -> Result<u64, FsError> {
-        let goal = st
-            .inode
-            .borrow()
-            .extents
-            .last()
-            .map_or(0, |e| e.physical + e.len as u64);
-        if st.inode.borrow().extents.len() >= crate::layout::LEAF_EXTENTS {
-            return Err(FsError::TooBig);
-        }
+        let last = st.inode.borrow().tree.last();
+        let goal = last.map_or(0, |e| e.physical + e.len as u64);
         let mut b = self.alloc_block(ctx, st, goal).await?;
-        if Fs::needs_new_leaf(&st.inode.borrow(), fb, b) {
-            b = self.take_leaf(ctx, st, b).await?;
+        let extend = last.filter(|e| Fs::extends(e, fb, b));
+        let need = match extend {
+            Some(_) => 0,
+            None => st.inode.borrow().tree.blocks_for_insert(fb),
+        };
+        let mut nodes = Vec::new();
+        if need > 0 {
+            (nodes, b) = self.take_tree_blocks(ctx, st, b, need).await?;
         }
         let mut ino = st.inode.borrow_mut();
-        ino.nblocks += 1;
+        ino.nblocks += 1 + need as u32;
         st.new_blocks.borrow_mut().insert(b);
-        if Fs::extends_last(&ino, fb, b) {
-            if let Some(e) = ino.extents.last_mut() {
-                e.len += 1;
+        match extend {
+            Some(e) => ino.tree.replace(e.logical, Extent { len: e.len + 1, ..e }),
+            None => {
+                let e = Extent {
+                    logical: fb,
+                    len: 1,
+                    physical: b,
+                    unwritten: false,
+                };
+                ino.tree.insert(e, &mut || Fs::next_taken(&mut nodes));
             }
-        } else {
-            ino.extents.push(Extent {
-                logical: fb,
-                len: 1,
-                physical: b,
-                unwritten: false,
-            });
-            ino.extents.sort_by_key(|e| e.logical);
         }
+        debug_assert!(nodes.is_empty(), "blocks_for_insert is exact");
         Ok(b)
     }
 
-    /// True if device block `b` for file block `fb` extends the last
-    /// extent of `ino` (a written one: `b` is mapped written).
-    fn extends_last(ino: &Inode, fb: u32, b: u64) -> bool {
-        matches!(ino.extents.last(),
-            Some(e) if e.logical + e.len == fb && e.physical + e.len as u64 == b && e.len < 32768 && !e.unwritten)
+    /// True if device block `b` for file block `fb` extends `e` (a written
+    /// extent: `b` is mapped written).
+    fn extends(e: &Extent, fb: u32, b: u64) -> bool {
+        e.end() == fb as u64 && e.physical + e.len as u64 == b && e.len < MAX_EXTENT_LEN && !e.unwritten
     }
 
-    /// True if mapping file block `fb` to device block `b` starts an
-    /// extent that does not fit in `ino`, which has no leaf yet.
-    fn needs_new_leaf(ino: &Inode, fb: u32, b: u64) -> bool {
-        ino.leaf == 0 && ino.extents.len() >= INLINE_EXTENTS && !Fs::extends_last(ino, fb, b)
+    /// The next of the blocks an edit took for the tree.
+    pub(crate) fn next_taken(nodes: &mut Vec<u64>) -> u64 {
+        match nodes.pop() {
+            Some(b) => b,
+            None => unreachable!("an edit takes exactly the blocks counted for it"),
+        }
     }
 
-    /// Gives `st` an extent leaf, for a new extent whose data block `b` was
-    /// just allocated. The leaf takes `b` and the data a block allocated
-    /// after it (returned), so the data blocks a write goes on to allocate
-    /// stay contiguous with it. Without a second block, `b` is freed again
-    /// and the inode is unchanged.
-    async fn take_leaf(&self, ctx: Ctx, st: &InodeState, b: u64) -> Result<u64, FsError> {
-        match self.alloc_block(ctx, st, b + 1).await {
-            Ok(data) => {
-                let mut i = st.inode.borrow_mut();
-                i.leaf = b;
-                i.nblocks += 1;
-                Ok(data)
-            }
-            Err(e) => {
-                self.free_block(ctx, st, b, false).await?;
-                Err(e)
+    /// Takes `n` tree blocks for a new extent whose data block `b` was
+    /// just allocated. The tree takes `b` and the blocks after it, and the
+    /// data a block allocated after them (returned), so the data blocks a
+    /// write goes on to allocate stay contiguous with it. Without them all,
+    /// `b` and what was taken are freed again and the inode is unchanged.
+    async fn take_tree_blocks(
+        &self,
+        ctx: Ctx,
+        st: &InodeState,
+        b: u64,
+        n: usize,
+    ) -> Result<(Vec<u64>, u64), FsError> {
+        let mut taken = vec![b];
+        let mut goal = b + 1;
+        while taken.len() <= n {
+            match self.alloc_block(ctx, st, goal).await {
+                Ok(x) => {
+                    taken.push(x);
+                    goal = x + 1;
+                }
+                Err(e) => {
+                    for x in taken {
+                        self.free_block(ctx, st, x, false).await?;
+                    }
+                    return Err(e);
+                }
             }
         }
+        let data = taken.pop().unwrap_or(b);
+        // Popped in allocation order.
+        taken.reverse();
+        Ok((taken, data))
     }
 
     /// Unmaps file blocks at and past `from`, returning the device blocks
-    /// to free.
+    /// to free. Tree blocks left empty leave the tree (freed by
+    /// [`Fs::write_tree`]).
     pub(crate) fn unmap_from(st: &InodeState, from: u32) -> Vec<u64> {
         let mut freed = Vec::new();
         let mut ino = st.inode.borrow_mut();
-        let mut keep = Vec::new();
-        for e in ino.extents.drain(..) {
+        let nodes_before = ino.tree.node_count();
+        // From the end, so each removal leaves the ones before in place.
+        for e in ino.tree.extents().into_iter().rev() {
+            if e.end() <= from as u64 {
+                break;
+            }
             if e.logical >= from {
                 freed.extend((0..e.len as u64).map(|i| e.physical + i));
-            } else if e.logical + e.len > from {
+                ino.tree.remove(e.logical);
+            } else {
                 let k = from - e.logical;
                 freed.extend((k as u64..e.len as u64).map(|i| e.physical + i));
-                keep.push(Extent { len: k, ..e });
-            } else {
-                keep.push(e);
+                ino.tree.replace(e.logical, Extent { len: k, ..e });
             }
         }
-        ino.extents = keep;
-        ino.nblocks = ino.nblocks.saturating_sub(freed.len() as u32);
+        let gone = nodes_before - ino.tree.node_count();
+        ino.nblocks = ino.nblocks.saturating_sub((freed.len() + gone) as u32);
         freed
     }
 }

@@ -10,8 +10,10 @@
 //!
 //! Group metadata is found by arithmetic (no group descriptor table).
 //! Inodes are 256 bytes, 16 per block; inode numbers start at 1, the root
-//! is 2 (Ext4's numbering). Files map blocks with extents: up to 8 in the
-//! inode, beyond that one leaf block of 255. An extent may be *unwritten*
+//! is 2 (Ext4's numbering). Files map blocks with an extent tree of any
+//! depth, Ext4's (`fs/ext4/extents.c`, [`crate::extent_tree`]): the root,
+//! up to 8 entries, is in the inode; index nodes and leaves are blocks. An
+//! extent may be *unwritten*
 //! (allocated by fallocate, read as zeros until written; bit 31 of its
 //! length word, Ext4's `ee_len > EXT_INIT_MAX_LEN`). Directories are Ext4
 //! linear blocks of entries with a checksum tail. Extended attributes live
@@ -23,15 +25,32 @@
 //! ```text
 //! 0 mode u16 | 2 links u16 | 4 uid u32 | 8 gid u32 | 12 flags u32 | 16 size u64
 //! 24 atime u64 | 32 mtime u64 | 40 ctime u64 | 48 generation u32 | 52 nblocks u32
-//! 56 extent count u16 | 58 depth u16 (0 inline, 1 leaf) | 60 leaf block u64
-//! 68..196 8 inline extents (logical u32, len u32 (bit 31 unwritten), physical u64)
+//! 56 root entries u16 | 58 tree depth u16 | 60 reserved u64 (0)
+//! 68..196 the tree's root: 8 slots of 16 bytes, extents at depth 0
+//!          (logical u32, len u32 (bit 31 unwritten), physical u64), else
+//!          index entries (logical u32, child block u64, 4 bytes zero);
 //!          or an inline symlink target
 //! 196 xattr block u64 (0: none)   (version 2)
 //! 252 CRC-32 of bytes 0..252
 //! ```
 //!
-//! `nblocks` counts data blocks, the extent leaf and the xattr block (as
-//! Ext4's `i_blocks` counts the EA block).
+//! ## Extent tree block (version 3)
+//!
+//! ```text
+//! 0 magic "MQXT" u32 | 4 entries u16 | 6 max u16 (254 leaf, 339 index)
+//! 8 depth u16 (0: leaf) | 10 reserved (0)
+//! 16.. entries: extents (16 bytes, as in the inode) in a leaf, index
+//!      entries (logical u32, child block u64: 12 bytes) in an index node
+//! 4092 CRC-32 of bytes 0..4092
+//! ```
+//!
+//! Ext4's `ext4_extent_header` (magic, entries, max, depth) with
+//! `ext4_extent_idx` entries and the checksum of `ext4_extent_tail`. Each
+//! index key is the first key of its child; the root's depth is the tree's
+//! and every node's depth is its parent's minus one.
+//!
+//! `nblocks` counts data blocks, the tree blocks and the xattr block (as
+//! Ext4's `i_blocks` counts index blocks and the EA block).
 //!
 //! ## Versions
 //!
@@ -40,8 +59,13 @@
 //!   xattr block pointer at byte 196. A version-1 reader would take an
 //!   unwritten extent for a huge written one, so the version is bumped and
 //!   mount refuses an image of another version.
+//! - 3: the extent tree of any depth (index entries in the inode's slots
+//!   at depth > 0, tree blocks with the header above) replaces the single
+//!   leaf block of at most 255 extents (its pointer at byte 60 is now
+//!   reserved).
 
 use crate::error::FsError;
+use crate::extent_tree::{Entries, ExtentTree, IndexEntry, INDEX_ENTRIES, LEAF_ENTRIES, MAX_DEPTH};
 
 /// Bytes per block.
 pub const BLOCK: usize = 4096;
@@ -52,7 +76,7 @@ pub const INODES_PER_BLOCK: u32 = (BLOCK / INODE_SIZE) as u32;
 /// Superblock magic ("MQFS0001").
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"MQFS0001");
 /// Layout version (see the module docs for what each one added).
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The root directory's inode number.
 pub const ROOT_INO: u32 = 2;
 /// First inode number handed to files.
@@ -97,10 +121,8 @@ pub fn encode_orphans(list: &[u32]) -> [u8; INODE_SIZE] {
 }
 /// Longest file name.
 pub const NAME_MAX: usize = 255;
-/// Inline extents in an inode.
+/// Entries of the extent tree's root in an inode (extents at depth 0).
 pub const INLINE_EXTENTS: usize = 8;
-/// Extents in a leaf block.
-pub const LEAF_EXTENTS: usize = (BLOCK - 16) / 16;
 /// Longest symlink target stored inside the inode.
 pub const INLINE_SYMLINK: usize = INLINE_EXTENTS * 16;
 /// Most blocks in one extent (a whole group; Ext4's `EXT_INIT_MAX_LEN`).
@@ -512,12 +534,12 @@ pub struct Inode {
     pub ctime: u64,
     /// Generation (bumped at each reuse of the number).
     pub generation: u32,
-    /// Data and extent blocks allocated.
+    /// Data, extent-tree and xattr blocks allocated.
     pub nblocks: u32,
-    /// Extents in file order (inline or in the leaf block).
-    pub extents: Vec<Extent>,
-    /// The extent leaf block when more than 8 extents (0: none).
-    pub leaf: u64,
+    /// The extent tree: [`Inode::decode`] gives only its root, loaded
+    /// further with [`ExtentTree::missing_children`] and
+    /// [`ExtentTree::attach`].
+    pub tree: ExtentTree,
     /// Inline symlink target.
     pub inline: Vec<u8>,
     /// The external extended-attribute block (0: none; Ext4's
@@ -536,8 +558,8 @@ impl Inode {
         self.mode == 0
     }
 
-    /// Encodes into 256 bytes. With more than 8 extents, only the count and
-    /// the leaf pointer are in the inode; the caller writes the leaf.
+    /// Encodes into 256 bytes: the tree's root; the caller writes the
+    /// tree blocks.
     pub fn encode(&self) -> [u8; INODE_SIZE] {
         let mut b = [0u8; INODE_SIZE];
         put_u16(&mut b, 0, self.mode);
@@ -551,25 +573,22 @@ impl Inode {
         put_u64(&mut b, 40, self.ctime);
         put_u32(&mut b, 48, self.generation);
         put_u32(&mut b, 52, self.nblocks);
-        put_u16(&mut b, 56, self.extents.len() as u16);
-        put_u16(&mut b, 58, if self.leaf != 0 { 1 } else { 0 });
-        put_u64(&mut b, 60, self.leaf);
+        put_u16(&mut b, 56, self.tree.root().len() as u16);
+        put_u16(&mut b, 58, self.tree.depth());
         put_u64(&mut b, INODE_XATTR, self.xattr);
         if self.flags & FLAG_INLINE_SYMLINK != 0 {
             let n = self.inline.len().min(INLINE_SYMLINK);
             b[68..68 + n].copy_from_slice(&self.inline[..n]);
-        } else if self.leaf == 0 {
-            for (i, e) in self.extents.iter().take(INLINE_EXTENTS).enumerate() {
-                put_extent(&mut b, 68 + i * 16, e);
-            }
+        } else {
+            put_entries(&mut b[68..68 + INLINE_EXTENTS * 16], self.tree.root(), 16);
         }
         let c = crc(&b[..INODE_SIZE - 4]);
         put_u32(&mut b, INODE_SIZE - 4, c);
         b
     }
 
-    /// Decodes 256 bytes. Extents of a leaf must be read with
-    /// [`decode_leaf`]; `extents` then holds only what the inode holds.
+    /// Decodes 256 bytes. The tree's blocks are not read: `tree` holds
+    /// only the root.
     pub fn decode(b: &[u8]) -> Result<Inode, FsError> {
         if b.len() < INODE_SIZE {
             return Err(FsError::Corrupt("short inode".into()));
@@ -596,34 +615,58 @@ impl Inode {
             ctime: get_u64(b, 40),
             generation: get_u32(b, 48),
             nblocks: get_u32(b, 52),
-            extents: Vec::new(),
-            leaf: get_u64(b, 60),
+            tree: ExtentTree::default(),
             inline: Vec::new(),
             xattr: get_u64(b, INODE_XATTR),
         };
         if flags & FLAG_INLINE_SYMLINK != 0 {
             let n = (ino.size as usize).min(INLINE_SYMLINK);
             ino.inline = b[68..68 + n].to_vec();
-        } else if depth == 0 {
-            if count > INLINE_EXTENTS || ino.leaf != 0 {
-                return Err(FsError::Corrupt("inline extent count".into()));
+        } else {
+            if count > INLINE_EXTENTS || depth > MAX_DEPTH || (depth > 0 && count == 0) {
+                return Err(FsError::Corrupt(format!(
+                    "extent tree root: {count} entries at depth {depth}"
+                )));
             }
-            for i in 0..count {
-                ino.extents.push(get_extent(b, 68 + i * 16));
-            }
-        } else if depth != 1 || count > LEAF_EXTENTS || ino.leaf == 0 {
-            return Err(FsError::Corrupt("extent leaf header".into()));
+            let root = get_entries(&b[68..68 + INLINE_EXTENTS * 16], depth == 0, count, 16);
+            ino.tree = ExtentTree::from_root(depth, root);
         }
         Ok(ino)
     }
+}
 
-    /// Extents stored in the inode's leaf block (0 if inline).
-    pub fn leaf_count(b: &[u8]) -> usize {
-        if get_u16(b, 58) == 1 {
-            get_u16(b, 56) as usize
-        } else {
-            0
+/// Writes `entries` into `b`, one per `slot` bytes (16 in the inode, and
+/// 16 for extents and 12 for index entries in a block).
+fn put_entries(b: &mut [u8], entries: &Entries, slot: usize) {
+    match entries {
+        Entries::Leaf(v) => {
+            for (i, e) in v.iter().enumerate() {
+                put_extent(b, i * 16, e);
+            }
         }
+        Entries::Index(v) => {
+            for (i, e) in v.iter().enumerate() {
+                put_u32(b, i * slot, e.logical);
+                put_u64(b, i * slot + 4, e.child);
+            }
+        }
+    }
+}
+
+/// Reads `count` entries (bounded by the caller) from `b`; see
+/// [`put_entries`].
+fn get_entries(b: &[u8], leaf: bool, count: usize, slot: usize) -> Entries {
+    if leaf {
+        Entries::Leaf((0..count).map(|i| get_extent(b, i * 16)).collect())
+    } else {
+        Entries::Index(
+            (0..count)
+                .map(|i| IndexEntry {
+                    logical: get_u32(b, i * slot),
+                    child: get_u64(b, i * slot + 4),
+                })
+                .collect(),
+        )
     }
 }
 
@@ -644,31 +687,56 @@ fn get_extent(b: &[u8], o: usize) -> Extent {
     }
 }
 
-/// Leaf block magic.
-const LEAF_MAGIC: u32 = u32::from_le_bytes(*b"MQXL");
+/// Extent-tree block magic ("MQXT"; Ext4's `EXT4_EXT_MAGIC` is 0xF30A).
+const NODE_MAGIC: u32 = u32::from_le_bytes(*b"MQXT");
+/// Bytes of a tree block's header.
+const NODE_HEADER: usize = 16;
 
-/// Encodes an extent leaf block.
-pub fn encode_leaf(extents: &[Extent]) -> Box<[u8; BLOCK]> {
+/// Encodes extent-tree block `entries` at `depth` (0: a leaf); see the
+/// module docs.
+pub fn encode_node(entries: &Entries, depth: u16) -> Box<[u8; BLOCK]> {
     let mut b = Box::new([0u8; BLOCK]);
-    put_u32(&mut b[..], 0, LEAF_MAGIC);
-    put_u32(&mut b[..], 4, extents.len() as u32);
-    for (i, e) in extents.iter().take(LEAF_EXTENTS).enumerate() {
-        put_extent(&mut b[..], 16 + i * 16, e);
-    }
-    let c = crc(&b[16..]);
-    put_u32(&mut b[..], 8, c);
+    let (max, slot) = match entries {
+        Entries::Leaf(_) => (LEAF_ENTRIES, 16),
+        Entries::Index(_) => (INDEX_ENTRIES, 12),
+    };
+    debug_assert!(entries.len() <= max, "a node holds at most max entries");
+    put_u32(&mut b[..], 0, NODE_MAGIC);
+    put_u16(&mut b[..], 4, entries.len() as u16);
+    put_u16(&mut b[..], 6, max as u16);
+    put_u16(&mut b[..], 8, depth);
+    put_entries(&mut b[NODE_HEADER..BLOCK - 4], entries, slot);
+    let c = crc(&b[..BLOCK - 4]);
+    put_u32(&mut b[..], BLOCK - 4, c);
     b
 }
 
-/// Decodes an extent leaf block holding `count` extents.
-pub fn decode_leaf(b: &[u8], count: usize) -> Result<Vec<Extent>, FsError> {
-    if get_u32(b, 0) != LEAF_MAGIC || get_u32(b, 4) as usize != count || count > LEAF_EXTENTS {
-        return Err(FsError::Corrupt("extent leaf".into()));
+/// Decodes an extent-tree block that must be at `depth`. A bad magic,
+/// checksum, depth (not the expected one), max or entry count (none, or
+/// more than max) is `Corrupt`. Keys and child blocks are checked with
+/// the whole tree ([`ExtentTree::validate`]).
+pub fn decode_node(b: &[u8], depth: u16) -> Result<Entries, FsError> {
+    let bad = |w: String| FsError::Corrupt(format!("extent tree block: {w}"));
+    if b.len() < BLOCK || get_u32(b, 0) != NODE_MAGIC {
+        return Err(bad("bad magic".into()));
     }
-    if get_u32(b, 8) != crc(&b[16..]) {
-        return Err(FsError::Corrupt("extent leaf checksum".into()));
+    if get_u32(b, BLOCK - 4) != crc(&b[..BLOCK - 4]) {
+        return Err(bad("checksum mismatch".into()));
     }
-    Ok((0..count).map(|i| get_extent(b, 16 + i * 16)).collect())
+    let found = get_u16(b, 8);
+    if found != depth {
+        return Err(bad(format!("depth {found}, its parent says {depth}")));
+    }
+    let (max, slot) = if depth == 0 {
+        (LEAF_ENTRIES, 16)
+    } else {
+        (INDEX_ENTRIES, 12)
+    };
+    let (count, stored_max) = (get_u16(b, 4) as usize, get_u16(b, 6) as usize);
+    if stored_max != max || count == 0 || count > max {
+        return Err(bad(format!("{count} entries, max {stored_max}")));
+    }
+    Ok(get_entries(&b[NODE_HEADER..BLOCK - 4], depth == 0, count, slot))
 }
 
 /// Extended-attribute block magic ("MQXA"; Ext4's is `0xEA020000`).
@@ -959,7 +1027,7 @@ mod tests {
             links: 1,
             size: 12345,
             nblocks: 4,
-            extents: vec![
+            tree: ExtentTree::inline(vec![
                 Extent {
                     logical: 0,
                     len: 3,
@@ -972,7 +1040,7 @@ mod tests {
                     physical: 300,
                     unwritten: true,
                 },
-            ],
+            ]),
             ..Default::default()
         };
         assert_eq!(Inode::decode(&i.encode()).unwrap(), i);
@@ -1031,6 +1099,87 @@ mod tests {
                 unwritten: i % 3 == 0,
             })
             .collect();
-        assert_eq!(decode_leaf(&encode_leaf(&leaf)[..], 20).unwrap(), leaf);
+        let leaf = Entries::Leaf(leaf);
+        assert_eq!(decode_node(&encode_node(&leaf, 0)[..], 0).unwrap(), leaf);
+    }
+
+    /// An index node with `n` entries at `depth`.
+    fn index(n: usize, depth: u16) -> Box<[u8; BLOCK]> {
+        let v = (0..n as u32)
+            .map(|i| IndexEntry {
+                logical: i * 10,
+                child: 500 + i as u64,
+            })
+            .collect();
+        encode_node(&Entries::Index(v), depth)
+    }
+
+    /// Re-checksums a node block after a test changed it.
+    fn reseal(b: &mut [u8; BLOCK]) {
+        let c = crc(&b[..BLOCK - 4]);
+        put_u32(&mut b[..], BLOCK - 4, c);
+    }
+
+    #[test]
+    fn tree_nodes_round_trip_and_damage_is_corrupt_not_a_panic() {
+        let full = index(INDEX_ENTRIES, 2);
+        match decode_node(&full[..], 2).unwrap() {
+            Entries::Index(v) => {
+                assert_eq!(v.len(), INDEX_ENTRIES);
+                assert_eq!(
+                    v[7],
+                    IndexEntry {
+                        logical: 70,
+                        child: 507
+                    }
+                );
+            }
+            Entries::Leaf(_) => panic!("an index node decoded as a leaf"),
+        }
+        let corrupt = |b: &[u8], depth: u16, what: &str| {
+            assert!(
+                matches!(decode_node(b, depth), Err(FsError::Corrupt(_))),
+                "{what} is Corrupt"
+            );
+        };
+        let mut bad = index(3, 1);
+        bad[0] ^= 1;
+        corrupt(&bad[..], 1, "a bad magic");
+        let mut bad = index(3, 1);
+        bad[40] ^= 1;
+        corrupt(&bad[..], 1, "a checksum mismatch");
+        corrupt(&index(3, 1)[..], 2, "a depth its parent does not expect");
+        corrupt(&index(3, 1)[..], 0, "an index node where a leaf belongs");
+        let mut bad = index(3, 1);
+        put_u16(&mut bad[..], 4, INDEX_ENTRIES as u16 + 1);
+        reseal(&mut bad);
+        corrupt(&bad[..], 1, "entries past max");
+        let mut bad = index(3, 1);
+        put_u16(&mut bad[..], 6, 1000);
+        reseal(&mut bad);
+        corrupt(&bad[..], 1, "a wrong max");
+        let mut bad = index(3, 1);
+        put_u16(&mut bad[..], 4, 0);
+        reseal(&mut bad);
+        corrupt(&bad[..], 1, "an empty node");
+        corrupt(&[0u8; 10], 0, "a short block");
+        // The inode's root: depth past the deepest, or an index root with
+        // no entry.
+        let i = Inode {
+            mode: FileType::File.mode_bits() | 0o644,
+            links: 1,
+            ..Default::default()
+        };
+        let mut raw = i.encode();
+        put_u16(&mut raw, 58, MAX_DEPTH + 1);
+        put_u16(&mut raw, 56, 1);
+        let c = crc(&raw[..INODE_SIZE - 4]);
+        put_u32(&mut raw, INODE_SIZE - 4, c);
+        assert!(matches!(Inode::decode(&raw), Err(FsError::Corrupt(_))));
+        put_u16(&mut raw, 58, 1);
+        put_u16(&mut raw, 56, 0);
+        let c = crc(&raw[..INODE_SIZE - 4]);
+        put_u32(&mut raw, INODE_SIZE - 4, c);
+        assert!(matches!(Inode::decode(&raw), Err(FsError::Corrupt(_))));
     }
 }

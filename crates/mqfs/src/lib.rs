@@ -48,6 +48,7 @@ pub mod data;
 pub mod dir;
 pub mod direct;
 pub mod error;
+pub mod extent_tree;
 pub mod falloc;
 pub mod fs;
 pub mod fsck;

@@ -10,6 +10,7 @@ use tokio::sync::{Mutex, Semaphore};
 
 use crate::cache::BufferCache;
 use crate::error::FsError;
+use crate::extent_tree::ExtentTree;
 use crate::fs::{Ctx, Fs};
 use crate::journal::format::AreaSuper;
 use crate::journal::jbd::Jbd;
@@ -168,12 +169,12 @@ pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result
         size: BLOCK as u64,
         nblocks: 1,
         generation: 1,
-        extents: vec![Extent {
+        tree: ExtentTree::inline(vec![Extent {
             logical: 0,
             len: 1,
             physical: root_block,
             unwritten: false,
-        }],
+        }]),
         ..Default::default()
     };
     let (iblk, off) = sb.inode_location(ROOT_INO)?;

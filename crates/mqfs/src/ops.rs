@@ -322,10 +322,7 @@ impl Fs {
             for b in Fs::unmap_from(&st, 0) {
                 self.free_block(ctx, &st, b, false).await?;
             }
-            let leaf = st.inode.borrow().leaf;
-            if leaf != 0 {
-                self.free_block(ctx, &st, leaf, true).await?;
-            }
+            self.write_tree(ctx, &st).await?;
             st.pages.truncate(0);
             dir.dirty_meta
                 .borrow_mut()
@@ -526,10 +523,7 @@ impl Fs {
         for b in blocks {
             self.free_block(ctx, st, b, is_dir).await?;
         }
-        let leaf = st.inode.borrow().leaf;
-        if leaf != 0 {
-            self.free_block(ctx, st, leaf, true).await?;
-        }
+        self.write_tree(ctx, st).await?;
         self.free_xattrs(ctx, st).await?;
         st.pages.truncate(0);
         {
@@ -818,7 +812,7 @@ impl Fs {
 
     pub(crate) async fn truncate_inner(&self, ctx: Ctx, st: &InodeState, size: u64) -> Result<(), FsError> {
         let old = st.inode.borrow().size;
-        if size > crate::layout::LEAF_EXTENTS as u64 * 32768 * BLOCK as u64 {
+        if size > crate::data::MAX_FILE {
             return Err(FsError::TooBig);
         }
         if size < old {

@@ -4,8 +4,8 @@
 //! An inode's attributes live in one external block (Ext4's EA block,
 //! pointed to by `i_file_acl`; here [`Inode::xattr`](crate::layout::Inode)),
 //! in the format of [`encode_xattr_block`]. The block is metadata: it is
-//! allocated, changed and freed like an extent leaf, marked dirty on behalf
-//! of its inode, so each mode's fsync persists it with the inode (the JBD2
+//! allocated, changed and freed like an extent-tree block, marked dirty on
+//! behalf of its inode, so each mode's fsync persists it with the inode (the JBD2
 //! journal in `classic` and `horae`, the inode's transaction in `mq`, in
 //! place in `none`). It is freed when its last attribute is removed (Ext4's
 //! `ext4_xattr_release_block`) and when the inode is freed.
@@ -172,7 +172,7 @@ impl Fs {
         } else {
             let enc = encode_xattr_block(attrs)?;
             let (b, buf) = if old == 0 {
-                let goal = st.inode.borrow().extents.first().map_or(0, |e| e.physical);
+                let goal = st.inode.borrow().tree.first().map_or(0, |e| e.physical);
                 let b = self.alloc_block(ctx, st, goal).await?;
                 {
                     let mut i = st.inode.borrow_mut();

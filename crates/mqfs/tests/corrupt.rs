@@ -9,9 +9,10 @@ use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
 use ccnvme::BlockDevice;
+use mqfs::extent_tree::{Entries, ExtentTree, IndexEntry};
 use mqfs::fsck::{fsck, fsck_with, MetaBlock, MetaKind, Options, Report};
 use mqfs::layout::{
-    crc, encode_dir_block, encode_leaf, DirEntry, Extent, Inode, Superblock, BLOCK, DIR_SPACE,
+    crc, encode_dir_block, encode_node, DirEntry, Extent, Inode, Superblock, BLOCK, DIR_SPACE,
     FLAG_INLINE_SYMLINK, INODE_SIZE, ROOT_INO,
 };
 use mqfs::testing::{machine_over, new_fs};
@@ -145,7 +146,7 @@ fn populate(mode: Mode) -> Base {
         MetaKind::InodeBitmap,
         MetaKind::InodeTable,
         MetaKind::Directory,
-        MetaKind::ExtentLeaf,
+        MetaKind::ExtentNode,
         MetaKind::JournalSuper,
         MetaKind::Xattr,
     ] {
@@ -218,9 +219,9 @@ fn reseal(kind: MetaKind, b: &mut [u8; BLOCK], off: usize) {
             let c = crc(&b[..DIR_SPACE]);
             b[DIR_SPACE + 8..DIR_SPACE + 12].copy_from_slice(&c.to_le_bytes());
         }
-        MetaKind::ExtentLeaf => {
-            let c = crc(&b[16..]);
-            b[8..12].copy_from_slice(&c.to_le_bytes());
+        MetaKind::ExtentNode => {
+            let c = crc(&b[..BLOCK - 4]);
+            b[BLOCK - 4..].copy_from_slice(&c.to_le_bytes());
         }
         MetaKind::BlockBitmap | MetaKind::InodeBitmap => {}
     }
@@ -365,10 +366,8 @@ fn check_case(mode_ix: usize, damages: &[Damage]) -> Result<(), TestCaseError> {
             MetaKind::JournalSuper => report.as_ref().is_some_and(|r| !r.is_clean()),
             // The whole xattr block is under its checksum.
             MetaKind::Xattr => report.as_ref().is_some_and(|r| !r.is_clean()),
-            // Bytes 12..16 of a leaf are padding outside its checksum.
-            MetaKind::ExtentLeaf if !(12..16).contains(&off) => {
-                report.as_ref().is_some_and(|r| !r.is_clean())
-            }
+            // The whole tree block is under its checksum.
+            MetaKind::ExtentNode => report.as_ref().is_some_and(|r| !r.is_clean()),
             MetaKind::Directory if !(DIR_SPACE..DIR_SPACE + 4).contains(&off) && off != DIR_SPACE + 6 => {
                 report.as_ref().is_some_and(|r| !r.is_clean())
             }
@@ -544,19 +543,27 @@ fn forge(base: &Base, seed: u64) -> Delta {
                             _ => rng.gen_range(0..20000),
                         },
                         nblocks: rng.gen_range(0..12),
-                        extents: forge_extents(&mut rng, &sb, n),
+                        tree: ExtentTree::default(),
                         inline: (0..rng.gen_range(0..40))
                             .map(|_| rng.gen_range(32..127))
                             .collect(),
                         ..Default::default()
                     };
+                    let extents = forge_extents(&mut rng, &sb, n);
                     if n > 8 {
-                        i.leaf = if rng.gen_ratio(1, 2) {
+                        // A depth-1 tree whose one leaf is a forged block.
+                        let child = if rng.gen_ratio(1, 2) {
                             pick(&mut rng, MetaKind::Directory)
                         } else {
                             sb.first_data(0) + rng.gen_range(0..100)
                         };
-                        delta.insert(i.leaf, Arc::new(*encode_leaf(&i.extents)));
+                        let logical = if rng.gen() { extents[0].logical } else { rng.gen() };
+                        let root = Entries::Index(vec![IndexEntry { logical, child }]);
+                        i.tree = ExtentTree::from_root(1, root);
+                        let leaf = Entries::Leaf(extents);
+                        delta.insert(child, Arc::new(*encode_node(&leaf, 0)));
+                    } else {
+                        i.tree = ExtentTree::inline(extents);
                     }
                     blk[slot * INODE_SIZE..(slot + 1) * INODE_SIZE].copy_from_slice(&i.encode());
                 }
@@ -580,9 +587,10 @@ fn forge(base: &Base, seed: u64) -> Delta {
                 delta.insert(b, Arc::new(*encode_dir_block(&e).unwrap()));
             }
             8 => {
-                let b = pick(&mut rng, MetaKind::ExtentLeaf);
+                let b = pick(&mut rng, MetaKind::ExtentNode);
                 let n = rng.gen_range(0..20);
-                delta.insert(b, Arc::new(*encode_leaf(&forge_extents(&mut rng, &sb, n))));
+                let leaf = Entries::Leaf(forge_extents(&mut rng, &sb, n));
+                delta.insert(b, Arc::new(*encode_node(&leaf, 0)));
             }
             _ => {
                 let k = if rng.gen() {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use mqfs::fsck::{fsck, fsck_with, BlockSource, FindingKind, MetaKind, Options, Report, Severity};
 use mqfs::layout::{
-    decode_dir_block, decode_leaf, encode_dir_block, encode_leaf, DirEntry, Extent, Inode, Superblock, BLOCK,
+    decode_dir_block, decode_node, encode_dir_block, encode_node, DirEntry, Extent, Inode, Superblock, BLOCK,
     INODE_SIZE, ROOT_INO,
 };
 use mqfs::testing::new_fs;
@@ -236,24 +236,56 @@ fn raw_inode(img: &[u8], ino: Ino) -> (u64, usize, [u8; INODE_SIZE]) {
     (b, off, raw)
 }
 
-/// The inode with its extents (from the leaf if it has one).
-fn inode(img: &[u8], ino: Ino) -> Inode {
-    let (_, _, raw) = raw_inode(img, ino);
-    let mut i = Inode::decode(&raw).unwrap();
-    if i.leaf != 0 {
-        i.extents = decode_leaf(&get(img, i.leaf)[..], Inode::leaf_count(&raw)).unwrap();
-    }
-    i
+/// An inode with its whole extent tree loaded, and its extents (which a
+/// test may edit in place: [`put_inode`] writes them back into the same
+/// tree).
+struct Loaded {
+    inode: Inode,
+    extents: Vec<Extent>,
 }
 
-/// Writes `i` back (its leaf too), with valid checksums.
-fn put_inode(img: &mut [u8], ino: Ino, i: &Inode) {
+impl std::ops::Deref for Loaded {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        &self.inode
+    }
+}
+
+impl std::ops::DerefMut for Loaded {
+    fn deref_mut(&mut self) -> &mut Inode {
+        &mut self.inode
+    }
+}
+
+/// The inode with its extent tree.
+fn inode(img: &[u8], ino: Ino) -> Loaded {
+    let (_, _, raw) = raw_inode(img, ino);
+    let mut i = Inode::decode(&raw).unwrap();
+    loop {
+        let missing = i.tree.missing_children().unwrap();
+        if missing.is_empty() {
+            break;
+        }
+        for (b, depth) in missing {
+            i.tree
+                .attach(b, decode_node(&get(img, b)[..], depth).unwrap())
+                .unwrap();
+        }
+    }
+    let extents = i.tree.extents();
+    Loaded { inode: i, extents }
+}
+
+/// Writes `i` back (its tree's leaves too), with valid checksums.
+fn put_inode(img: &mut [u8], ino: Ino, i: &Loaded) {
     let (b, off, _) = raw_inode(img, ino);
+    let mut inode = i.inode.clone();
+    inode.tree.overwrite_extents(&i.extents);
     let mut blk = get(img, b);
-    blk[off..off + INODE_SIZE].copy_from_slice(&i.encode());
+    blk[off..off + INODE_SIZE].copy_from_slice(&inode.encode());
     put(img, b, &blk);
-    if i.leaf != 0 {
-        put(img, i.leaf, &encode_leaf(&i.extents));
+    for (leaf, depth, node) in inode.tree.take_dirty() {
+        put(img, leaf, &encode_node(node, depth));
     }
 }
 
@@ -375,11 +407,11 @@ fn workload_images_are_clean_with_matching_stats() {
         let again = check(&p.image);
         assert_eq!(again.stats, r.stats, "{mode:?}");
         assert!(again.is_spotless());
-        // The many-extent file really uses a leaf block, and the truncated
+        // The many-extent file really uses a tree block, and the truncated
         // one went back to inline extents.
-        assert_ne!(inode(&p.image, p.inos["/d1/big2"]).leaf, 0);
+        assert_eq!(inode(&p.image, p.inos["/d1/big2"]).tree.depth(), 1);
         assert_eq!(inode(&p.image, p.inos["/d1/big2"]).extents.len(), 12);
-        assert_eq!(inode(&p.image, p.inos["/d1/big"]).leaf, 0);
+        assert_eq!(inode(&p.image, p.inos["/d1/big"]).tree.depth(), 0);
         assert!(inode(&p.image, p.inos["/d3"]).size > 2 * BLOCK as u64);
     }
 }
@@ -401,7 +433,7 @@ fn each_block_is_read_once_and_metadata_is_listed() {
     assert_eq!(of(MetaKind::BlockBitmap), r.superblock.groups as usize);
     assert_eq!(of(MetaKind::InodeBitmap), r.superblock.groups as usize);
     assert_eq!(of(MetaKind::JournalSuper), r.superblock.journal_areas as usize);
-    assert_eq!(of(MetaKind::ExtentLeaf), 1, "big2's leaf");
+    assert_eq!(of(MetaKind::ExtentNode), 1, "big2's leaf");
     assert!(of(MetaKind::Directory) >= 8);
     assert!(of(MetaKind::InodeTable) >= 7);
     // One long symlink block besides the metadata.
@@ -638,8 +670,8 @@ fn damaged_checksums_are_found() {
     let (ib, off, _) = raw_inode(&p.image, big2);
     let r = flip(ib, off + 20, FindingKind::InodeChecksum);
     assert_eq!(r.errors().next().unwrap().ino, Some(big2));
-    let leaf = inode(&p.image, big2).leaf;
-    flip(leaf, 40, FindingKind::BadExtentLeaf);
+    let leaf = *inode(&p.image, big2).tree.nodes().keys().next().unwrap();
+    flip(leaf, 40, FindingKind::BadExtentTree);
     let d3 = inode(&p.image, p.inos["/d3"]);
     flip(
         d3.extents[0].physical + d3.extents[0].len as u64 - 1,
@@ -685,7 +717,7 @@ fn structural_damage_behind_valid_checksums() {
         f(&mut e);
         put_dir(img, b, &e);
     };
-    let with_inode = |img: &mut Vec<u8>, ino: Ino, f: &dyn Fn(&mut Inode)| {
+    let with_inode = |img: &mut Vec<u8>, ino: Ino, f: &dyn Fn(&mut Loaded)| {
         let mut i = inode(img, ino);
         f(&mut i);
         put_inode(img, ino, &i);
@@ -755,15 +787,48 @@ fn structural_damage_behind_valid_checksums() {
     case("inline symlink size", FindingKind::BadInode, &|img| {
         with_inode(img, i["/s1"], &|x| x.size = 0)
     });
-    case("leaf out of range", FindingKind::ExtentOutOfRange, &|img| {
+    case("tree block out of range", FindingKind::ExtentOutOfRange, &|img| {
+        // The root's index entry: child block at bytes 72..80.
         let (b, off, mut raw) = raw_inode(img, i["/d1/big2"]);
-        raw[60..68].copy_from_slice(&2u64.to_le_bytes());
+        raw[72..80].copy_from_slice(&2u64.to_le_bytes());
         let c = mqfs::layout::crc(&raw[..INODE_SIZE - 4]);
         raw[INODE_SIZE - 4..].copy_from_slice(&c.to_le_bytes());
         let mut blk = get(img, b);
         blk[off..off + INODE_SIZE].copy_from_slice(&raw);
         put(img, b, &blk);
     });
+    // big2's root (depth 1): one index entry, key at 68, child at 72.
+    let root = |img: &mut Vec<u8>, f: &dyn Fn(&mut [u8; INODE_SIZE])| {
+        let (b, off, mut raw) = raw_inode(img, i["/d1/big2"]);
+        f(&mut raw);
+        let c = mqfs::layout::crc(&raw[..INODE_SIZE - 4]);
+        raw[INODE_SIZE - 4..].copy_from_slice(&c.to_le_bytes());
+        let mut blk = get(img, b);
+        blk[off..off + INODE_SIZE].copy_from_slice(&raw);
+        put(img, b, &blk);
+    };
+    case(
+        "index key not the child's first",
+        FindingKind::BadExtentTree,
+        &|img| root(img, &|r| r[68..72].copy_from_slice(&1u32.to_le_bytes())),
+    );
+    case(
+        "two index entries naming one block",
+        FindingKind::BadExtentTree,
+        &|img| {
+            root(img, &|r| {
+                let entry: [u8; 16] = r[68..84].try_into().unwrap();
+                r[84..100].copy_from_slice(&entry);
+                r[84..88].copy_from_slice(&100u32.to_le_bytes());
+                r[56..58].copy_from_slice(&2u16.to_le_bytes());
+            })
+        },
+    );
+    case(
+        "tree deeper than its blocks",
+        FindingKind::BadExtentTree,
+        &|img| root(img, &|r| r[58..60].copy_from_slice(&2u16.to_le_bytes())),
+    );
     case("leaf extent shared", FindingKind::BlockOwnedTwice, &|img| {
         let victim = inode(img, i["/r2"]).extents[0].physical;
         with_inode(img, i["/d1/big2"], &|x| {

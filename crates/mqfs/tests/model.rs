@@ -34,7 +34,8 @@
 //!   `write`): it does not extend the file. Writing a directory -> `IsDir`,
 //!   a symlink -> `Invalid`. truncate shrinks or extends with zeros (same
 //!   errors). A file holds exactly the blocks a write touched and a
-//!   shrinking truncate kept, plus at most one extent-leaf block.
+//!   shrinking truncate kept, plus its extent-tree blocks (at most one for
+//!   the extent counts generated here).
 //! - fsync and sync change nothing visible; Remount (clean unmount, probe,
 //!   mount) keeps everything.
 //!
@@ -485,7 +486,7 @@ async fn check(fs: &Fs, c: Ctx, model: &Model) -> Result<(), String> {
     for (p, want) in blocks {
         let have = got.blocks[&p];
         let file = matches!(got.entries.get(&p), Some(Entry::File { .. }));
-        // A file may also hold its extent leaf.
+        // A file may also hold an extent-tree block (a leaf).
         if have < want || have > want + file as u64 {
             return Err(format!("{p}: holds {have} blocks, the model says {want}"));
         }

@@ -91,7 +91,7 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              effects add blocks: the block bitmap is journaled in every transaction, and mqfs's \
              allocator is one global next-fit cursor without per-file preallocation (ext4's mballoc \
              keeps each file contiguous), so concurrent appenders interleave their blocks and every \
-             file soon needs an extent-leaf block, journaled too.",
+             file soon needs an extent-tree block, journaled too.",
             sat.threads,
             sat.blocks_per_op,
             sat.device_mbps,
@@ -118,7 +118,7 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
     if !leaf.is_empty() {
         n.push(format!(
             "Side experiment, {th} threads: the same workload with each file given only 6 appends \
-             (so no file ever needs an extent leaf): {}.",
+             (so no file ever needs an extent-tree block): {}.",
             leaf.join("; ")
         ));
     }

@@ -46,12 +46,13 @@ impl Job {
     }
 }
 
-/// Appends to one file before moving to the next. MQFS maps a file with at
-/// most one leaf of extents and has no per-file block reservation, so
-/// threads appending at once fragment each other's files down to one-block
-/// extents; a file then fails with EFBIG after about 255 appends. Capping
-/// a file at 200 blocks keeps every file mappable (FIO's jobs move on to
-/// their next file the same way when one reaches its size).
+/// Appends to one file before moving to the next. MQFS has no per-file
+/// block reservation, so threads appending at once fragment each other's
+/// files down to one-block extents. Layout 2 mapped a file with at most
+/// one leaf of extents and failed with EFBIG after about 255 appends;
+/// layout 3's extent tree has no such limit, but the cap of 200 blocks is
+/// kept so the figures stay comparable (FIO's jobs move on to their next
+/// file the same way when one reaches its size).
 pub fn appends_per_file(write_size: usize) -> usize {
     (200 / write_size.div_ceil(4096).max(1)).max(1)
 }

@@ -422,35 +422,21 @@ impl<'a> Checker<'a> {
             });
         }
 
-        // The extent leaf.
-        let mut extents_known = true;
-        if inode.leaf != 0 {
-            let leaf = inode.leaf;
-            if inline_flag {
-                self.flag(FindingKind::BadInode, Some(ino), Some(leaf), || {
-                    "inline-symlink flag with an extent leaf pointer".into()
+        // The extent tree's blocks.
+        let mut tree = std::mem::take(&mut inode.tree);
+        let extents_known = if inline_flag {
+            if rd_u16(raw, 58) != 0 {
+                self.flag(FindingKind::BadInode, Some(ino), None, || {
+                    "inline-symlink flag with an extent tree".into()
                 });
-                extents_known = false;
-            } else if !self.sb.is_data_block(leaf) {
-                self.flag(FindingKind::ExtentOutOfRange, Some(ino), Some(leaf), || {
-                    format!("extent leaf pointer {leaf} is outside the data area")
-                });
-                extents_known = false;
+                false
             } else {
-                self.claim(ino, leaf, 1);
-                self.meta(MetaKind::ExtentLeaf, leaf);
-                Checker::read_into(self.src, &mut self.blocks_read, leaf, &mut self.xbuf);
-                match decode_leaf(&self.xbuf[..], Inode::leaf_count(raw)) {
-                    Ok(v) => inode.extents = v,
-                    Err(e) => {
-                        self.flag(FindingKind::BadExtentLeaf, Some(ino), Some(leaf), || {
-                            e.to_string()
-                        });
-                        extents_known = false;
-                    }
-                }
+                true
             }
-        }
+        } else {
+            self.load_tree(ino, &mut tree)
+        };
+        let extents = tree.extents();
 
         // The extended-attribute block.
         let xattr = inode.xattr;
@@ -479,7 +465,7 @@ impl<'a> Checker<'a> {
         let mut past_eof = 0u64;
         let mut bad_ext: Option<String> = None;
         let dir_at = self.dir_ext.len();
-        for (k, e) in inode.extents.iter().enumerate() {
+        for (k, e) in extents.iter().enumerate() {
             let len = e.len as u64;
             let logical = e.logical as u64;
             if len == 0 {
@@ -521,7 +507,7 @@ impl<'a> Checker<'a> {
             self.flag(FindingKind::BadInode, Some(ino), None, || w);
         }
         if extents_known {
-            let expect = mapped + (inode.leaf != 0) as u64 + (xattr != 0) as u64;
+            let expect = mapped + tree.node_count() as u64 + (xattr != 0) as u64;
             if inode.nblocks as u64 != expect {
                 let nb = inode.nblocks;
                 self.flag(FindingKind::BlockCountWrong, Some(ino), None, || {
@@ -576,11 +562,56 @@ impl<'a> Checker<'a> {
                 self.info[ino as usize].dir = self.dirs.len() as u32;
                 self.dirs.push(rec);
             }
-            FileType::Symlink => self.check_symlink(ino, &inode, raw),
+            FileType::Symlink => self.check_symlink(ino, &inode, &tree, raw),
         }
     }
 
-    pub(super) fn check_symlink(&mut self, ino: u32, inode: &Inode, raw: &[u8; INODE_SIZE]) {
+    /// Reads the blocks of `tree` (its root decoded from inode `ino`) level
+    /// by level, claiming each, and checks the whole tree. False if it is
+    /// damaged (flagged): its extents are then only those it could load.
+    fn load_tree(&mut self, ino: u32, tree: &mut ExtentTree) -> bool {
+        loop {
+            let missing = match tree.missing_children() {
+                Ok(m) => m,
+                Err(e) => {
+                    self.flag(FindingKind::BadExtentTree, Some(ino), None, || e.to_string());
+                    return false;
+                }
+            };
+            if missing.is_empty() {
+                break;
+            }
+            for (b, depth) in missing {
+                if !self.sb.is_data_block(b) {
+                    self.flag(FindingKind::ExtentOutOfRange, Some(ino), Some(b), || {
+                        format!("extent tree block pointer {b} is outside the data area")
+                    });
+                    return false;
+                }
+                self.claim(ino, b, 1);
+                self.meta(MetaKind::ExtentNode, b);
+                Checker::read_into(self.src, &mut self.blocks_read, b, &mut self.xbuf);
+                if let Err(e) = decode_node(&self.xbuf[..], depth).and_then(|n| tree.attach(b, n)) {
+                    self.flag(FindingKind::BadExtentTree, Some(ino), Some(b), || e.to_string());
+                    return false;
+                }
+            }
+        }
+        let sb = &self.sb;
+        if let Err(e) = tree.validate(&|b| sb.is_data_block(b)) {
+            self.flag(FindingKind::BadExtentTree, Some(ino), None, || e.to_string());
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn check_symlink(
+        &mut self,
+        ino: u32,
+        inode: &Inode,
+        tree: &ExtentTree,
+        raw: &[u8; INODE_SIZE],
+    ) {
         let size = inode.size;
         if inode.flags & FLAG_INLINE_SYMLINK != 0 {
             if size == 0 || size > INLINE_SYMLINK as u64 {
@@ -602,18 +633,19 @@ impl<'a> Checker<'a> {
         }
         let shape_ok = size > 0
             && size <= BLOCK as u64
-            && inode.leaf == 0
-            && inode.extents.len() == 1
-            && inode.extents[0].logical == 0
-            && inode.extents[0].len == 1;
+            && tree.depth() == 0
+            && tree.root().len() == 1
+            && tree.first().is_some_and(|e| e.logical == 0 && e.len == 1);
         if !shape_ok {
-            let n = inode.extents.len();
+            let n = tree.extents().len();
             self.flag(FindingKind::BadInode, Some(ino), None, || {
                 format!("symlink of size {size} with {n} extents (one block of 1 to {BLOCK} bytes expected)")
             });
             return;
         }
-        let p = inode.extents[0].physical;
+        let Some(p) = tree.first().map(|e| e.physical) else {
+            return;
+        };
         if !self.sb.is_data_block(p) {
             return; // reported as ExtentOutOfRange
         }

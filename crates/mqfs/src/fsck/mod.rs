@@ -9,8 +9,10 @@
 //!    past the group's end and the reserved inodes marked;
 //! 3. the journal areas' superblocks;
 //! 4. every inode marked in an inode bitmap (and the root): checksum, type,
-//!    flags, extents (inline or in the leaf block; unwritten ones only in
-//!    regular files), sizes, block counts, symlink targets, the extended
+//!    flags, the extent tree (block headers, depths, keys sorted and
+//!    inside their index entry's range, index keys equal to their child's
+//!    first key, each tree block claimed once and counted in the block
+//!    count), extents (unwritten ones only in regular files), sizes, block counts, symlink targets, the extended
 //!    attribute block (in range, well formed); each block an inode maps or
 //!    points to is claimed once, so a block owned twice is seen;
 //! 5. the namespace, from the root through every directory it reaches:
@@ -40,9 +42,10 @@ use std::fmt;
 
 use crate::data::MAX_FILE;
 use crate::error::FsError;
+use crate::extent_tree::ExtentTree;
 use crate::journal::format::AreaSuper;
 use crate::layout::{
-    crc, decode_leaf, decode_orphans, decode_xattr_block, dirent_len, Extent, FileType, Inode, Mode,
+    crc, decode_node, decode_orphans, decode_xattr_block, dirent_len, Extent, FileType, Inode, Mode,
     Superblock, BLOCK, DIR_SPACE, DIR_TAIL, FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK,
     INODE_SIZE, ORPHAN_INO, ROOT_INO,
 };
@@ -86,10 +89,13 @@ pub enum FindingKind {
     /// impossible, or a size beyond the largest file. Reads return wrong
     /// data or fail, and truncation or unlink would free wrong blocks.
     BadInode,
-    /// **Error.** An extent leaf block fails its magic, count or checksum:
-    /// every extent of the file is lost.
-    BadExtentLeaf,
-    /// **Error.** An extent, extent-leaf or xattr-block pointer lies
+    /// **Error.** The extent tree is damaged: a tree block fails its magic,
+    /// checksum, depth (not its parent's minus one), max or entry count,
+    /// or the tree's keys are out of order or outside their index entry's
+    /// range, an index key is not its child's first key, or a block is
+    /// named twice (a loop). The extents under the damage are lost.
+    BadExtentTree,
+    /// **Error.** An extent, extent-tree block or xattr-block pointer lies
     /// outside one group's data area (in group metadata, the journal, or
     /// past the device): writing the file would overwrite metadata.
     ExtentOutOfRange,
@@ -276,8 +282,8 @@ pub enum MetaKind {
     InodeTable,
     /// A directory block of a reachable directory.
     Directory,
-    /// An extent leaf block.
-    ExtentLeaf,
+    /// An extent-tree block (index node or leaf).
+    ExtentNode,
     /// An inode's extended-attribute block.
     Xattr,
     /// A journal area's superblock.
