@@ -23,7 +23,8 @@ pub struct FsProfile {
     /// Waking the journal commit thread and switching back (`docs/decisions.md` H8:
     /// 2-5 us; 2 us).
     pub context_switch: SimDuration,
-    /// The core the commit thread runs on (classic and Horae).
+    /// The core the commit thread runs on (classic and Horae; HoraeFS's
+    /// flush thread too).
     pub commit_core: usize,
     /// Checkpoint when a journal area is this full (percent; `docs/decisions.md` M5).
     pub checkpoint_watermark: u32,
@@ -35,6 +36,13 @@ pub struct FsProfile {
     /// the last one (O_DIRECT, sync_file_range; see [`crate::direct`]).
     /// Off only for fault injection.
     pub flush_unflushed_data: bool,
+    /// HoraeFS's flush stage acknowledges a transaction (its fsync callers
+    /// return) only after its writes completed and the joint FLUSH
+    /// covering them (Horae 5.6.2: "HORAEFS waits for the durability of
+    /// the associated blocks in flush thread, and finally issues a FLUSH").
+    /// Off only for fault injection: it then acknowledges as soon as the
+    /// submit stage dispatched the transaction.
+    pub horae_ack_after_flush: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
 }
@@ -53,6 +61,7 @@ impl Default for FsProfile {
             checkpoint_watermark: 75,
             commit_fua: true,
             flush_unflushed_data: true,
+            horae_ack_after_flush: true,
             mq: crate::journal::mq::MqOptions::default(),
         }
     }

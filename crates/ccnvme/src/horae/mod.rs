@@ -88,7 +88,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use nvme_spec::completion::Status;
-use pcie_sim::{BusAddr, Core, PersistSkips, Purpose, SimDuration};
+use pcie_sim::{BusAddr, Core, PersistSkips, Purpose};
 use tokio::sync::{Mutex, Notify};
 
 use crate::device::BlockDevice;
@@ -97,11 +97,6 @@ use crate::error::DriverError;
 pub use append::OrderedWrite;
 pub use layout::{RawEntry, RegionLayout};
 pub use recovery::{recover, HoraeRecovery, OrderingEntry};
-
-/// Software cost of the ordering layer per ordered write, charged to the
-/// appending core: Horae 6.2 (L397), 4 KB IO path breakdown, "ordering
-/// layer 0.7 us".
-pub const ORDERING_LAYER_COST: SimDuration = SimDuration::from_ns(700);
 
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
 /// ordering queue (the ccNVMe queues use their index).

@@ -66,6 +66,15 @@ impl Journal {
 }
 
 impl crate::fs::Fs {
+    /// The counters of the classic or HoraeFS journal's pipeline (`None`
+    /// in the other modes).
+    pub fn pipeline_stats(&self) -> Option<jbd::PipelineStats> {
+        match self.journal.borrow().as_ref() {
+            Some(Journal::Jbd(j)) => Some(j.stats()),
+            _ => None,
+        }
+    }
+
     /// True for a block of a journal area's log (not its superblock): once
     /// recovery has run, nothing reads what such a block holds until a new
     /// transaction overwrites it, so a checker may ignore its content
