@@ -26,6 +26,10 @@ pub struct FsProfile {
     /// The core the commit thread runs on (classic and Horae; HoraeFS's
     /// flush thread too).
     pub commit_core: usize,
+    /// The core HoraeFS's flush thread runs on (BarrierFS's flush thread is
+    /// a kernel thread of its own, which the scheduler places on an idle
+    /// core when there is one); `None`: the commit thread's core.
+    pub flush_core: Option<usize>,
     /// Checkpoint when a journal area is this full (percent; `docs/decisions.md` M5).
     pub checkpoint_watermark: u32,
     /// Write the classic journal's commit record with FUA (on a drive
@@ -58,6 +62,7 @@ impl Default for FsProfile {
             journal_block_cycles: Cycles(500),
             context_switch: SimDuration::from_us(2),
             commit_core: 0,
+            flush_core: None,
             checkpoint_watermark: 75,
             commit_fua: true,
             flush_unflushed_data: true,

@@ -282,7 +282,7 @@ impl Jbd {
     /// flight, in order, waits for its writes and sends the joint FLUSH up
     /// to its commit record, then acknowledges it.
     async fn flush_thread(self: Rc<Self>, fs: Rc<Fs>) {
-        let ctx = Ctx::on(fs.profile.commit_core);
+        let ctx = Ctx::on(fs.profile.flush_core.unwrap_or(fs.profile.commit_core));
         loop {
             let front = self.in_flight.borrow_mut().front_mut().map(|t| {
                 let started = std::mem::take(&mut t.started);
