@@ -20,12 +20,12 @@ pub struct OrderedWrite {
     /// the `ipu` bit and recovery never zero-fills it
     /// ([`layout`](super::layout) module documentation). Without it the
     /// blocks' old content must be dead (newly allocated blocks, journal
-    /// blocks cleaned before reuse): a discard zero-fills them. The upper
-    /// layer must not have an in-place write in flight together with
-    /// another write to the same block (with no write redirection, a
-    /// dependency loop cannot be resolved: Horae 5.4 "classic IO stacks
-    /// handle dependency loops by prohibiting multiple in-progress IPU on
-    /// the same address").
+    /// blocks cleaned before reuse): a discard zero-fills them. No two
+    /// writes of one block are in flight together: with no write
+    /// redirection a dependency loop cannot be resolved, so
+    /// [`OrderingQueue::append_writes`] waits for the earlier one (Horae
+    /// 5.4: "classic IO stacks handle dependency loops by prohibiting
+    /// multiple in-progress IPU on the same address").
     pub in_place: bool,
 }
 
