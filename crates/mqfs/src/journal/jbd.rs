@@ -95,10 +95,12 @@ pub(crate) struct DataDispatch {
     end: u64,
 }
 
-/// Counters of the HoraeFS pipeline (zero in classic mode but `commits`).
+/// Counters of the journal's commit pipeline (classic mode counts only
+/// `commits`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PipelineStats {
-    /// Transactions that wrote something and were acknowledged.
+    /// Transactions with a commit record, counted when dispatched (classic:
+    /// when written).
     pub commits: u64,
     /// Most transactions in flight at once (submitted, not acknowledged):
     /// 2 or more means a transaction was dispatched before the previous
@@ -352,10 +354,10 @@ impl Jbd {
     /// HoraeFS: dispatches `st`'s dirty data as one epoch of ordered writes
     /// from the caller's context (page preparation, the ordering layer and
     /// the block layer all on the caller's core), without waiting. The
-    /// operation gate is held meanwhile, so no transaction snapshot falls
-    /// between taking the pages and appending them: the transaction that
-    /// commits their metadata appends its epochs after this one ({D, JM}
-    /// <= JC). `None` when there is nothing dirty or in classic mode.
+    /// operation gate is held from taking the pages until their epoch is
+    /// appended, so no transaction snapshot falls in between: the
+    /// transaction that commits their metadata appends its epochs after
+    /// this one ({D, JM} <= JC). `None` when there is nothing dirty or in classic mode.
     pub(crate) async fn dispatch_data(
         &self,
         fs: &Fs,
@@ -365,7 +367,7 @@ impl Jbd {
         let Some(oq) = &self.horae else {
             return Ok(None);
         };
-        let _op = fs.enter_gate().await;
+        let op = fs.enter_gate().await;
         let data = fs.take_dirty_data(ctx, st).await?;
         if data.is_empty() {
             return Ok(None);
@@ -377,7 +379,11 @@ impl Jbd {
                 .map(|(b, _)| self.overwrites_live(*b, fresh.contains(b), &js.running.freed))
                 .collect()
         };
-        let (epoch, started) = self.horae_epoch(fs, oq, ctx, &data, &in_place).await?;
+        let epoch = Self::horae_append(oq, ctx, &data, &in_place).await?;
+        // Appended: any later snapshot's epochs come after this one, so
+        // operations may go on while the block layer takes the writes.
+        drop(op);
+        let started = Self::horae_dispatch(fs, oq, ctx, epoch, &data).await?;
         self.count(|s| s.caller_data_epochs += 1);
         Ok(Some(DataDispatch {
             started,
@@ -620,6 +626,19 @@ impl Jbd {
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         in_place: &[bool],
     ) -> Result<(Epoch, Started), FsError> {
+        let epoch = Self::horae_append(oq, ctx, blocks, in_place).await?;
+        let started = Self::horae_dispatch(fs, oq, ctx, epoch, blocks).await?;
+        Ok((epoch, started))
+    }
+
+    /// Appends `blocks` as one epoch of the ordering queue: their order
+    /// against every other epoch is fixed when this returns.
+    async fn horae_append(
+        oq: &Rc<OrderingQueue>,
+        ctx: Ctx,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+        in_place: &[bool],
+    ) -> Result<Epoch, FsError> {
         debug_assert_eq!(blocks.len(), in_place.len(), "one in-place flag per block");
         let writes: Vec<OrderedWrite> = blocks
             .iter()
@@ -630,7 +649,18 @@ impl Jbd {
                 in_place: *ip,
             })
             .collect();
-        let epoch = oq.append_writes(ctx.core, &writes).await?;
+        Ok(oq.append_writes(ctx.core, &writes).await?)
+    }
+
+    /// Submits the writes of `epoch` (appended from `blocks`) through the
+    /// block layer, without waiting.
+    async fn horae_dispatch(
+        fs: &Fs,
+        oq: &Rc<OrderingQueue>,
+        ctx: Ctx,
+        epoch: Epoch,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+    ) -> Result<Started, FsError> {
         let mut started = Vec::new();
         for (i, (b, data)) in blocks.iter().enumerate() {
             let page = fs.take_page_pub()?;
@@ -642,7 +672,7 @@ impl Jbd {
             let done = oq.submit(ctx.core, id, &Bio::write(*b, vec![page])).await?;
             started.push((done, page));
         }
-        Ok((epoch, started))
+        Ok(started)
     }
 
     /// Acknowledges transaction `tid`: its waiters may return.
