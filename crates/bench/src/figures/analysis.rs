@@ -158,8 +158,9 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              HoraeFS's pipeline (`docs/decisions.md` H10): fsync callers dispatch their own data as \
              ordered writes, the commit thread only dispatches a transaction (submit stage) and a \
              flush thread on its own core waits for it and sends the joint flush (flush stage). But \
-             in this closed loop every thread's fsync joins the same transaction (group commit), so \
-             the threads move in lock-step and the flush stage has no next transaction to overlap. \
+             in this closed loop the threads fall into lock-step behind the commit thread (group \
+             commit: most fsyncs join the transaction being formed), so the flush stage has little \
+             to overlap. \
              The commit thread's core pays, per journaled block, 0.7 us of ordering layer, 1 us of \
              block layer and the paper-literal persistent MMIO writes of the ordering queue \
              ({:.1} per append, each a small write followed by a zero-length read that stalls the \
@@ -337,8 +338,8 @@ pub fn fig12(bars: &[fig12::Bar], d: &Diagnostics) -> Vec<String> {
             "**Varmail.** On SSD A HoraeFS makes {:.0}K flowops per second, Ext4 {:.0}K, Ext4-NJ \
              {:.0}K and MQFS {:.0}K. HoraeFS is bound by the CPU of its commit thread, which pays \
              the ordering layer, the block layer and the ordering queue's persistent MMIO writes for \
-             every journal block (see Figure 11), so MQFS / HoraeFS stays above the paper's \
-             1.1-1.2x. Ext4-NJ's \
+             every journal block (see Figure 11); its fsync callers dispatch their own data and its \
+             flush stage overlaps the next transaction's dispatch (`docs/decisions.md` H10). Ext4-NJ's \
              fsync writes home, one kind after another, every metadata block the file dirtied \
              (directory block, inode and block bitmaps, inode table): blocks that all threads \
              share and that the drive model programs on one unit each, where the paper's Ext4-NJ \
