@@ -53,7 +53,7 @@ impl CaughtBy {
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 7] = [
+pub const SELF_CHECKS: [SelfCheck; 8] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -100,6 +100,13 @@ pub const SELF_CHECKS: [SelfCheck; 7] = [
         fault: Fault::NoDataFlush,
         workload: "sfr_writeback",
         mode: ModeName::Mq,
+        profile: "flash-vwc",
+        caught_by: CaughtBy::Promise,
+    },
+    SelfCheck {
+        fault: Fault::HoraeEarlyAck,
+        workload: "generic_035",
+        mode: ModeName::Horae,
         profile: "flash-vwc",
         caught_by: CaughtBy::Promise,
     },

@@ -152,8 +152,8 @@ struct RunArgs {
     #[arg(long)]
     shard: Option<String>,
     /// Switch off one ordering mechanism (no-flush-read, no-fence, no-entry-fence,
-    /// no-commit-fua, out-of-order, no-revoke, no-data-flush) to see crashfuzz
-    /// catch it.
+    /// no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack)
+    /// to see crashfuzz catch it.
     #[arg(long)]
     fault: Option<String>,
     /// Enumeration bound for both write-combining lines and cache blocks

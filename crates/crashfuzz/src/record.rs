@@ -134,11 +134,15 @@ pub enum Fault {
     /// fsync without the FLUSH for data written home outside a sync
     /// (O_DIRECT, sync_file_range) when it finds nothing else to do.
     NoDataFlush,
+    /// HoraeFS's flush stage acknowledging a transaction (its fsyncs
+    /// return) once dispatched, before its writes complete and before the
+    /// joint FLUSH.
+    HoraeEarlyAck,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::NoFlushRead,
         Fault::NoFence,
         Fault::NoEntryFence,
@@ -146,6 +150,7 @@ impl Fault {
         Fault::OutOfOrder,
         Fault::NoRevoke,
         Fault::NoDataFlush,
+        Fault::HoraeEarlyAck,
     ];
 
     /// Command-line name.
@@ -158,6 +163,7 @@ impl Fault {
             Fault::OutOfOrder => "out-of-order",
             Fault::NoRevoke => "no-revoke",
             Fault::NoDataFlush => "no-data-flush",
+            Fault::HoraeEarlyAck => "horae-early-ack",
         }
     }
 
@@ -166,7 +172,7 @@ impl Fault {
     /// revocation are MQFS-on-ccNVMe mechanisms; the commit record's FUA
     /// is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has none of them.
     /// The flush for data written outside a sync is the journaled modes'
-    /// (Ext4-NJ's fsync always flushes).
+    /// (Ext4-NJ's fsync always flushes). The flush stage is HoraeFS's.
     pub fn applies_to(self, mode: ModeName) -> bool {
         let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
         match self {
@@ -178,6 +184,7 @@ impl Fault {
             Fault::NoCommitFua | Fault::NoDataFlush => {
                 ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae)
             }
+            Fault::HoraeEarlyAck => mode == ModeName::Horae,
         }
     }
 
@@ -212,7 +219,7 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
         Some(Fault::NoEntryFence) => f.no_entry_fence = true,
         Some(Fault::NoCommitFua) => f.no_commit_fua = true,
         Some(Fault::OutOfOrder) => f.out_of_order_completion = true,
-        Some(Fault::NoRevoke | Fault::NoDataFlush) | None => {}
+        Some(Fault::NoRevoke | Fault::NoDataFlush | Fault::HoraeEarlyAck) | None => {}
     }
     p
 }
@@ -224,6 +231,7 @@ pub fn fs_profile_for(mode: ModeName, fault: Option<Fault>) -> FsProfile {
         Some(Fault::NoRevoke) => p.mq.selective_revocation = false,
         Some(Fault::NoCommitFua) => p.commit_fua = false,
         Some(Fault::NoDataFlush) => p.flush_unflushed_data = false,
+        Some(Fault::HoraeEarlyAck) => p.horae_ack_after_flush = false,
         _ => {}
     }
     p

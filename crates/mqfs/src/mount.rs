@@ -259,11 +259,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             let jsb = AreaSuper::decode(&raw[..], 0, sb.area_blocks)?;
             let next = Jbd::recover(&fs, ctx, &jsb).await?;
             let j = Jbd::new(&fs, &jsb, Some(next), oq);
-            let thread = j.clone();
-            let fs2 = fs.clone();
-            fs.machine
-                .sim()
-                .spawn(async move { thread.commit_thread(fs2).await });
+            j.start(&fs);
             Journal::Jbd(j)
         }
         Mode::Mq => {

@@ -122,8 +122,14 @@ impl Fs {
     /// Enters an operation: charges the system call and holds the gate.
     pub(crate) async fn begin(&self, ctx: Ctx) -> Result<crate::fs::OpGuard<'_>, FsError> {
         self.cpu(ctx, self.profile.syscall).await;
+        Ok(self.enter_gate().await)
+    }
+
+    /// Holds one permit of the operation gate (no journal snapshot until
+    /// it is dropped), without the system call.
+    pub(crate) async fn enter_gate(&self) -> crate::fs::OpGuard<'_> {
         match self.gate.acquire().await {
-            Ok(permit) => Ok(crate::fs::OpGuard { _permit: permit }),
+            Ok(permit) => crate::fs::OpGuard { _permit: permit },
             Err(_) => unreachable!("the operation gate is never closed"),
         }
     }

@@ -23,8 +23,13 @@ pub struct FsProfile {
     /// Waking the journal commit thread and switching back (`docs/decisions.md` H8:
     /// 2-5 us; 2 us).
     pub context_switch: SimDuration,
-    /// The core the commit thread runs on (classic and Horae).
+    /// The core the commit thread runs on (classic and Horae; HoraeFS's
+    /// flush thread too).
     pub commit_core: usize,
+    /// The core HoraeFS's flush thread runs on (BarrierFS's flush thread is
+    /// a kernel thread of its own, which the scheduler places on an idle
+    /// core when there is one); `None`: the commit thread's core.
+    pub flush_core: Option<usize>,
     /// Checkpoint when a journal area is this full (percent; `docs/decisions.md` M5).
     pub checkpoint_watermark: u32,
     /// Write the classic journal's commit record with FUA (on a drive
@@ -35,6 +40,13 @@ pub struct FsProfile {
     /// the last one (O_DIRECT, sync_file_range; see [`crate::direct`]).
     /// Off only for fault injection.
     pub flush_unflushed_data: bool,
+    /// HoraeFS's flush stage acknowledges a transaction (its fsync callers
+    /// return) only after its writes completed and the joint FLUSH
+    /// covering them (Horae 5.6.2: "HORAEFS waits for the durability of
+    /// the associated blocks in flush thread, and finally issues a FLUSH").
+    /// Off only for fault injection: it then acknowledges as soon as the
+    /// submit stage dispatched the transaction.
+    pub horae_ack_after_flush: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
 }
@@ -50,9 +62,11 @@ impl Default for FsProfile {
             journal_block_cycles: Cycles(500),
             context_switch: SimDuration::from_us(2),
             commit_core: 0,
+            flush_core: None,
             checkpoint_watermark: 75,
             commit_fua: true,
             flush_unflushed_data: true,
+            horae_ack_after_flush: true,
             mq: crate::journal::mq::MqOptions::default(),
         }
     }

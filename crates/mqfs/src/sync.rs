@@ -78,21 +78,25 @@ impl Fs {
                 // sends no FLUSH for data written home earlier.
                 let unflushed = st.unflushed.replace(false) && self.profile.flush_unflushed_data;
                 let horae = j.is_horae();
-                if horae {
-                    // HoraeFS: the data is part of the first epoch.
-                    j.order_data(st.ino);
+                // The caller writes its own data: classic waits for it;
+                // HoraeFS dispatches it as ordered writes, ahead of the
+                // transaction's epochs, and does not wait.
+                let dispatched = if horae {
+                    j.dispatch_data(self, ctx, &st).await?
                 } else {
                     let data = self.take_dirty_data(ctx, &st).await?;
                     self.write_all(ctx, &data, BioFlags::NONE).await?;
-                }
-                if datasync && !st.size_dirty.get() {
-                    if horae {
-                        j.commit_and_wait(self, ctx).await?;
-                    } else {
-                        self.flush(ctx).await?;
-                    }
+                    None
+                };
+                if datasync && !st.size_dirty.get() && !horae {
+                    self.flush(ctx).await?;
                 } else {
                     j.commit_and_wait(self, ctx).await?;
+                }
+                // Usually already durable with the transaction; else (no
+                // metadata to commit) one joint FLUSH through the data.
+                if let Some(d) = dispatched {
+                    j.data_durable(self, ctx, d).await?;
                 }
                 if unflushed {
                     self.flush(ctx).await?;

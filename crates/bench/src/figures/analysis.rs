@@ -154,16 +154,20 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
         n.push(format!(
             "**HoraeFS flattens early.** At {top} threads it appends {:.0} MB/s while the drive takes \
              only {:.0} MB/s of {:.0}, and a drive with 64 media units gives it {:.0} MB/s at {} \
-             threads: it is bound by its single commit thread, not by I/O. That thread dispatches \
-             every block of the compound transaction, data included, through the ordering layer \
-             ({:.1} ordering-queue persistent MMIO writes per append, each a small write followed \
-             by a zero-length read, plus 0.7 us of ordering-layer CPU and 1 us of block layer per block), \
-             then waits for the whole transaction and the joint flush before taking the next one. \
-             HoraeFS proper inherits BarrierFS's split of JBD2 into a submit thread and a flush \
-             thread (the next transaction is dispatched while the previous is in flight), and its \
-             fsync callers dispatch their own data as ordered writes in parallel; the model has \
-             neither: at {top} threads HoraeFS makes {:.2}x Ext4's throughput, where the paper's \
-             ratios (MQFS 2x Ext4 and 1.5x HoraeFS) put it at about 1.3x.",
+             threads: it is bound by the CPU of its journal threads, not by I/O. The model has \
+             HoraeFS's pipeline (`docs/decisions.md` H10): fsync callers dispatch their own data as \
+             ordered writes, the commit thread only dispatches a transaction (submit stage) and a \
+             flush thread on its own core waits for it and sends the joint flush (flush stage). But \
+             in this closed loop the threads fall into lock-step behind the commit thread (group \
+             commit: most fsyncs join the transaction being formed), so the flush stage has little \
+             to overlap. \
+             The commit thread's core pays, per journaled block, 0.7 us of ordering layer, 1 us of \
+             block layer and the paper-literal persistent MMIO writes of the ordering queue \
+             ({:.1} per append, each a small write followed by a zero-length read that stalls the \
+             core about 1.5 us, plus a `dr` write per completion on its interrupt core), where the \
+             paper's 0.7 us covers processing and writing the ordering metadata. At {top} threads \
+             HoraeFS makes {:.2}x Ext4's throughput, where the paper's ratios (MQFS 2x Ext4 and \
+             1.5x HoraeFS) put it at about 1.3x.",
             h.mbps,
             h.device_mbps,
             rate,
@@ -332,9 +336,10 @@ pub fn fig12(bars: &[fig12::Bar], d: &Diagnostics) -> Vec<String> {
     ) {
         n.push(format!(
             "**Varmail.** On SSD A HoraeFS makes {:.0}K flowops per second, Ext4 {:.0}K, Ext4-NJ \
-             {:.0}K and MQFS {:.0}K. HoraeFS is bound by its single commit thread, which dispatches \
-             every block through the ordering layer and waits for each transaction before the \
-             next (see Figure 11), so MQFS / HoraeFS is far from the paper's 1.1-1.2x. Ext4-NJ's \
+             {:.0}K and MQFS {:.0}K. HoraeFS is bound by the CPU of its commit thread, which pays \
+             the ordering layer, the block layer and the ordering queue's persistent MMIO writes for \
+             every journal block (see Figure 11); its fsync callers dispatch their own data and its \
+             flush stage overlaps the next transaction's dispatch (`docs/decisions.md` H10). Ext4-NJ's \
              fsync writes home, one kind after another, every metadata block the file dirtied \
              (directory block, inode and block bitmaps, inode table): blocks that all threads \
              share and that the drive model programs on one unit each, where the paper's Ext4-NJ \

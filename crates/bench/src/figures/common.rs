@@ -113,10 +113,18 @@ impl Rig {
 
     /// Cores of the machine: one per benchmark thread plus a spare one for
     /// the journal commit thread of `classic` and `horae` (JBD2's
-    /// kjournald2). The paper's server has 24 cores, so below 24 threads a
-    /// commit thread always found an idle core there too.
+    /// kjournald2), and for `horae` one more for its flush thread
+    /// (BarrierFS's, a kernel thread of its own). The paper's server has 24
+    /// cores, so below 24 threads these threads always found an idle core
+    /// there too.
     pub fn cores(&self) -> usize {
-        self.threads.max(1) + 1
+        self.threads.max(1) + 1 + usize::from(self.mode == Mode::Horae)
+    }
+
+    /// The spare core of the journal commit thread (the first after the
+    /// benchmark threads').
+    pub fn commit_core(&self) -> usize {
+        self.threads.max(1)
     }
 
     /// Builds the machine, makes the file system and mounts it, as
@@ -125,7 +133,10 @@ impl Rig {
         let cores = self.cores();
         let (ex, m, ctrl) = machine(self.ssd.clone(), self.blocks, cores, TraceMode::Off, self.seed);
         let mut profile = self.fs.clone();
-        profile.commit_core = cores - 1;
+        profile.commit_core = self.commit_core();
+        if self.mode == Mode::Horae {
+            profile.flush_core = Some(profile.commit_core + 1);
+        }
         let mode = self.mode;
         let blocks = self.blocks;
         let m2 = m.clone();

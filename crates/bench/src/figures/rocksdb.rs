@@ -197,7 +197,7 @@ async fn put(fs: &Rc<Fs>, ctx: Ctx, wal: &Wal, env: &Env, cpu: SimDuration) -> R
 /// Runs the workload with `system` on `ssd`.
 pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outcome> {
     let rig = Rig::new(system.mode(), ssd.clone(), p.threads);
-    let flush_core = rig.cores() - 1;
+    let flush_core = rig.commit_core();
     let t = rig.build()?;
     let fs = t.fs.clone();
     let (dir, manifest, log) = block_on(&t, async move {

@@ -5,7 +5,7 @@
 use pcie_sim::Core;
 
 use super::layout::{self, RawEntry};
-use super::{Epoch, OrderingQueue, Pending, Progress, ORDERING_LAYER_COST};
+use super::{Epoch, OrderingQueue, Pending, Progress};
 use crate::error::DriverError;
 
 /// One write of an epoch: `len` 4 KiB blocks at device block `lba`.
@@ -20,12 +20,12 @@ pub struct OrderedWrite {
     /// the `ipu` bit and recovery never zero-fills it
     /// ([`layout`](super::layout) module documentation). Without it the
     /// blocks' old content must be dead (newly allocated blocks, journal
-    /// blocks cleaned before reuse): a discard zero-fills them. The upper
-    /// layer must not have an in-place write in flight together with
-    /// another write to the same block (with no write redirection, a
-    /// dependency loop cannot be resolved: Horae 5.4 "classic IO stacks
-    /// handle dependency loops by prohibiting multiple in-progress IPU on
-    /// the same address").
+    /// blocks cleaned before reuse): a discard zero-fills them. No two
+    /// writes of one block are in flight together: with no write
+    /// redirection a dependency loop cannot be resolved, so
+    /// [`OrderingQueue::append_writes`] waits for the earlier one (Horae
+    /// 5.4: "classic IO stacks handle dependency loops by prohibiting
+    /// multiple in-progress IPU on the same address").
     pub in_place: bool,
 }
 
@@ -78,13 +78,26 @@ impl OrderingQueue {
     /// Appends one epoch of independent writes from a thread on `core`,
     /// and returns once its entries and the tail covering them are
     /// persistent (every earlier epoch's tail first). Charges
-    /// [`ORDERING_LAYER_COST`] per write. Waits (dequeueing, and flushing
-    /// on a device with a volatile cache) while the queue is full.
+    /// [`DriverProfile::ordering_layer`](crate::DriverProfile::ordering_layer)
+    /// per write. Waits (dequeueing, and flushing on a device with a
+    /// volatile cache) while the queue is full.
+    ///
+    /// First it waits until no earlier write to any of the same blocks is
+    /// in flight (appended or submitted, not completed). Without write
+    /// redirection this is how a dependency loop is kept out (Horae 5.4:
+    /// "classic IO stacks handle dependency loops by prohibiting multiple
+    /// in-progress IPU on the same address"; Linux waits for a page's
+    /// writeback before writing it again, `folio_wait_writeback`): two
+    /// writes of one block in flight together could complete in either
+    /// order and leave the older content on the device.
     pub async fn append_writes(&self, core: usize, writes: &[OrderedWrite]) -> Result<Epoch, DriverError> {
         self.check_writes(writes)?;
         let c = self.dev.machine().core(core)?;
         let n = writes.len() as u64;
-        c.busy(ORDERING_LAYER_COST * n).await;
+        c.busy(self.dev.profile().ordering_layer * n).await;
+        while self.overlaps_in_flight(writes) {
+            self.progress.notified().await;
+        }
         let (first, id) = loop {
             if let Some(why) = self.state.borrow().broken.clone() {
                 return Err(DriverError::Invalid(why));
@@ -105,6 +118,24 @@ impl OrderingQueue {
             first,
             len: writes.len() as u32,
         })
+    }
+
+    /// True if a write in flight (appended or submitted, not completed or
+    /// failed) covers a block one of `writes` covers.
+    fn overlaps_in_flight(&self, writes: &[OrderedWrite]) -> bool {
+        let per_page = (4096 / self.dev.info().lba_size.max(1)) as u64;
+        let span = |lba: u64, len: u32| (lba, lba + len as u64 * per_page);
+        let st = self.state.borrow();
+        st.entries
+            .iter()
+            .filter(|p| matches!(p.progress, Progress::Appended | Progress::Submitted))
+            .any(|p| {
+                let (a0, a1) = span(p.lba, p.len);
+                writes.iter().any(|w| {
+                    let (b0, b1) = span(w.lba, w.len);
+                    a0 < b1 && b0 < a1
+                })
+            })
     }
 
     /// Reserves slots for `writes` if they fit: (first sequence, epoch id).

@@ -139,8 +139,24 @@ impl OrderingQueue {
     /// devices), then persists `flushed` at the tail it saw. A failed
     /// write in the range gives its status and moves nothing.
     pub async fn flush(&self, core: usize) -> Result<(), DriverError> {
+        self.flush_through(core, self.tail()).await
+    }
+
+    /// The joint FLUSH up to sequence number `end` (exclusive; at most the
+    /// tail): as [`OrderingQueue::flush`], but it waits only for the
+    /// entries before `end`, so a flush stage that makes one transaction
+    /// durable does not wait for the writes of the transactions dispatched
+    /// after it (Horae 5.3: the flush point). Nothing to do when `flushed`
+    /// is already past `end`.
+    pub async fn flush_through(&self, core: usize, end: u64) -> Result<(), DriverError> {
         let _g = self.flush_lock.lock().await;
-        let target = self.tail();
+        if end > self.tail() {
+            return Err(DriverError::Invalid(format!(
+                "flush point {end} is past the tail {}",
+                self.tail()
+            )));
+        }
+        let target = end;
         if target <= self.flushed() {
             return Ok(());
         }

@@ -21,6 +21,19 @@
 //!    single device, H7): waits until every entry appended so far has
 //!    completed, sends one NVMe Flush through the block layer (which drops
 //!    it on a device without a volatile cache), then persists `flushed`.
+//!    [`OrderingQueue::flush_through`] flushes up to a given entry (a flush
+//!    point, Horae 5.3) and waits only for the entries before it: HoraeFS's
+//!    flush stage makes one transaction durable while the next one's
+//!    writes are in flight (`docs/decisions.md` H10).
+//!
+//! The append charges the ordering layer's CPU cost per write
+//! ([`crate::DriverProfile::ordering_layer`], 0.7 us, Horae 6.2), the
+//! submission the block layer's ([`crate::DriverProfile::block_layer`],
+//! 1.0 us); the persistent MMIO writes are bus traffic on top. An append
+//! first waits until no earlier write to one of its blocks is in flight:
+//! without write redirection that is how a dependency loop is refused
+//! (Horae 5.4, the classic stacks' rule; see
+//! [`OrderingQueue::append_writes`]).
 //!
 //! On a device without a volatile write cache (no cache, or a
 //! power-loss-protected one) a write is durable when it completes, so the
@@ -76,7 +89,8 @@
 //!   FLUSH degenerates to one Flush, H7).
 //!
 //! Usage rule: submit an epoch's writes before appending the next epoch
-//! from the same task; a full queue waits for their completion.
+//! from the same task; a full queue, and an append of a block with a
+//! write in flight, wait for their completion.
 
 mod append;
 mod durability;
@@ -88,7 +102,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use nvme_spec::completion::Status;
-use pcie_sim::{BusAddr, Core, PersistSkips, Purpose, SimDuration};
+use pcie_sim::{BusAddr, Core, PersistSkips, Purpose};
 use tokio::sync::{Mutex, Notify};
 
 use crate::device::BlockDevice;
@@ -97,11 +111,6 @@ use crate::error::DriverError;
 pub use append::OrderedWrite;
 pub use layout::{RawEntry, RegionLayout};
 pub use recovery::{recover, HoraeRecovery, OrderingEntry};
-
-/// Software cost of the ordering layer per ordered write, charged to the
-/// appending core: Horae 6.2 (L397), 4 KB IO path breakdown, "ordering
-/// layer 0.7 us".
-pub const ORDERING_LAYER_COST: SimDuration = SimDuration::from_ns(700);
 
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
 /// ordering queue (the ccNVMe queues use their index).

@@ -3,37 +3,51 @@
 //!
 //! Every operation's metadata changes join the *running transaction*. A
 //! separate commit thread (JBD2's kjournald2) commits it when an fsync asks
-//! (`docs/decisions.md` E1, E2):
+//! (`docs/decisions.md` E1, E2, H10):
 //!
 //! - **classic**: freeze the operation gate and snapshot the transaction's
 //!   blocks; write the data of the files it touched (ordered mode) and
 //!   wait; write the descriptor, the block copies and the revoke records
 //!   and wait (the ordering point); write the commit record with PREFLUSH
-//!   and FUA and wait.
-//! - **horae**: the same blocks, but the data, descriptor, copies and
-//!   revokes form one epoch of the Horae ordering queue and the commit
-//!   record the next ({D, JM} <= JC, Horae 5.6.2); everything is
-//!   dispatched without waiting, then a wait for all, then the joint flush.
+//!   and FUA and wait. The fsync caller writes its own file's data and
+//!   waits before it wakes the commit thread. One transaction at a time.
+//! - **horae** (HoraeFS, Horae 5.6.2, built on BarrierFS): the fsync caller
+//!   dispatches its own file's data as one epoch of ordered writes in its
+//!   own context ([`Jbd::dispatch_data`], Horae 5.6.1 guideline: "the fsync
+//!   thread's data" is an ordered write), then wakes the commit thread.
+//!   JBD2 is split in two stages, as BarrierFS splits it into a commit
+//!   thread and a flush thread: the **submit stage** (the commit thread)
+//!   snapshots the transaction, appends the other files' data, the
+//!   descriptor, copies and revokes as one epoch of the ordering queue and
+//!   the commit record as the next ({D, JM} <= JC), dispatches them
+//!   without waiting and goes on with the next transaction; the **flush
+//!   stage** (the flush thread) waits for a transaction's writes, sends the
+//!   joint FLUSH up to its commit record (no Flush reaches a drive without
+//!   a volatile cache: Horae's sync flush on PLP drives, 5.3), and only
+//!   then acknowledges it, in order. There is no FLUSH between data and
+//!   journal: the ordering layer orders them (Horae 5.3, "HORAE eliminates
+//!   intermediate FLUSHes").
 //!
 //! A transaction is laid out in the log as `log` says, followed by its
 //! commit block (`End::CommitBlock`). Committed transactions stay in the
 //! log until a checkpoint writes their snapshots home (when the log is
-//! three quarters full, at sync and at unmount). Recovery (`log::scan`,
-//! `Replay`) replays committed transactions in order and honours revoke
-//! records (a revoke in transaction T hides copies from T and earlier,
+//! three quarters full, at sync and at unmount); a checkpoint first waits
+//! until no transaction is in flight. Recovery (`log::scan`, `Replay`)
+//! replays committed transactions in order and honours revoke records (a
+//! revoke in transaction T hides copies from T and earlier,
 //! `RevokeScope::ThisAndEarlier`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
-use ccnvme::horae::{OrderedWrite, OrderingQueue};
+use ccnvme::horae::{Epoch, OrderedWrite, OrderingQueue};
 use ccnvme::{Bio, BioFlags, Done};
 use pcie_sim::HostAddr;
 use tokio::sync::{Mutex, Notify};
 
 use crate::error::FsError;
-use crate::fs::{Ctx, Fs, Ino};
+use crate::fs::{Ctx, Fs, Ino, InodeState};
 use crate::journal::format::{AreaSuper, Commit};
 use crate::journal::log::{self, lay_out, log_blocks, End, Found, Replay, RevokeScope, Ring};
 use crate::layout::BLOCK;
@@ -54,6 +68,49 @@ struct Running {
     /// owner still holds them on disk, so a reuse before then is no fresh
     /// block (HoraeFS writes it as an in-place update).
     freed: BTreeSet<u64>,
+}
+
+/// Writes started and not yet waited for, with their host pages.
+type Started = Vec<(Done, HostAddr)>;
+
+/// A HoraeFS transaction past its submit stage: its writes are dispatched
+/// and the flush stage has not acknowledged it yet.
+struct InFlight {
+    tid: u64,
+    /// Its writes (taken by the flush stage).
+    started: Started,
+    /// The end of its last ordering-queue entry: where its joint FLUSH
+    /// reaches (`None`: it wrote nothing).
+    flush_to: Option<u64>,
+    /// Blocks it freed: until it is durable their old owners hold them on
+    /// disk, so a write to one is in place (see `Running::freed`).
+    freed: BTreeSet<u64>,
+}
+
+/// The data an fsync caller dispatched itself ([`Jbd::dispatch_data`]):
+/// [`Jbd::data_durable`] makes it durable.
+pub(crate) struct DataDispatch {
+    started: Started,
+    /// The end of its epoch in the ordering queue.
+    end: u64,
+}
+
+/// Counters of the journal's commit pipeline (classic mode counts only
+/// `commits`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PipelineStats {
+    /// Transactions with a commit record, counted when dispatched (classic:
+    /// when written).
+    pub commits: u64,
+    /// Most transactions in flight at once (submitted, not acknowledged):
+    /// 2 or more means a transaction was dispatched before the previous
+    /// one was durable.
+    pub max_in_flight: u64,
+    /// Submit stages that began while an earlier transaction was in
+    /// flight.
+    pub overlapped: u64,
+    /// Epochs of data dispatched by fsync callers in their own context.
+    pub caller_data_epochs: u64,
 }
 
 struct State {
@@ -84,8 +141,14 @@ pub(crate) struct Jbd {
     ring: Ring,
     horae: Option<Rc<OrderingQueue>>,
     st: RefCell<State>,
+    /// HoraeFS transactions between their submit and flush stages, in
+    /// order.
+    in_flight: RefCell<VecDeque<InFlight>>,
+    stats: Cell<PipelineStats>,
     commit_lock: Mutex<()>,
     wake_commit: Notify,
+    wake_flush: Notify,
+    /// Woken when a transaction is acknowledged or retired.
     committed: Notify,
     /// Set when the commit thread should stop.
     stop: Cell<bool>,
@@ -119,8 +182,11 @@ impl Jbd {
                 live: VecDeque::new(),
                 journaled: BTreeSet::new(),
             }),
+            in_flight: RefCell::new(VecDeque::new()),
+            stats: Cell::new(PipelineStats::default()),
             commit_lock: Mutex::new(()),
             wake_commit: Notify::new(),
+            wake_flush: Notify::new(),
             committed: Notify::new(),
             stop: Cell::new(false),
         })
@@ -136,6 +202,17 @@ impl Jbd {
     /// True for HoraeFS.
     pub(crate) fn is_horae(&self) -> bool {
         self.horae.is_some()
+    }
+
+    /// The pipeline's counters.
+    pub(crate) fn stats(&self) -> PipelineStats {
+        self.stats.get()
+    }
+
+    fn count(&self, f: impl FnOnce(&mut PipelineStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
     }
 
     /// Puts `ino`'s dirty data in the running transaction (ordered mode).
@@ -156,8 +233,33 @@ impl Jbd {
         }
     }
 
-    /// The commit thread: commits whenever asked, until stopped.
-    pub(crate) async fn commit_thread(self: Rc<Self>, fs: Rc<Fs>) {
+    /// True if a data write to `home` overwrites live data in place
+    /// (HoraeFS tells the ordering layer, as it detects IPU from `BH_New`,
+    /// Horae 5.6.2): not allocated since its inode's last commit (`fresh`
+    /// false), or allocated after being freed by a transaction that is not
+    /// durable yet (the running one or one in flight: its old owner keeps
+    /// it on disk until then). Fresh blocks hold dead data, which a Horae
+    /// recovery may zero-fill.
+    /// `freed` is the running transaction's (the submit stage has taken
+    /// it out of the state by then).
+    fn overwrites_live(&self, home: u64, fresh: bool, freed: &BTreeSet<u64>) -> bool {
+        !fresh || freed.contains(&home) || self.in_flight.borrow().iter().any(|t| t.freed.contains(&home))
+    }
+
+    /// Starts the commit thread, and HoraeFS's flush thread.
+    pub(crate) fn start(self: &Rc<Self>, fs: &Rc<Fs>) {
+        let (j, f) = (self.clone(), fs.clone());
+        fs.machine.sim().spawn(async move { j.commit_thread(f).await });
+        if self.is_horae() {
+            let (j, f) = (self.clone(), fs.clone());
+            fs.machine.sim().spawn(async move { j.flush_thread(f).await });
+        }
+    }
+
+    /// The commit thread (HoraeFS: the submit stage): commits whenever
+    /// asked, until stopped. In HoraeFS it goes on with the next
+    /// transaction as soon as one is dispatched.
+    async fn commit_thread(self: Rc<Self>, fs: Rc<Fs>) {
         let ctx = Ctx::on(fs.profile.commit_core);
         loop {
             if self.stop.get() {
@@ -165,24 +267,140 @@ impl Jbd {
             }
             let want = {
                 let st = self.st.borrow();
-                st.requested > st.committed
+                st.requested >= st.next_tid
             };
             if !want {
                 self.wake_commit.notified().await;
                 continue;
             }
-            if self.commit(&fs, ctx).await.is_err() {
-                fs.readonly.set(true);
-                self.committed.notify_waiters();
+            if self.submit(&fs, ctx).await.is_err() {
+                self.fail(&fs);
                 return;
             }
         }
     }
 
-    /// Stops the commit thread.
+    /// HoraeFS's flush thread (the flush stage): for each transaction in
+    /// flight, in order, waits for its writes and sends the joint FLUSH up
+    /// to its commit record, then acknowledges it.
+    async fn flush_thread(self: Rc<Self>, fs: Rc<Fs>) {
+        let ctx = Ctx::on(fs.profile.flush_core.unwrap_or(fs.profile.commit_core));
+        loop {
+            let front = self.in_flight.borrow_mut().front_mut().map(|t| {
+                let started = std::mem::take(&mut t.started);
+                (t.tid, started, t.flush_to)
+            });
+            let Some((tid, started, flush_to)) = front else {
+                if self.stop.get() {
+                    return;
+                }
+                self.wake_flush.notified().await;
+                continue;
+            };
+            // Fault injection: acknowledge before the transaction is
+            // durable (the waits below still run, so pages are recycled
+            // only after their DMA).
+            let early = !fs.profile.horae_ack_after_flush;
+            if early {
+                self.acknowledge(tid);
+            }
+            let r = self.flush_stage(&fs, ctx, started, flush_to).await;
+            if r.is_err() {
+                self.fail(&fs);
+                return;
+            }
+            let retired = self.in_flight.borrow_mut().pop_front();
+            debug_assert!(
+                retired.as_ref().is_some_and(|t| t.tid == tid),
+                "the flush stage retires the transaction it waited for"
+            );
+            if !early {
+                self.acknowledge(tid);
+            }
+            self.committed.notify_waiters();
+        }
+    }
+
+    /// The durability waits of one HoraeFS transaction: its writes, then
+    /// the joint FLUSH through `flush_to`.
+    async fn flush_stage(
+        &self,
+        fs: &Fs,
+        ctx: Ctx,
+        started: Started,
+        flush_to: Option<u64>,
+    ) -> Result<(), FsError> {
+        fs.write_wait(ctx, started).await?;
+        if let (Some(oq), Some(end)) = (&self.horae, flush_to) {
+            oq.flush_through(ctx.core, end).await?;
+        }
+        Ok(())
+    }
+
+    /// A commit failed: the file system turns read-only and every waiter
+    /// is woken to see it.
+    fn fail(&self, fs: &Fs) {
+        fs.readonly.set(true);
+        self.committed.notify_waiters();
+    }
+
+    /// Stops the commit thread (and the flush thread).
     pub(crate) fn stop(&self) {
         self.stop.set(true);
         self.wake_commit.notify_one();
+        self.wake_flush.notify_one();
+    }
+
+    /// HoraeFS: dispatches `st`'s dirty data as one epoch of ordered writes
+    /// from the caller's context (page preparation, the ordering layer and
+    /// the block layer all on the caller's core), without waiting. The
+    /// operation gate is held from taking the pages until their epoch is
+    /// appended, so no transaction snapshot falls in between: the
+    /// transaction that commits their metadata appends its epochs after
+    /// this one ({D, JM} <= JC). `None` when there is nothing dirty or in classic mode.
+    pub(crate) async fn dispatch_data(
+        &self,
+        fs: &Fs,
+        ctx: Ctx,
+        st: &InodeState,
+    ) -> Result<Option<DataDispatch>, FsError> {
+        let Some(oq) = &self.horae else {
+            return Ok(None);
+        };
+        let op = fs.enter_gate().await;
+        let data = fs.take_dirty_data(ctx, st).await?;
+        if data.is_empty() {
+            return Ok(None);
+        }
+        let in_place: Vec<bool> = {
+            let fresh = st.new_blocks.borrow();
+            let js = self.st.borrow();
+            data.iter()
+                .map(|(b, _)| self.overwrites_live(*b, fresh.contains(b), &js.running.freed))
+                .collect()
+        };
+        let epoch = Self::horae_append(oq, ctx, &data, &in_place).await?;
+        // Appended: any later snapshot's epochs come after this one, so
+        // operations may go on while the block layer takes the writes.
+        drop(op);
+        let started = Self::horae_dispatch(fs, oq, ctx, epoch, &data).await?;
+        self.count(|s| s.caller_data_epochs += 1);
+        Ok(Some(DataDispatch {
+            started,
+            end: epoch.first + epoch.len as u64,
+        }))
+    }
+
+    /// Makes data from [`Jbd::dispatch_data`] durable: waits for its writes
+    /// and sends the joint FLUSH through its epoch, unless a transaction's
+    /// flush stage already went past it (the usual case: the caller's
+    /// transaction appends its commit record after this data).
+    pub(crate) async fn data_durable(&self, fs: &Fs, ctx: Ctx, d: DataDispatch) -> Result<(), FsError> {
+        fs.write_wait(ctx, d.started).await?;
+        if let Some(oq) = &self.horae {
+            oq.flush_through(ctx.core, d.end).await?;
+        }
+        Ok(())
     }
 
     /// Asks the commit thread to commit the running transaction and waits
@@ -202,23 +420,53 @@ impl Jbd {
             return Ok(());
         }
         self.wake_commit.notify_one();
+        self.wait_committed(fs, target).await?;
+        fs.cpu(ctx, fs.profile.context_switch).await;
+        Ok(())
+    }
+
+    /// Waits until transaction `tid` is acknowledged.
+    async fn wait_committed(&self, fs: &Fs, tid: u64) -> Result<(), FsError> {
         loop {
-            if self.st.borrow().committed >= target {
-                break;
+            if self.st.borrow().committed >= tid {
+                return Ok(());
             }
             if fs.readonly.get() {
                 return Err(FsError::Io("journal commit failed".into()));
             }
             self.committed.notified().await;
         }
-        fs.cpu(ctx, fs.profile.context_switch).await;
-        Ok(())
     }
 
-    /// Commits the running transaction (run by the commit thread, or
-    /// directly at sync and unmount).
+    /// Waits until no HoraeFS transaction is in flight.
+    async fn drain(&self, fs: &Fs) -> Result<(), FsError> {
+        loop {
+            if self.in_flight.borrow().is_empty() {
+                return Ok(());
+            }
+            if fs.readonly.get() {
+                return Err(FsError::Io("journal commit failed".into()));
+            }
+            self.committed.notified().await;
+        }
+    }
+
+    /// Commits the running transaction and waits until it is committed
+    /// (sync and unmount).
     pub(crate) async fn commit(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        let tid = self.submit(fs, ctx).await?;
+        self.wait_committed(fs, tid).await
+    }
+
+    /// Takes the running transaction and writes it; returns its ticket.
+    /// Classic mode waits for every write (the transaction is committed
+    /// when this returns); HoraeFS only dispatches them (the submit stage)
+    /// and hands the transaction to the flush stage.
+    async fn submit(&self, fs: &Fs, ctx: Ctx) -> Result<u64, FsError> {
         let _c = self.commit_lock.lock().await;
+        if !self.in_flight.borrow().is_empty() {
+            self.count(|s| s.overlapped += 1);
+        }
         // Freeze: no operation is half-way while the snapshot is taken.
         let frozen = fs.freeze().await;
         let (tid, running) = {
@@ -234,12 +482,7 @@ impl Jbd {
             .filter_map(|b| fs.bufs.get(*b).map(|c| (*b, c.snapshot())))
             .collect();
         let mut data: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
-        // Per data block: true if it overwrites live data in place (HoraeFS
-        // tells the ordering layer, as it detects IPU from `BH_New`, Horae
-        // 5.6.2): not allocated since the inode's last commit, or allocated
-        // after being freed in this very transaction (its old owner keeps
-        // it until this commits). Fresh blocks hold dead data, which a
-        // Horae recovery may zero-fill.
+        // Per data block: true if it overwrites live data in place.
         let mut in_place: Vec<bool> = Vec::new();
         for ino in &running.ordered {
             let st = fs.inodes.borrow().get(ino).cloned();
@@ -251,7 +494,7 @@ impl Jbd {
                 for (fb, page) in st.pages.dirty() {
                     if let Some(home) = Fs::bmap(&st, fb) {
                         data.push((home, page.snapshot()));
-                        in_place.push(!fresh.contains(&home) || running.freed.contains(&home));
+                        in_place.push(self.overwrites_live(home, fresh.contains(&home), &running.freed));
                         page.set_dirty(false);
                     }
                 }
@@ -260,11 +503,29 @@ impl Jbd {
         drop(frozen);
         let revokes: Vec<u64> = running.revokes.into_iter().collect();
         if snapshots.is_empty() && revokes.is_empty() {
-            if !data.is_empty() {
-                fs.write_all(ctx, &data, BioFlags::NONE).await?;
+            match &self.horae {
+                None => {
+                    if !data.is_empty() {
+                        fs.write_all(ctx, &data, BioFlags::NONE).await?;
+                    }
+                    self.acknowledge(tid);
+                }
+                Some(oq) => {
+                    let (started, flush_to) = if data.is_empty() {
+                        (Vec::new(), None)
+                    } else {
+                        let (e, started) = self.horae_epoch(fs, oq, ctx, &data, &in_place).await?;
+                        (started, Some(e.first + e.len as u64))
+                    };
+                    self.hand_to_flush(InFlight {
+                        tid,
+                        started,
+                        flush_to,
+                        freed: running.freed,
+                    });
+                }
             }
-            self.finish(tid);
-            return Ok(());
+            return Ok(tid);
         }
         let seq = {
             let mut st = self.st.borrow_mut();
@@ -289,6 +550,17 @@ impl Jbd {
             .encode(),
         );
         let pos = self.ring.advance(laid.end, 1);
+        let remember = |this: &Self, snapshots: Vec<(u64, Box<[u8; BLOCK]>)>| {
+            let mut st = this.st.borrow_mut();
+            st.tail = pos;
+            for (b, _) in &snapshots {
+                st.journaled.insert(*b);
+            }
+            st.live.push_back(LiveTx {
+                blocks: snapshots,
+                revokes: revokes.clone(),
+            });
+        };
         match &self.horae {
             None => {
                 // Ordered data first, then the log blocks, then the commit
@@ -303,6 +575,9 @@ impl Jbd {
                     BioFlags::PREFLUSH
                 };
                 fs.write_all(ctx, &[commit], flags).await?;
+                remember(self, snapshots);
+                self.count(|s| s.commits += 1);
+                self.acknowledge(tid);
             }
             Some(oq) => {
                 // The log and the commit block are cleaned before reuse
@@ -310,25 +585,34 @@ impl Jbd {
                 in_place.resize(data.len() + log.len(), false);
                 let mut epoch1 = data;
                 epoch1.extend(log);
-                let mut started = self.horae_epoch(fs, oq, ctx, &epoch1, &in_place).await?;
-                started.extend(self.horae_epoch(fs, oq, ctx, &[commit], &[false]).await?);
-                fs.write_wait(ctx, started).await?;
-                oq.flush(ctx.core).await?;
+                let (_, mut started) = self.horae_epoch(fs, oq, ctx, &epoch1, &in_place).await?;
+                let (jc, s2) = self.horae_epoch(fs, oq, ctx, &[commit], &[false]).await?;
+                started.extend(s2);
+                // The log space and the copies are taken now: the next
+                // transaction lays out after this one, and a block freed
+                // while this one is in flight gets a revoke record.
+                remember(self, snapshots);
+                self.count(|s| s.commits += 1);
+                self.hand_to_flush(InFlight {
+                    tid,
+                    started,
+                    flush_to: Some(jc.first + jc.len as u64),
+                    freed: running.freed,
+                });
             }
         }
-        {
-            let mut st = self.st.borrow_mut();
-            st.tail = pos;
-            for (b, _) in &snapshots {
-                st.journaled.insert(*b);
-            }
-            st.live.push_back(LiveTx {
-                blocks: snapshots,
-                revokes: revokes.clone(),
-            });
-        }
-        self.finish(tid);
-        Ok(())
+        Ok(tid)
+    }
+
+    /// Queues a dispatched transaction for the flush stage.
+    fn hand_to_flush(&self, t: InFlight) {
+        let n = {
+            let mut q = self.in_flight.borrow_mut();
+            q.push_back(t);
+            q.len() as u64
+        };
+        self.count(|s| s.max_in_flight = s.max_in_flight.max(n));
+        self.wake_flush.notify_one();
     }
 
     /// Appends `blocks` as one epoch of the ordering queue (`in_place[i]`:
@@ -341,7 +625,20 @@ impl Jbd {
         ctx: Ctx,
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         in_place: &[bool],
-    ) -> Result<Vec<(Done, HostAddr)>, FsError> {
+    ) -> Result<(Epoch, Started), FsError> {
+        let epoch = Self::horae_append(oq, ctx, blocks, in_place).await?;
+        let started = Self::horae_dispatch(fs, oq, ctx, epoch, blocks).await?;
+        Ok((epoch, started))
+    }
+
+    /// Appends `blocks` as one epoch of the ordering queue: their order
+    /// against every other epoch is fixed when this returns.
+    async fn horae_append(
+        oq: &Rc<OrderingQueue>,
+        ctx: Ctx,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+        in_place: &[bool],
+    ) -> Result<Epoch, FsError> {
         debug_assert_eq!(blocks.len(), in_place.len(), "one in-place flag per block");
         let writes: Vec<OrderedWrite> = blocks
             .iter()
@@ -352,7 +649,18 @@ impl Jbd {
                 in_place: *ip,
             })
             .collect();
-        let epoch = oq.append_writes(ctx.core, &writes).await?;
+        Ok(oq.append_writes(ctx.core, &writes).await?)
+    }
+
+    /// Submits the writes of `epoch` (appended from `blocks`) through the
+    /// block layer, without waiting.
+    async fn horae_dispatch(
+        fs: &Fs,
+        oq: &Rc<OrderingQueue>,
+        ctx: Ctx,
+        epoch: Epoch,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+    ) -> Result<Started, FsError> {
         let mut started = Vec::new();
         for (i, (b, data)) in blocks.iter().enumerate() {
             let page = fs.take_page_pub()?;
@@ -367,7 +675,8 @@ impl Jbd {
         Ok(started)
     }
 
-    fn finish(&self, tid: u64) {
+    /// Acknowledges transaction `tid`: its waiters may return.
+    fn acknowledge(&self, tid: u64) {
         let mut st = self.st.borrow_mut();
         st.committed = st.committed.max(tid);
         drop(st);
@@ -395,6 +704,9 @@ impl Jbd {
     /// Writes every live transaction's newest copies home, flushes, and
     /// frees the log (the area superblock then points past them).
     pub(crate) async fn checkpoint(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        // Only durable transactions go home, and the new log head must not
+        // pass one still in flight.
+        self.drain(fs).await?;
         let (blocks, tail, seq) = {
             let st = self.st.borrow();
             // A copy followed by a revoke (the block was freed, and may now

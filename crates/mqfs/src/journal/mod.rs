@@ -89,6 +89,15 @@ impl JournalLogArea {
 }
 
 impl crate::fs::Fs {
+    /// The counters of the classic or HoraeFS journal's pipeline (`None`
+    /// in the other modes).
+    pub fn pipeline_stats(&self) -> Option<jbd::PipelineStats> {
+        match self.journal.borrow().as_ref() {
+            Some(Journal::Jbd(j)) => Some(j.stats()),
+            _ => None,
+        }
+    }
+
     /// The journal's log blocks (see [`JournalLogArea`]).
     pub fn journal_log_area(&self) -> JournalLogArea {
         let sb = self.sb.borrow();

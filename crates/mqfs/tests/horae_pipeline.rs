@@ -1,0 +1,152 @@
+//! HoraeFS's commit pipeline (Horae 5.6.2 on BarrierFS's split of JBD2):
+//! fsync callers dispatch their own data as ordered writes, the commit
+//! thread dispatches the next transaction while the previous one is in
+//! flight, and the flush stage sends one joint FLUSH per transaction and
+//! none on a drive without a volatile write cache.
+//!
+//! Seen through the journal's pipeline counters ([`mqfs::Fs::pipeline_stats`])
+//! and the bus trace: the controller records a `FLUSH_DONE` device event
+//! for every Flush command it executes (the block layer drops a Flush
+//! before it reaches a drive without a volatile cache).
+
+use std::rc::Rc;
+
+use mqfs::testing::{format_and_mount, machine};
+use mqfs::{Ctx, Fs, FsProfile, Mode};
+use nvme_ctrl::events::FLUSH_DONE;
+use nvme_ctrl::SsdProfile;
+use pcie_sim::{join_all, EventKind, Machine, SimDuration, TraceMode};
+
+const BLOCKS: u64 = 16384;
+/// Two application cores and the journal threads' core.
+const CORES: usize = 3;
+
+/// A HoraeFS on `ssd` with the journal threads on the last core, the bus
+/// trace on (events, no payloads), and `/a` and `/b` created and synced.
+fn horae_on(ssd: SsdProfile) -> (pcie_sim::Executor, Machine, Rc<Fs>) {
+    let (ex, m, _ctrl) = machine(ssd, BLOCKS, CORES, TraceMode::Events, 1);
+    let m2 = m.clone();
+    let fs = ex
+        .block_on(async move {
+            let profile = FsProfile {
+                commit_core: CORES - 1,
+                ..FsProfile::default()
+            };
+            let (_, fs) = format_and_mount(&m2, Mode::Horae, BLOCKS, |_| {}, profile).await?;
+            for p in ["/a", "/b"] {
+                fs.create_path(Ctx::on(0), p).await?;
+            }
+            fs.sync(Ctx::on(0)).await?;
+            Ok::<_, mqfs::FsError>(fs)
+        })
+        .expect("setup finishes")
+        .expect("setup succeeds");
+    (ex, m, fs)
+}
+
+/// Flush commands the drive executed since trace entry `from`.
+fn flushes_since(m: &Machine, from: usize) -> usize {
+    m.trace().entries()[from..]
+        .iter()
+        .filter(|e| e.kind == EventKind::Device && e.code == FLUSH_DONE)
+        .count()
+}
+
+/// Thread A appends to `/a` and fsyncs; thread B waits until A's
+/// transaction is dispatched (the pipeline's commit counter moves), then
+/// appends to `/b` and fsyncs. Returns the trace position before them.
+fn two_fsyncs_one_after_dispatch(ex: &pcie_sim::Executor, m: &Machine, fs: &Rc<Fs>) -> usize {
+    let from = m.trace().entries().len();
+    let before = fs.pipeline_stats().expect("a jbd journal").commits;
+    let (fs2, m2) = (fs.clone(), m.clone());
+    ex.block_on(async move {
+        let a = {
+            let fs = fs2.clone();
+            m2.sim().spawn(async move {
+                let c = Ctx::on(0);
+                fs.write_path(c, "/a", 0, &[0xA1; 4096]).await?;
+                fs.fsync_path(c, "/a").await
+            })
+        };
+        let b = {
+            let (fs, m) = (fs2.clone(), m2.clone());
+            m2.sim().spawn(async move {
+                let c = Ctx::on(1);
+                while fs.pipeline_stats().is_some_and(|s| s.commits == before) {
+                    m.sim().sleep(SimDuration::from_ns(500)).await;
+                }
+                fs.write_path(c, "/b", 0, &[0xB2; 4096]).await?;
+                fs.fsync_path(c, "/b").await
+            })
+        };
+        for r in join_all(vec![a, b]).await {
+            r.expect("fsync succeeds");
+        }
+    })
+    .expect("the fsyncs finish");
+    from
+}
+
+#[test]
+fn the_next_transaction_is_dispatched_while_the_previous_is_in_flight() {
+    let (ex, m, fs) = horae_on(SsdProfile::flash_vwc());
+    let s0 = fs.pipeline_stats().expect("a jbd journal");
+    let from = two_fsyncs_one_after_dispatch(&ex, &m, &fs);
+    let s = fs.pipeline_stats().expect("a jbd journal");
+    assert_eq!(s.commits - s0.commits, 2, "one transaction per fsync: {s:?}");
+    assert!(
+        s.max_in_flight >= 2 && s.overlapped > s0.overlapped,
+        "B's transaction must be dispatched before A's is durable: {s:?}"
+    );
+    // Each fsync dispatched its own data from its own context.
+    assert_eq!(s.caller_data_epochs - s0.caller_data_epochs, 2, "{s:?}");
+    // One joint FLUSH per transaction, none between data and journal.
+    assert_eq!(flushes_since(&m, from), 2);
+}
+
+#[test]
+fn one_flush_per_fsync_with_a_volatile_cache_and_none_without() {
+    for (ssd, per_fsync) in [(SsdProfile::flash_vwc(), 1), (SsdProfile::optane_905p(), 0)] {
+        let name = ssd.name;
+        let (ex, m, fs) = horae_on(ssd);
+        let from = m.trace().entries().len();
+        let fs2 = fs.clone();
+        ex.block_on(async move {
+            let c = Ctx::on(0);
+            for k in 0..4u64 {
+                fs2.write_path(c, "/a", k * 4096, &[k as u8 + 1; 4096]).await?;
+                fs2.fsync_path(c, "/a").await?;
+            }
+            Ok::<_, mqfs::FsError>(())
+        })
+        .expect("the fsyncs finish")
+        .expect("the fsyncs succeed");
+        assert_eq!(flushes_since(&m, from), 4 * per_fsync, "{name}");
+    }
+}
+
+#[test]
+fn fdatasync_of_data_alone_still_flushes_once() {
+    // An overwrite of a block already on disk dirties no metadata that
+    // fdatasync needs: no transaction carries the data, so the caller's
+    // own joint FLUSH makes it durable.
+    let (ex, m, fs) = horae_on(SsdProfile::flash_vwc());
+    let fs2 = fs.clone();
+    let from = ex
+        .block_on({
+            let m = m.clone();
+            async move {
+                let c = Ctx::on(0);
+                fs2.write_path(c, "/a", 0, &[1; 4096]).await?;
+                fs2.fsync_path(c, "/a").await?;
+                let ino = fs2.lookup(c, 2, "a").await?.ino;
+                let from = m.trace().entries().len();
+                fs2.write(c, ino, 0, &[2; 4096]).await?;
+                fs2.fdatasync(c, ino).await?;
+                Ok::<_, mqfs::FsError>(from)
+            }
+        })
+        .expect("finishes")
+        .expect("succeeds");
+    assert_eq!(flushes_since(&m, from), 1);
+}
