@@ -7,6 +7,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
@@ -281,6 +282,19 @@ fn unsafe_mode(mode: &str) -> bool {
     mode == ModeName::None.name() || mode == ModeName::MqLiteral.name() || mode.contains('+')
 }
 
+/// One progress bar for a whole campaign of `runs` runs (self-checks
+/// included), with states checked per second and an estimate of the time
+/// left; drawn on standard error only when it is a terminal (indicatif
+/// draws nothing when it is piped).
+fn campaign_bar(runs: usize) -> ProgressBar {
+    let bar = ProgressBar::new(runs as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, about {eta} left, {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
 /// `strict`: any violation fails the run (`explore`); otherwise the
 /// violations of the modes expected to be unsafe do not (the default run).
 fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
@@ -290,38 +304,45 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
     let (cs, opts) = campaigns(a)?;
     let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
     let total: usize = cs.iter().map(Campaign::runs).sum();
-    let bar = ProgressBar::new((0..total).filter(|&i| shard.is_none_or(|s| s.takes(i))).count() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let mut reports = Vec::new();
-    let mut first = 0;
-    for c in &cs {
-        reports.extend(c.run(&opts, first, shard, &|r: &ExploreReport| {
-            bar.set_message(format!("{} {} {}", r.workload, r.mode, r.profile));
-            bar.inc(1);
-        })?);
-        first += c.runs();
-    }
-    bar.finish_and_clear();
     // The default campaign also checks the explorer itself: each ordering
     // mechanism switched off must break a promise.
     let default_set = a.workload.iter().any(|w| w == "default" || w == "all");
     let self_checked = !strict && default_set && a.fault.is_none();
-    let mut self_checks = Vec::new();
-    if self_checked {
-        for (k, sc) in SELF_CHECKS.iter().enumerate() {
-            if shard.is_none_or(|s| s.takes(total + k)) {
-                let (report, caught) = sc.run(&opts)?;
-                self_checks.push(SelfCheckReport {
-                    check: k,
-                    report,
-                    caught,
-                });
-            }
-        }
+    let mine = |run: usize| shard.is_none_or(|s| s.takes(run));
+    let checks_mine: Vec<usize> = (0..SELF_CHECKS.len())
+        .filter(|k| self_checked && mine(total + k))
+        .collect();
+    let bar = campaign_bar((0..total).filter(|&i| mine(i)).count() + checks_mine.len());
+    let states = AtomicU64::new(0);
+    let t0 = Instant::now();
+    let progress = |r: &ExploreReport| {
+        let n = states.fetch_add(r.states_checked, Ordering::Relaxed) + r.states_checked;
+        bar.set_message(format!(
+            "{n} states ({:.0}/s); last {} {} {}",
+            n as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+            r.workload,
+            r.mode,
+            r.profile
+        ));
+        bar.inc(1);
+    };
+    let mut reports = Vec::new();
+    let mut first = 0;
+    for c in &cs {
+        reports.extend(c.run(&opts, first, shard, &progress)?);
+        first += c.runs();
     }
+    let mut self_checks = Vec::new();
+    for k in checks_mine {
+        let (report, caught) = SELF_CHECKS[k].run(&opts)?;
+        progress(&report);
+        self_checks.push(SelfCheckReport {
+            check: k,
+            report,
+            caught,
+        });
+    }
+    bar.finish_and_clear();
     let file = ReportFile {
         shard,
         strict,
