@@ -85,7 +85,8 @@ pub struct ExploreReport {
     pub states_checked: u64,
     /// States skipped as equal to one already checked.
     pub states_deduplicated: u64,
-    /// States the bounds left out (never enumerated).
+    /// States the bounds left out (never enumerated); `u64::MAX`: at least
+    /// that many.
     pub states_not_visited: u64,
     /// Violations found.
     pub violations: Vec<Violation>,
@@ -281,7 +282,7 @@ pub fn explore_recording(
                     // Same states, same promises: all already seen.
                     report.states_total += n;
                     report.states_deduplicated += n;
-                    report.states_not_visited += left_out;
+                    report.states_not_visited = report.states_not_visited.saturating_add(left_out);
                     continue;
                 }
             }
@@ -293,7 +294,7 @@ pub fn explore_recording(
                 }
             };
             last = Some((version, promised, choices.len() as u64, left_out));
-            report.states_not_visited += left_out;
+            report.states_not_visited = report.states_not_visited.saturating_add(left_out);
             for choice in &choices {
                 // One state at a time: a point can allow tens of thousands.
                 let mut st = match explorer.build(k, choice) {

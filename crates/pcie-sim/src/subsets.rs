@@ -50,7 +50,14 @@ pub fn subsets(n: usize, bound: u32, seed: u64) -> (Vec<Vec<usize>>, u64) {
         push(s, &mut out);
         misses = if out.len() == before { misses + 1 } else { 0 };
     }
-    (out.clone(), total.saturating_sub(out.len() as u64))
+    // Past 2^64 the count is "at least u64::MAX": it stays saturated
+    // rather than read as an exact number a few below it.
+    let left = if total == u64::MAX {
+        u64::MAX
+    } else {
+        total - out.len() as u64
+    };
+    (out, left)
 }
 
 #[cfg(test)]
@@ -64,6 +71,15 @@ mod tests {
         assert_eq!(s.len(), 8);
         assert_eq!(left, 0);
         assert!(s.contains(&vec![0, 2]));
+    }
+
+    #[test]
+    fn past_two_to_the_64_the_count_left_out_stays_saturated() {
+        let (s, left) = subsets(70, 3, 1);
+        assert_eq!(s.len(), 8);
+        assert_eq!(left, u64::MAX, "not u64::MAX less the 8 enumerated");
+        let (_, left) = subsets(63, 3, 1);
+        assert_eq!(left, (1u64 << 63) - 8);
     }
 
     #[test]
