@@ -26,6 +26,10 @@ use crate::record::{fs_profile_for, probe_for, Fault, ModeName, Recording};
 use crate::reuse::{Recovered, RecoveryMemo};
 use crate::saved::SavedConfig;
 
+/// Verdicts (the failures found, none for a pass) by the key of a
+/// recovered image and the promises in force.
+pub type Verdicts = Mutex<BTreeMap<u128, Vec<Failure>>>;
+
 /// What a checker needs besides the state (shared by all workers).
 #[derive(Debug, Clone)]
 pub struct CheckContext {
@@ -43,8 +47,9 @@ pub struct CheckContext {
     pub promises: Arc<Vec<Promise>>,
     /// Run CrashMonkey's sanity check (create and remove everywhere).
     pub sanity: bool,
-    /// Verdicts by recovered image and promises (shared by the workers).
-    pub verdicts: Arc<Mutex<BTreeMap<u128, Vec<Failure>>>>,
+    /// Verdicts by recovered image and promises (shared by the workers);
+    /// `None`: every state is judged in full (fsck, oracle, sanity).
+    pub verdicts: Option<Arc<Verdicts>>,
     /// Recoveries by what they read, to know a state's recovered drive
     /// without booting ([`crate::reuse`]); `None`: every state boots.
     pub recoveries: Option<Arc<RecoveryMemo>>,
@@ -68,7 +73,7 @@ impl CheckContext {
             base,
             promises,
             sanity,
-            verdicts: Arc::default(),
+            verdicts: Some(Arc::default()),
             recoveries: None,
         }
     }
@@ -114,7 +119,10 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let pmr_hash = state.pmr.clone().content_hash();
     if let Some(rec) = cx.recoveries.as_ref().and_then(|m| m.lookup(state, pmr_hash)) {
         let key = pcie_sim::content_hash::combine(&[rec.drive_hash(state), promised]);
-        let known = cx.verdicts.lock().ok().and_then(|v| v.get(&key).cloned());
+        let known = cx
+            .verdicts
+            .as_ref()
+            .and_then(|v| v.lock().ok()?.get(&key).cloned());
         if let Some(failures) = known {
             let mut log = rec.log.clone();
             log.push("recovery: as an earlier state that read the same content (not booted)".into());
@@ -220,7 +228,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         if let Some(memo) = &memo {
             memo.remember(&st, pmr_hash, &ctrl2.backend().reads_logged(), recovered);
         }
-        let known = verdicts.lock().ok().and_then(|v| v.get(&key).cloned());
+        let known = verdicts.as_ref().and_then(|v| v.lock().ok()?.get(&key).cloned());
         if let Some(f) = known {
             log.push("verdict: as an earlier state that recovered to the same image".into());
             alike = true;
@@ -263,7 +271,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 }),
             }
         }
-        if let Ok(mut v) = verdicts.lock() {
+        if let Some(Ok(mut v)) = verdicts.as_ref().map(|v| v.lock()) {
             v.insert(key, failures.clone());
         }
         (failures, log, alike)

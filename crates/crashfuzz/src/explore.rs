@@ -30,8 +30,13 @@ pub struct ExploreOptions {
     pub sanity: bool,
     /// Stop after this many violations (0: never).
     pub max_violations: usize,
+    /// Give a state the verdict of one that recovered to the same image
+    /// under the same promises, instead of running fsck and the oracle
+    /// again (`docs/architecture.md` 6.2: it keeps every verdict).
+    pub reuse_verdicts: bool,
     /// Reuse the recovery of a state that read the same content instead
-    /// of booting ([`crate::reuse`]: it keeps every verdict).
+    /// of booting ([`crate::reuse`]: it keeps every verdict; it needs
+    /// `reuse_verdicts`).
     pub reuse_recovery: bool,
 }
 
@@ -43,6 +48,7 @@ impl Default for ExploreOptions {
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
             sanity: true,
             max_violations: 0,
+            reuse_verdicts: true,
             reuse_recovery: true,
         }
     }
@@ -224,7 +230,8 @@ pub fn explore_recording(
         ..Default::default()
     };
     let cx = CheckContext {
-        recoveries: opts.reuse_recovery.then(Arc::default),
+        recoveries: (opts.reuse_verdicts && opts.reuse_recovery).then(Arc::default),
+        verdicts: opts.reuse_verdicts.then(Arc::default),
         ..CheckContext::for_run(cfg, rec, opts.sanity)
     };
     let mut explorer = explorer_of(rec, &cfg.profile)?;

@@ -164,11 +164,11 @@ struct RunArgs {
     /// Skip CrashMonkey's sanity check (faster).
     #[arg(long)]
     no_sanity: bool,
-    /// Boot every state instead of reusing the recovery of a state that
-    /// read the same content (same verdicts, slower; for checking the
-    /// reduction).
+    /// Judge every distinct state in full: no verdict taken from a state
+    /// that recovered to the same image, no recovery reused (same
+    /// verdicts, slower; for checking those reductions).
     #[arg(long)]
-    no_reuse: bool,
+    brute_force: bool,
     /// Write the reports as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -209,7 +209,8 @@ fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
         bound_lines: a.bound.unwrap_or(a.bound_lines),
         bound_blocks: a.bound.unwrap_or(a.bound_blocks),
         sanity: !a.no_sanity,
-        reuse_recovery: !a.no_reuse,
+        reuse_verdicts: !a.brute_force,
+        reuse_recovery: !a.brute_force,
         ..ExploreOptions::default()
     };
     if let Some(j) = a.jobs {

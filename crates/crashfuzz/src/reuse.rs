@@ -34,7 +34,7 @@
 //! Recoveries that fail (probe or mount refused the image, or hung) are
 //! not remembered: such a state is always checked in full.
 //!
-//! `tests/recovery_reuse.rs` compares runs with and without reuse, fault
+//! `tests/reductions.rs` compares runs with and without reuse (and by brute force), fault
 //! modes included, and finds the same states and the same violations.
 
 use std::collections::BTreeMap;
