@@ -3,7 +3,9 @@
 //! - `fsync_4k/{mq,classic}`: simulated 4 KiB append + fsync operations
 //!   per wall-second, on a file system of that mode on the Optane 905P
 //!   profile (one core, one thread; the file system is built outside the
-//!   timed part);
+//!   timed part); before timing, each mode also prints its speed against
+//!   real time: simulated seconds the loop advances per wall-second (best
+//!   of a few untimed runs; 1.0 is real time);
 //! - `bus_events/mq_fsync_stack`: trace events (TLPs, write-combining
 //!   stores, device events) simulated per wall-second by the whole stack
 //!   running the mq fsync loop above (the bus alone is `pcie-sim`'s
@@ -15,7 +17,7 @@
 //! Each element count is measured once before timing; the runs are
 //! deterministic, so every iteration does the same work.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crashfuzz::{ExploreOptions, ModeName, RunConfig};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -58,7 +60,44 @@ fn fsync_loop((t, ino): (TestFs, mqfs::Ino)) -> (TestFs, u64) {
     (t, events)
 }
 
+/// Runs of the loop the real-time ratio is the best of.
+const RATIO_RUNS: usize = 10;
+
+/// Prints how fast `mode`'s fsync loop runs against real time: the
+/// simulated time it advances divided by the wall time it takes (best of
+/// `RATIO_RUNS`), and the simulated fsyncs per wall-second that gives.
+fn print_real_time_ratio(mode: Mode) {
+    let mut best: Option<(f64, f64)> = None;
+    for _ in 0..RATIO_RUNS {
+        let t = fresh(mode);
+        let start = t.0.ex.sim().now();
+        let wall = Instant::now();
+        let (t, _) = fsync_loop(t);
+        let wall = wall.elapsed().as_secs_f64();
+        let sim = t.ex.sim().now().since(start).as_secs_f64();
+        if best.is_none_or(|(w, _)| wall < w) {
+            best = Some((wall, sim));
+        }
+    }
+    if let Some((wall, sim)) = best {
+        eprintln!(
+            "fsync_4k/{}: {FSYNCS} fsyncs in {:.3} ms simulated, {:.3} ms wall: \
+             {:.3} simulated s per wall-s, {:.0} simulated fsyncs per wall-s, \
+             {:.0} fsyncs per simulated s",
+            mode.name(),
+            sim * 1e3,
+            wall * 1e3,
+            sim / wall,
+            FSYNCS as f64 / wall,
+            FSYNCS as f64 / sim
+        );
+    }
+}
+
 fn fsyncs(c: &mut Criterion) {
+    for mode in [Mode::Mq, Mode::Classic] {
+        print_real_time_ratio(mode);
+    }
     let mut g = c.benchmark_group("fsync_4k");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))

@@ -385,13 +385,17 @@ impl Core {
                 tag,
             }
             .await;
-            if w.failed {
+            let failed = w.failed;
+            if !failed {
+                buf[off..off + n].copy_from_slice(&w.buf[..n]);
+            }
+            self.machine.reads.borrow_mut().recycle(w.buf);
+            if failed {
                 return Err(PcieError::UnsupportedRequest {
                     addr: addr.0 + off as u64,
                     what: "read rejected by the completer",
                 });
             }
-            buf[off..off + n].copy_from_slice(&w.buf[..n]);
             off += n;
             if off >= buf.len() {
                 return Ok(());

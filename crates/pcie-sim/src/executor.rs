@@ -54,6 +54,45 @@ enum Wakeup {
     Event { sink: u32, token: u32 },
 }
 
+/// A run-queue entry: a wake-up due at `key >> 64` (ps) with sequence
+/// number `key & u64::MAX`. Sequence numbers are unique, so ordering by the
+/// packed key alone is exactly the `(time, sequence)` order; one `u128`
+/// comparison is cheaper than comparing a tuple in the heap's sift loops.
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    key: u128,
+    wakeup: Wakeup,
+}
+
+impl Queued {
+    fn new(at_ps: u64, seq: u64, wakeup: Wakeup) -> Self {
+        Queued {
+            key: ((at_ps as u128) << 64) | seq as u128,
+            wakeup,
+        }
+    }
+    fn at_ps(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
 /// Receives timed events scheduled with [`Sim::schedule_event`]: a cheaper
 /// alternative to a task for effects that need no state across awaits
 /// (the bus uses it to apply each request when it takes effect).
@@ -110,7 +149,7 @@ struct Inner {
     now: Cell<SimTime>,
     seq: Cell<u64>,
     /// Pending wake-ups: (due time in ps, sequence, task).
-    queue: RefCell<BinaryHeap<Reverse<(u64, u64, Wakeup)>>>,
+    queue: RefCell<BinaryHeap<Reverse<Queued>>>,
     sinks: RefCell<Vec<Rc<dyn EventSink>>>,
     slots: RefCell<Vec<TaskSlot>>,
     free_slots: RefCell<Vec<usize>>,
@@ -229,9 +268,9 @@ impl Executor {
             let mut q = inner.queue.borrow_mut();
             match q.peek() {
                 None => return false,
-                Some(Reverse((t, _, _))) => {
+                Some(Reverse(q)) => {
                     if let Some(l) = limit {
-                        if *t > l.0 {
+                        if q.at_ps() > l.0 {
                             return false;
                         }
                     }
@@ -239,9 +278,10 @@ impl Executor {
             }
             q.pop()
         };
-        let Some(Reverse((t, _, wakeup))) = next else {
+        let Some(Reverse(Queued { key, wakeup })) = next else {
             unreachable!("the run queue was peeked non-empty under the same borrow");
         };
+        let t = (key >> 64) as u64;
         if t > inner.now.get().0 {
             inner.now.set(SimTime(t));
         }
@@ -392,7 +432,7 @@ impl Inner {
         let seq = self.next_seq();
         self.queue
             .borrow_mut()
-            .push(Reverse((at.0, seq, Wakeup::Task(id))));
+            .push(Reverse(Queued::new(at.0, seq, Wakeup::Task(id))));
     }
 
     /// A timer wake-up: always queued, even if a wake is already pending, so
@@ -401,7 +441,7 @@ impl Inner {
         let seq = self.next_seq();
         self.queue
             .borrow_mut()
-            .push(Reverse((at.0, seq, Wakeup::Task(id))));
+            .push(Reverse(Queued::new(at.0, seq, Wakeup::Task(id))));
     }
 }
 
@@ -472,7 +512,7 @@ impl Sim {
     /// other wake-up by time, then by when it was scheduled).
     pub fn schedule_event(&self, at: SimTime, sink: SinkId, token: u32) {
         let seq = self.inner.next_seq();
-        self.inner.queue.borrow_mut().push(Reverse((
+        self.inner.queue.borrow_mut().push(Reverse(Queued::new(
             at.0.max(self.now().0),
             seq,
             Wakeup::Event { sink: sink.0, token },

@@ -113,13 +113,17 @@ impl DevicePort {
             tag,
         }
         .await;
-        if w.failed {
+        let failed = w.failed;
+        if !failed {
+            buf.copy_from_slice(&w.buf);
+        }
+        m.reads.borrow_mut().recycle(w.buf);
+        if failed {
             return Err(PcieError::OutsideHostMemory {
                 addr: addr.0,
                 len: buf.len() as u64,
             });
         }
-        buf.copy_from_slice(&w.buf);
         Ok(())
     }
 

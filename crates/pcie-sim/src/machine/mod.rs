@@ -157,7 +157,14 @@ pub(crate) enum Action {
 pub(crate) struct ReadTable {
     slots: Vec<Option<ReadWait>>,
     free: Vec<u32>,
+    /// Buffers of finished reads, reused by the next ones: a DMA read per
+    /// command would otherwise allocate (and page in) a fresh buffer.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Read buffers [`ReadTable`] keeps for reuse (reads in flight at once are
+/// few: one per outstanding DMA or MMIO read).
+const SPARE_READ_BUFFERS: usize = 32;
 
 pub(crate) struct ReadWait {
     pub(crate) buf: Vec<u8>,
@@ -168,8 +175,11 @@ pub(crate) struct ReadWait {
 
 impl ReadTable {
     pub(crate) fn open(&mut self, len: usize, expected: u64) -> u32 {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.resize(len, 0);
         let w = ReadWait {
-            buf: vec![0; len],
+            buf,
             remaining: expected,
             failed: false,
             waker: None,
@@ -187,6 +197,12 @@ impl ReadTable {
     }
     fn get(&mut self, tag: u32) -> Option<&mut ReadWait> {
         self.slots.get_mut(tag as usize).and_then(|s| s.as_mut())
+    }
+    /// Gives a finished read's buffer back for the next read to reuse.
+    pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < SPARE_READ_BUFFERS {
+            self.spare.push(buf);
+        }
     }
     fn close(&mut self, tag: u32) -> Option<ReadWait> {
         let w = self.slots.get_mut(tag as usize)?.take();
