@@ -63,6 +63,10 @@
 //!   at depth > 0, tree blocks with the header above) replaces the single
 //!   leaf block of at most 255 extents (its pointer at byte 60 is now
 //!   reserved).
+//!
+//! The superblock's newest time (byte 96, u64 ns since 1970,
+//! [`Superblock::newest_time`]) came with version 3 without a bump: older
+//! images hold 0 there, which reads as "no time recorded".
 
 use crate::error::FsError;
 use crate::extent_tree::{Entries, ExtentTree, IndexEntry, INDEX_ENTRIES, LEAF_ENTRIES, MAX_DEPTH};
@@ -233,6 +237,13 @@ pub struct Superblock {
     pub next_txid: u64,
     /// Mount count (bumped at each mount).
     pub mounts: u64,
+    /// The newest time (ns since 1970) the file system's clock gave by the
+    /// last superblock write: written at mount (the clock's base) and at
+    /// unmount (the clock then). The next mount starts its clock past it,
+    /// so time never goes back across mounts (Ext4 keeps `s_wtime` and
+    /// `s_mtime`, the last write and mount times, in its superblock).
+    /// 0 on an image that never recorded one.
+    pub newest_time: u64,
 }
 
 impl Superblock {
@@ -326,6 +337,7 @@ impl Superblock {
         b[73] = self.clean as u8;
         put_u64(&mut b[..], 80, self.next_txid);
         put_u64(&mut b[..], 88, self.mounts);
+        put_u64(&mut b[..], 96, self.newest_time);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -359,6 +371,7 @@ impl Superblock {
             clean: b[73] == 1,
             next_txid: get_u64(b, 80),
             mounts: get_u64(b, 88),
+            newest_time: get_u64(b, 96),
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -999,6 +1012,7 @@ mod tests {
             clean: true,
             next_txid: 9,
             mounts: 1,
+            newest_time: 1_780_000_000_123_456_789,
         }
     }
 

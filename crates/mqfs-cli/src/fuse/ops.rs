@@ -203,10 +203,9 @@ impl Filesystem for MqfsFuse {
         if is_control(ino) {
             return reply.error(EPERM);
         }
-        let now = self
-            .mounted
-            .as_ref()
-            .map_or(0, |m| m.rig.machine.sim().now().as_ps() / 1000);
+        // UTIME_NOW (utimensat(2)): the file system's clock, as the
+        // timestamps it stamps itself.
+        let now = self.mounted.as_ref().map_or(0, |m| m.fs.now_ns());
         let time = |t: TimeOrNow| match t {
             TimeOrNow::SpecificTime(t) => ns_of(t),
             TimeOrNow::Now => now,

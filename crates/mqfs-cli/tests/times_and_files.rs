@@ -1,0 +1,74 @@
+//! The mount as people use it: timestamps follow the host's clock and never
+//! go back across remounts (`docs/decisions.md` M17), `touch` sets the
+//! current time.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use common::{fsck_ok, mkfs, ok, Mount, TempDir};
+
+fn mtime(p: &Path) -> SystemTime {
+    std::fs::metadata(p).unwrap().modified().unwrap()
+}
+
+/// True if `t` is within an hour of the host's time now (the file
+/// system's clock is the host time at mount plus simulated time since).
+fn near_now(t: SystemTime) -> bool {
+    let now = SystemTime::now();
+    let d = now.duration_since(t).unwrap_or_else(|e| e.duration());
+    d < Duration::from_secs(3600)
+}
+
+#[test]
+fn a_file_written_after_a_remount_is_newer_than_one_written_before() {
+    let t = TempDir::new("times-remount");
+    let img = mkfs(&t, "img", &["--size", "32M", "--mode", "classic"]);
+    let mnt = t.dir("mnt");
+    let m = Mount::start(&img, &mnt, &[]);
+    std::fs::write(m.join("old.c"), b"int main() { return 0; }\n").unwrap();
+    let old = mtime(&m.join("old.c"));
+    m.unmount();
+    let m = Mount::start(&img, &mnt, &[]);
+    assert_eq!(mtime(&m.join("old.c")), old, "the timestamp survives the remount");
+    std::fs::write(m.join("new.o"), b"object").unwrap();
+    let new = mtime(&m.join("new.o"));
+    assert!(new > old, "written after the remount: {new:?} <= {old:?}");
+    assert!(near_now(old) && near_now(new), "host time: {old:?} {new:?}");
+    // make's question: is the target newer than its source?
+    std::fs::write(m.join("old.c"), b"int main() { return 1; }\n").unwrap();
+    assert!(
+        mtime(&m.join("old.c")) > new,
+        "an edited source is newer than its object"
+    );
+    m.unmount();
+    fsck_ok(&img);
+}
+
+#[test]
+fn touch_sets_the_current_time() {
+    let t = TempDir::new("times-touch");
+    let img = mkfs(&t, "img", &["--size", "32M", "--mode", "mq", "--queues", "2"]);
+    let m = Mount::start(&img, &t.dir("mnt"), &[]);
+    let f = m.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    // An explicit time (utimensat with a time)...
+    ok(Command::new("touch")
+        .args(["-d", "2001-02-03 04:05:06 UTC"])
+        .arg(&f));
+    let past = mtime(&f);
+    assert_eq!(
+        past.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(),
+        981_173_106
+    );
+    // ... then UTIME_NOW: the file system's clock, near the host's now.
+    ok(Command::new("touch").arg(&f));
+    let touched = mtime(&f);
+    assert!(touched > past);
+    assert!(near_now(touched), "touch sets now: {touched:?}");
+    let atime = std::fs::metadata(&f).unwrap().accessed().unwrap();
+    assert!(near_now(atime), "touch sets atime too: {atime:?}");
+    m.unmount();
+}
