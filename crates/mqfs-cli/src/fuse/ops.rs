@@ -25,9 +25,8 @@ use crate::record::{Make, Req};
 /// through the kernel, so it never holds a stale one.
 const TTL: Duration = Duration::from_secs(1);
 
-/// `S_IFMT` and `S_IFREG` of `st_mode`.
+/// `S_IFMT` of `st_mode`: the file type bits.
 const S_IFMT: u32 = 0o170000;
-const S_IFREG: u32 = 0o100000;
 
 fn name_of(name: &OsStr) -> Result<String, i32> {
     name.to_str().map(str::to_string).ok_or(EINVAL)
@@ -246,16 +245,29 @@ impl Filesystem for MqfsFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        if mode & S_IFMT != S_IFREG {
-            return reply.error(EPERM);
-        }
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
-            fs.create(ctx, p, &n, perm).await
-        }) {
+        // mknod(2): S_IFREG (or 0) makes a regular file; S_IFCHR, S_IFBLK,
+        // S_IFIFO and S_IFSOCK a special file; anything else is EINVAL.
+        let ftype = match mode & S_IFMT {
+            0 => mqfs::FileType::File,
+            t => match mqfs::FileType::from_mode(t as u16) {
+                Some(t) if t != mqfs::FileType::Dir && t != mqfs::FileType::Symlink => t,
+                _ => return reply.error(EINVAL),
+            },
+        };
+        let made = if ftype == mqfs::FileType::File {
+            self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
+                fs.create(ctx, p, &n, perm).await
+            })
+        } else {
+            self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
+                fs.mknod(ctx, p, &n, ftype, perm, rdev).await
+            })
+        };
+        match made {
             Ok(a) => reply.entry(&TTL, &a, 0),
             Err(e) => reply.error(e),
         }
