@@ -99,6 +99,17 @@ fn attr_of(ino: Ino, i: &Inode) -> Result<Attr, FsError> {
     })
 }
 
+/// What a new inode holds besides its type and permissions.
+#[derive(Clone, Copy, Debug)]
+enum Extra<'a> {
+    /// Nothing (a file or directory).
+    Nothing,
+    /// A symlink's target.
+    Target(&'a str),
+    /// A special file's device number.
+    Device(u32),
+}
+
 /// Locks two inodes in inode-number order (deadlock-free).
 async fn lock2<'a>(
     a: &'a InodeState,
@@ -162,12 +173,14 @@ impl Fs {
 
     /// Creates a regular file.
     pub async fn create(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
-        self.make(ctx, parent, name, FileType::File, perm, None, 0).await
+        self.make(ctx, parent, name, FileType::File, perm, Extra::Nothing)
+            .await
     }
 
     /// Creates a directory.
     pub async fn mkdir(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
-        self.make(ctx, parent, name, FileType::Dir, perm, None, 0).await
+        self.make(ctx, parent, name, FileType::Dir, perm, Extra::Nothing)
+            .await
     }
 
     /// Creates a symbolic link to `target`.
@@ -175,7 +188,7 @@ impl Fs {
         if target.is_empty() || target.len() > 4096 {
             return Err(FsError::Invalid("symlink target length".into()));
         }
-        self.make(ctx, parent, name, FileType::Symlink, 0o777, Some(target), 0)
+        self.make(ctx, parent, name, FileType::Symlink, 0o777, Extra::Target(target))
             .await
     }
 
@@ -202,7 +215,8 @@ impl Fs {
         } else {
             0
         };
-        self.make(ctx, parent, name, ftype, perm, None, rdev).await
+        self.make(ctx, parent, name, ftype, perm, Extra::Device(rdev))
+            .await
     }
 
     /// Creates `parent/name`: a file, a directory, a symlink to `target`,
@@ -218,9 +232,13 @@ impl Fs {
         name: &str,
         ftype: FileType,
         perm: u16,
-        target: Option<&str>,
-        rdev: u32,
+        extra: Extra<'_>,
     ) -> Result<Attr, FsError> {
+        let (target, rdev) = match extra {
+            Extra::Nothing => (None, 0),
+            Extra::Target(t) => (Some(t), 0),
+            Extra::Device(d) => (None, d),
+        };
         check_name(name)?;
         self.check_writable()?;
         let _op = self.begin(ctx).await?;

@@ -99,7 +99,7 @@ impl MqfsFuse {
                 fs.setattr(ctx, i, &set).await
             }
         })?;
-        Ok(file_attr(&a))
+        Ok(self.attr_of(&a))
     }
 
     fn do_rename(
@@ -176,7 +176,7 @@ impl Filesystem for MqfsFuse {
             self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })
         });
         match r {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(a) => reply.attr(&TTL, &self.attr_of(&a)),
             Err(e) => reply.error(e),
         }
     }
