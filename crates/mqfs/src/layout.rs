@@ -575,7 +575,7 @@ pub struct Inode {
     pub flags: u32,
     /// Size in bytes.
     pub size: u64,
-    /// Access time (simulated ns).
+    /// Access time (ns since 1970, from [`crate::Fs::now_ns`]).
     pub atime: u64,
     /// Modification time.
     pub mtime: u64,

@@ -33,7 +33,7 @@ pub struct Attr {
     pub size: u64,
     /// 4 KiB blocks allocated.
     pub blocks: u64,
-    /// Times (simulated ns).
+    /// Access time (ns since 1970, from [`Fs::now_ns`]).
     pub atime: u64,
     /// Modification time.
     pub mtime: u64,
