@@ -298,9 +298,15 @@ async fn read_file(fs: &Fs, c: Ctx, path: &str) -> Result<Option<(FileType, Vec<
     Ok(Some((a.ftype, data)))
 }
 
-fn kind_of(t: FileType) -> Kind {
+/// The model's kind of a file type. The model knows regular files,
+/// directories and symlinks; a fifo, device or socket (only a recorded
+/// `mqfs mount` run makes them) holds no data and counts as an empty
+/// regular file, which keeps the saved-run format as it is.
+pub fn kind_of(t: FileType) -> Kind {
     match t {
-        FileType::File => Kind::File,
+        FileType::File | FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket => {
+            Kind::File
+        }
         FileType::Dir => Kind::Dir,
         FileType::Symlink => Kind::Symlink,
     }
@@ -367,6 +373,9 @@ async fn walk(fs: &Fs, c: Ctx, contents: bool) -> Result<Vec<(String, Kind, Opti
                 FileType::Dir => {
                     out.push((p.clone(), Kind::Dir, None));
                     stack.push((p, child));
+                }
+                FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket => {
+                    out.push((p, kind_of(t), contents.then(Vec::new)))
                 }
             }
         }

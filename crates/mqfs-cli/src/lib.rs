@@ -65,19 +65,22 @@
 //! ## Through FUSE
 //!
 //! Every operation of the file system is reachable: lookup, getattr,
-//! setattr (mode, owner, size, times), create and mknod of regular files,
-//! mkdir, unlink, rmdir, rename, link, symlink, readlink, read, write,
-//! readdir, statfs, fsync and fdatasync (the file system's own), and
-//! `fatomic` / `fdataatomic` through the ioctls of [`ioctl`]. Errors map to
-//! the file system's errno (`FsError::errno`). Not supported: special files
-//! (mknod of a FIFO, socket or device gives `EPERM`), extended attributes,
-//! `fallocate` (`EOPNOTSUPP`). File times are simulated nanoseconds since
-//! the epoch unless a program sets them (`cp -a`, `touch -d`).
+//! setattr (mode, owner, size, times; `UTIME_NOW` is the file system's
+//! clock), create, mknod (regular files, fifos, character and block
+//! devices with their numbers, sockets), mkdir, unlink, rmdir, rename,
+//! link, symlink, readlink, read, write, readdir, statfs, fsync and
+//! fdatasync (the file system's own), and `fatomic` / `fdataatomic`
+//! through the ioctls of [`ioctl`]. Errors map to the file system's errno
+//! (`FsError::errno`). File times are nanoseconds since the epoch from the
+//! file system's clock: the host's time at mount (never below the image's
+//! newest time + 1, so they never go back across mounts) plus the
+//! simulated time since (`docs/decisions.md` M17), unless a program sets
+//! them (`cp -a`, `touch -d`).
 //!
 //! A file unlinked (or renamed over) while open is moved to the hidden
 //! directory `/.mqfs-orphans` and removed at its last close, as the VFS
-//! keeps an open file alive; orphans left by a crash are removed at the
-//! next mount.
+//! keeps an open file alive (`fstat` reports no link meanwhile); orphans
+//! left by a crash are removed at the next mount.
 //!
 //! ## Live figures
 //!

@@ -143,11 +143,17 @@ impl Rig {
         Ok(self.run(async move { BlockDevice::probe(&m, 0, opts).await })??)
     }
 
-    /// Probes and mounts (running the mode's recovery).
-    pub fn mount(&self) -> Result<(Rc<BlockDevice>, Rc<Fs>), CliError> {
+    /// Probes and mounts (running the mode's recovery) with the file
+    /// system's clock starting at `clock_base_ns` (ns since 1970, raised to
+    /// the image's newest time + 1 if older; [`FsProfile::clock_base_ns`]).
+    pub fn mount(&self, clock_base_ns: u64) -> Result<(Rc<BlockDevice>, Rc<Fs>), CliError> {
         let dev = self.probe()?;
         let d = dev.clone();
-        let fs = self.run_fs(async move { mqfs::mount(&d, Ctx::on(0), FsProfile::default()).await })?;
+        let profile = FsProfile {
+            clock_base_ns,
+            ..FsProfile::default()
+        };
+        let fs = self.run_fs(async move { mqfs::mount(&d, Ctx::on(0), profile).await })?;
         if fs.mode() != self.mode {
             return Err(CliError::Fs(FsError::Corrupt(format!(
                 "the header says {} but the file system is {}",

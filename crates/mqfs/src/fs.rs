@@ -90,6 +90,12 @@ pub struct Fs {
     pub(crate) gate: Semaphore,
     /// Host pages recycled for I/O.
     pub(crate) pages: Rc<RefCell<Vec<HostAddr>>>,
+    /// The clock's reading at mount in ns since 1970: the larger of
+    /// [`FsProfile::clock_base_ns`] and the image's newest time + 1
+    /// ([`Superblock::newest_time`]); see [`Fs::now_ns`].
+    pub(crate) clock_base: Cell<u64>,
+    /// Simulated time at mount in ns (the clock counts from it).
+    pub(crate) clock_start: Cell<u64>,
 }
 
 /// Held by an operation for its duration: one permit of the gate,
@@ -168,9 +174,22 @@ impl Fs {
         ctx.core % self.machine.core_count().max(1)
     }
 
-    /// Simulated time now in nanoseconds (for timestamps).
-    pub(crate) fn now_ns(&self) -> u64 {
-        self.machine.sim().now().as_ps() / 1000
+    /// The file system's clock in ns since 1970 (for timestamps): the base
+    /// chosen at mount plus the simulated time since the mount. The base is
+    /// an input (never the wall clock: the simulation stays deterministic),
+    /// and never below the image's newest time + 1, so the clock never goes
+    /// back across mounts (`docs/decisions.md` M17).
+    pub fn now_ns(&self) -> u64 {
+        let since_mount = (self.machine.sim().now().as_ps() / 1000).saturating_sub(self.clock_start.get());
+        self.clock_base.get().saturating_add(since_mount)
+    }
+
+    /// Starts the clock at mount: base `max(profile base, newest + 1)`
+    /// where `newest` is the newest time the superblock records.
+    pub(crate) fn start_clock(&self, newest: u64) {
+        self.clock_start.set(self.machine.sim().now().as_ps() / 1000);
+        self.clock_base
+            .set(self.profile.clock_base_ns.max(newest.saturating_add(1)));
     }
 
     pub(crate) fn journal(&self) -> Result<Journal, FsError> {

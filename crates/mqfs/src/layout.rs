@@ -29,7 +29,8 @@
 //! 68..196 the tree's root: 8 slots of 16 bytes, extents at depth 0
 //!          (logical u32, len u32 (bit 31 unwritten), physical u64), else
 //!          index entries (logical u32, child block u64, 4 bytes zero);
-//!          or an inline symlink target
+//!          or an inline symlink target; or, for a fifo, device or
+//!          socket, the device number u32 at 68 (0 for fifos and sockets)
 //! 196 xattr block u64 (0: none)   (version 2)
 //! 252 CRC-32 of bytes 0..252
 //! ```
@@ -63,6 +64,16 @@
 //!   at depth > 0, tree blocks with the header above) replaces the single
 //!   leaf block of at most 255 extents (its pointer at byte 60 is now
 //!   reserved).
+//!
+//! The superblock's newest time (byte 96, u64 ns since 1970,
+//! [`Superblock::newest_time`]) came with version 3 without a bump: older
+//! images hold 0 there, which reads as "no time recorded".
+//! So did the special file types (fifo, character and block device,
+//! socket: their POSIX mode bits, Ext4's directory-entry codes 3 to 6, the
+//! device number at byte 68 with no tree): a version-3 reader of an image
+//! holding one finds a mode and an entry code it does not know and reports
+//! the inode corrupt rather than misreading it, and images without them
+//! are unchanged, so no bump.
 
 use crate::error::FsError;
 use crate::extent_tree::{Entries, ExtentTree, IndexEntry, INDEX_ENTRIES, LEAF_ENTRIES, MAX_DEPTH};
@@ -233,6 +244,13 @@ pub struct Superblock {
     pub next_txid: u64,
     /// Mount count (bumped at each mount).
     pub mounts: u64,
+    /// The newest time (ns since 1970) the file system's clock gave by the
+    /// last superblock write: written at mount (the clock's base) and at
+    /// unmount (the clock then). The next mount starts its clock past it,
+    /// so time never goes back across mounts (Ext4 keeps `s_wtime` and
+    /// `s_mtime`, the last write and mount times, in its superblock).
+    /// 0 on an image that never recorded one.
+    pub newest_time: u64,
 }
 
 impl Superblock {
@@ -326,6 +344,7 @@ impl Superblock {
         b[73] = self.clean as u8;
         put_u64(&mut b[..], 80, self.next_txid);
         put_u64(&mut b[..], 88, self.mounts);
+        put_u64(&mut b[..], 96, self.newest_time);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -359,6 +378,7 @@ impl Superblock {
             clean: b[73] == 1,
             next_txid: get_u64(b, 80),
             mounts: get_u64(b, 88),
+            newest_time: get_u64(b, 96),
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -413,7 +433,7 @@ impl Superblock {
     }
 }
 
-/// File types (the high bits of `mode`, as in POSIX).
+/// File types (the high bits of `mode`, as in POSIX `<sys/stat.h>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FileType {
     /// Regular file.
@@ -422,42 +442,71 @@ pub enum FileType {
     Dir,
     /// Symbolic link.
     Symlink,
+    /// Named pipe (mkfifo(3)).
+    Fifo,
+    /// Character device (mknod(2) with `S_IFCHR`; its number in
+    /// [`Inode::rdev`]).
+    CharDev,
+    /// Block device (mknod(2) with `S_IFBLK`).
+    BlockDev,
+    /// Unix domain socket (bind(2) of an `AF_UNIX` address).
+    Socket,
 }
 
 impl FileType {
-    /// The S_IFMT bits.
+    /// Every type.
+    pub const ALL: [FileType; 7] = [
+        FileType::File,
+        FileType::Dir,
+        FileType::Symlink,
+        FileType::Fifo,
+        FileType::CharDev,
+        FileType::BlockDev,
+        FileType::Socket,
+    ];
+
+    /// The S_IFMT bits (POSIX `<sys/stat.h>`, Linux's values).
     pub fn mode_bits(self) -> u16 {
         match self {
             FileType::File => 0o100000,
             FileType::Dir => 0o040000,
             FileType::Symlink => 0o120000,
+            FileType::Fifo => 0o010000,
+            FileType::CharDev => 0o020000,
+            FileType::BlockDev => 0o060000,
+            FileType::Socket => 0o140000,
         }
     }
     /// From mode bits.
     pub fn from_mode(mode: u16) -> Option<FileType> {
-        match mode & 0o170000 {
-            0o100000 => Some(FileType::File),
-            0o040000 => Some(FileType::Dir),
-            0o120000 => Some(FileType::Symlink),
-            _ => None,
-        }
+        FileType::ALL
+            .into_iter()
+            .find(|t| t.mode_bits() == mode & 0o170000)
     }
-    /// Directory-entry type code (Ext4's: 1 file, 2 dir, 7 symlink).
+    /// Directory-entry type code (Ext4's `EXT4_FT_*`: 1 file, 2 dir,
+    /// 3 char device, 4 block device, 5 fifo, 6 socket, 7 symlink).
     pub fn dirent_code(self) -> u8 {
         match self {
             FileType::File => 1,
             FileType::Dir => 2,
+            FileType::CharDev => 3,
+            FileType::BlockDev => 4,
+            FileType::Fifo => 5,
+            FileType::Socket => 6,
             FileType::Symlink => 7,
         }
     }
     /// From a directory-entry type code.
     pub fn from_dirent_code(c: u8) -> Option<FileType> {
-        match c {
-            1 => Some(FileType::File),
-            2 => Some(FileType::Dir),
-            7 => Some(FileType::Symlink),
-            _ => None,
-        }
+        FileType::ALL.into_iter().find(|t| t.dirent_code() == c)
+    }
+    /// True for the types that hold no data: fifos, devices and sockets
+    /// (their inode holds the device number instead of an extent tree).
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket
+        )
     }
 }
 
@@ -526,7 +575,7 @@ pub struct Inode {
     pub flags: u32,
     /// Size in bytes.
     pub size: u64,
-    /// Access time (simulated ns).
+    /// Access time (ns since 1970, from [`crate::Fs::now_ns`]).
     pub atime: u64,
     /// Modification time.
     pub mtime: u64,
@@ -545,6 +594,10 @@ pub struct Inode {
     /// The external extended-attribute block (0: none; Ext4's
     /// `i_file_acl`).
     pub xattr: u64,
+    /// A device's number (Linux's `dev_t`, `makedev(major, minor)` in
+    /// its 32-bit encoding) for the special types, 0 otherwise; at byte 68
+    /// where files keep their tree's root (Ext4 keeps it in `i_block`).
+    pub rdev: u32,
 }
 
 impl Inode {
@@ -576,7 +629,9 @@ impl Inode {
         put_u16(&mut b, 56, self.tree.root().len() as u16);
         put_u16(&mut b, 58, self.tree.depth());
         put_u64(&mut b, INODE_XATTR, self.xattr);
-        if self.flags & FLAG_INLINE_SYMLINK != 0 {
+        if self.file_type().is_some_and(FileType::is_special) {
+            put_u32(&mut b, 68, self.rdev);
+        } else if self.flags & FLAG_INLINE_SYMLINK != 0 {
             let n = self.inline.len().min(INLINE_SYMLINK);
             b[68..68 + n].copy_from_slice(&self.inline[..n]);
         } else {
@@ -618,8 +673,16 @@ impl Inode {
             tree: ExtentTree::default(),
             inline: Vec::new(),
             xattr: get_u64(b, INODE_XATTR),
+            rdev: 0,
         };
-        if flags & FLAG_INLINE_SYMLINK != 0 {
+        if ino.file_type().is_some_and(FileType::is_special) {
+            if count != 0 || depth != 0 {
+                return Err(FsError::Corrupt(format!(
+                    "special file with an extent tree of {count} entries at depth {depth}"
+                )));
+            }
+            ino.rdev = get_u32(b, 68);
+        } else if flags & FLAG_INLINE_SYMLINK != 0 {
             let n = (ino.size as usize).min(INLINE_SYMLINK);
             ino.inline = b[68..68 + n].to_vec();
         } else {
@@ -999,6 +1062,7 @@ mod tests {
             clean: true,
             next_txid: 9,
             mounts: 1,
+            newest_time: 1_780_000_000_123_456_789,
         }
     }
 

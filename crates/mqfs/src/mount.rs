@@ -98,6 +98,7 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         clean: true,
         next_txid: 1,
         mounts: 0,
+        newest_time: 0,
     };
     sb.validate(blocks)?;
     Ok(sb)
@@ -224,6 +225,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             clean: true,
             next_txid: 1,
             mounts: 0,
+            newest_time: 0,
         }),
         profile,
         bufs: BufferCache::default(),
@@ -236,11 +238,16 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         rename_lock: Mutex::new(()),
         gate: Semaphore::new(GATE as usize),
         pages: Rc::new(RefCell::new(Vec::new())),
+        clock_base: Cell::new(0),
+        clock_start: Cell::new(0),
     });
     let raw = fs.read_raw(ctx, 0).await?;
     let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
     *fs.sb.borrow_mut() = sb.clone();
     fs.next_txid.set(sb.next_txid.max(1));
+    // The clock starts before recovery: whatever recovery stamps is past
+    // the image's newest time.
+    fs.start_clock(sb.newest_time);
     let journal = match sb.mode {
         Mode::None => Journal::None,
         Mode::Classic | Mode::Horae => {
@@ -280,6 +287,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
     let mut sb = fs.sb.borrow().clone();
     sb.clean = false;
     sb.mounts += 1;
+    sb.newest_time = sb.newest_time.max(fs.now_ns());
     *fs.sb.borrow_mut() = sb.clone();
     fs.write_all(ctx, &[(0, sb.encode())], BioFlags::FUA).await?;
     // The root must be a readable directory.
@@ -305,6 +313,7 @@ impl Fs {
         let mut sb = self.sb.borrow().clone();
         sb.clean = true;
         sb.next_txid = self.next_txid.get();
+        sb.newest_time = sb.newest_time.max(self.now_ns());
         *self.sb.borrow_mut() = sb.clone();
         self.write_all(ctx, &[(0, sb.encode())], BioFlags::FUA).await?;
         self.flush(ctx).await?;

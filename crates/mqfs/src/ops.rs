@@ -33,12 +33,14 @@ pub struct Attr {
     pub size: u64,
     /// 4 KiB blocks allocated.
     pub blocks: u64,
-    /// Times (simulated ns).
+    /// Access time (ns since 1970, from [`Fs::now_ns`]).
     pub atime: u64,
     /// Modification time.
     pub mtime: u64,
     /// Change time.
     pub ctime: u64,
+    /// A device's number (0 unless a character or block device).
+    pub rdev: u32,
 }
 
 /// Changes for [`Fs::setattr`].
@@ -93,7 +95,19 @@ fn attr_of(ino: Ino, i: &Inode) -> Result<Attr, FsError> {
         atime: i.atime,
         mtime: i.mtime,
         ctime: i.ctime,
+        rdev: i.rdev,
     })
+}
+
+/// What a new inode holds besides its type and permissions.
+#[derive(Clone, Copy, Debug)]
+enum Extra<'a> {
+    /// Nothing (a file or directory).
+    Nothing,
+    /// A symlink's target.
+    Target(&'a str),
+    /// A special file's device number.
+    Device(u32),
 }
 
 /// Locks two inodes in inode-number order (deadlock-free).
@@ -159,12 +173,14 @@ impl Fs {
 
     /// Creates a regular file.
     pub async fn create(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
-        self.make(ctx, parent, name, FileType::File, perm, None).await
+        self.make(ctx, parent, name, FileType::File, perm, Extra::Nothing)
+            .await
     }
 
     /// Creates a directory.
     pub async fn mkdir(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
-        self.make(ctx, parent, name, FileType::Dir, perm, None).await
+        self.make(ctx, parent, name, FileType::Dir, perm, Extra::Nothing)
+            .await
     }
 
     /// Creates a symbolic link to `target`.
@@ -172,11 +188,39 @@ impl Fs {
         if target.is_empty() || target.len() > 4096 {
             return Err(FsError::Invalid("symlink target length".into()));
         }
-        self.make(ctx, parent, name, FileType::Symlink, 0o777, Some(target))
+        self.make(ctx, parent, name, FileType::Symlink, 0o777, Extra::Target(target))
             .await
     }
 
-    /// Creates `parent/name`: a file, a directory, or a symlink to `target`.
+    /// Creates the special file `parent/name` of type `ftype` (a fifo, a
+    /// character or block device with number `rdev`, or a socket), as
+    /// mknod(2) does. `rdev` is kept for devices and ignored for fifos and
+    /// sockets (mknod(2): "If the file type is S_IFCHR or S_IFBLK, then dev
+    /// specifies the major and minor numbers ... otherwise it is ignored").
+    /// Regular files are [`Fs::create`]'s, directories [`Fs::mkdir`]'s.
+    pub async fn mknod(
+        &self,
+        ctx: Ctx,
+        parent: Ino,
+        name: &str,
+        ftype: FileType,
+        perm: u16,
+        rdev: u32,
+    ) -> Result<Attr, FsError> {
+        if !ftype.is_special() {
+            return Err(FsError::Invalid(format!("mknod of a {ftype:?}")));
+        }
+        let rdev = if matches!(ftype, FileType::CharDev | FileType::BlockDev) {
+            rdev
+        } else {
+            0
+        };
+        self.make(ctx, parent, name, ftype, perm, Extra::Device(rdev))
+            .await
+    }
+
+    /// Creates `parent/name`: a file, a directory, a symlink to `target`,
+    /// or a special file with device number `rdev`.
     /// Everything that can fail for want of space (the inode number, the
     /// block of a directory or long symlink, a new block of `parent`) is
     /// had before the new inode is filled in; a failure undoes it whole
@@ -188,8 +232,13 @@ impl Fs {
         name: &str,
         ftype: FileType,
         perm: u16,
-        target: Option<&str>,
+        extra: Extra<'_>,
     ) -> Result<Attr, FsError> {
+        let (target, rdev) = match extra {
+            Extra::Nothing => (None, 0),
+            Extra::Target(t) => (Some(t), 0),
+            Extra::Device(d) => (None, d),
+        };
         check_name(name)?;
         self.check_writable()?;
         let _op = self.begin(ctx).await?;
@@ -210,7 +259,9 @@ impl Fs {
         let needs_block = match ftype {
             FileType::Dir => true,
             FileType::Symlink => target.map_or(0, str::len) > INLINE_SYMLINK,
-            FileType::File => false,
+            FileType::File | FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket => {
+                false
+            }
         };
         let ino = self.alloc_ino(ctx, &dir).await?;
         let made = match self.new_inode(ctx, &dir, ino, ftype, perm).await {
@@ -228,6 +279,7 @@ impl Fs {
             }
         };
         self.fill_new(&st, parent, ftype, target, block).await?;
+        st.inode.borrow_mut().rdev = rdev;
         self.write_inode(ctx, &st).await?;
         let now = st.inode.borrow().ctime;
         {

@@ -49,6 +49,11 @@ pub struct FsProfile {
     pub horae_ack_after_flush: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
+    /// The clock's base in ns since 1970: the file system's time at mount
+    /// (raised to the image's newest time + 1 if older; [`crate::Fs::now_ns`]).
+    /// `mqfs mount` passes the host's time; simulations keep 0, so their
+    /// timestamps are simulated time and deterministic.
+    pub clock_base_ns: u64,
 }
 
 impl Default for FsProfile {
@@ -68,6 +73,7 @@ impl Default for FsProfile {
             flush_unflushed_data: true,
             horae_ack_after_flush: true,
             mq: crate::journal::mq::MqOptions::default(),
+            clock_base_ns: 0,
         }
     }
 }

@@ -319,6 +319,7 @@ async fn walk(fs: Rc<Fs>, c: Ctx) -> Walk {
                     let r = fs.readlink(c, ino).await.map(|_| ());
                     note(&mut w, format!("readlink {ino}"), r);
                 }
+                FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket => {}
             }
         }
     }

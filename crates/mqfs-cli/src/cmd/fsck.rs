@@ -20,7 +20,7 @@ pub fn run(path: &Path) -> Result<String, CliError> {
         mqfs::fsck(&*image.media_snapshot()?)?
     } else {
         let rig = Rig::sandbox(&image)?;
-        match rig.mount() {
+        match rig.mount(0) {
             Ok(_) => {
                 out.push_str("not unmounted cleanly: checked after journal recovery in memory (the image is unchanged)\n");
                 mqfs::fsck(&**rig.ctrl.backend())?

@@ -42,7 +42,7 @@ pub struct MountArgs {
 /// mounts (recovering), and fsck must find no error.
 pub fn dry_run(image: &LockedImage) -> Result<(), CliError> {
     let rig = Rig::sandbox(image)?;
-    let (_dev, _fs) = rig.mount()?;
+    let (_dev, _fs) = rig.mount(0)?;
     let report = mqfs::fsck(&**rig.ctrl.backend())?;
     if !report.is_clean() {
         let errors = report.errors().count() as u64 + report.suppressed_errors;
@@ -52,6 +52,16 @@ pub fn dry_run(image: &LockedImage) -> Result<(), CliError> {
         ))));
     }
     Ok(())
+}
+
+/// The host's time in ns since 1970: the base of the mounted file
+/// system's clock (the only wall-clock reading; the simulation never reads
+/// it, `docs/decisions.md` M17). A clock before 1970 counts as 0: the
+/// image's newest time then sets the base.
+fn host_time_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Unmounts `mountpoint` when the process gets SIGINT, SIGTERM or SIGHUP
@@ -108,7 +118,7 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
         }
     };
     let start = At::of(&rig.machine);
-    let (dev, fs) = rig.mount().map_err(unmountable)?;
+    let (dev, fs) = rig.mount(host_time_ns()).map_err(unmountable)?;
     if let Some(rec) = rec.as_mut() {
         rec.op("mount", 0, start, At::of(&rig.machine));
     }

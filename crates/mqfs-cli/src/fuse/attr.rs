@@ -65,6 +65,10 @@ pub fn kind(t: mqfs::FileType) -> FileType {
         mqfs::FileType::File => FileType::RegularFile,
         mqfs::FileType::Dir => FileType::Directory,
         mqfs::FileType::Symlink => FileType::Symlink,
+        mqfs::FileType::Fifo => FileType::NamedPipe,
+        mqfs::FileType::CharDev => FileType::CharDevice,
+        mqfs::FileType::BlockDev => FileType::BlockDevice,
+        mqfs::FileType::Socket => FileType::Socket,
     }
 }
 
@@ -83,7 +87,7 @@ pub fn file_attr(a: &Attr) -> FileAttr {
         nlink: a.links as u32,
         uid: a.uid,
         gid: a.gid,
-        rdev: 0,
+        rdev: a.rdev,
         blksize: mqfs::layout::BLOCK as u32,
         flags: 0,
     }

@@ -212,6 +212,18 @@ impl MqfsFuse {
         }))
     }
 
+    /// The FUSE attributes of `a` as a program sees them: a file unlinked
+    /// while open (kept under the orphan directory until its last close)
+    /// has no link left (`fstat` of an unlinked open file gives
+    /// `st_nlink` 0, as on Linux: `vfs_unlink` drops the last link).
+    fn attr_of(&self, a: &mqfs::Attr) -> fuser::FileAttr {
+        let mut attr = attr::file_attr(a);
+        if self.orphans.contains(&a.ino) {
+            attr.nlink = 0;
+        }
+        attr
+    }
+
     /// If `parent/name` is a file whose last link this removal would drop
     /// while it is open, moves it to the orphan directory instead and
     /// returns true.

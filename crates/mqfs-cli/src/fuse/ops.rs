@@ -25,9 +25,8 @@ use crate::record::{Make, Req};
 /// through the kernel, so it never holds a stale one.
 const TTL: Duration = Duration::from_secs(1);
 
-/// `S_IFMT` and `S_IFREG` of `st_mode`.
+/// `S_IFMT` of `st_mode`: the file type bits.
 const S_IFMT: u32 = 0o170000;
-const S_IFREG: u32 = 0o100000;
 
 fn name_of(name: &OsStr) -> Result<String, i32> {
     name.to_str().map(str::to_string).ok_or(EINVAL)
@@ -100,7 +99,7 @@ impl MqfsFuse {
                 fs.setattr(ctx, i, &set).await
             }
         })?;
-        Ok(file_attr(&a))
+        Ok(self.attr_of(&a))
     }
 
     fn do_rename(
@@ -177,7 +176,7 @@ impl Filesystem for MqfsFuse {
             self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })
         });
         match r {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(a) => reply.attr(&TTL, &self.attr_of(&a)),
             Err(e) => reply.error(e),
         }
     }
@@ -203,10 +202,9 @@ impl Filesystem for MqfsFuse {
         if is_control(ino) {
             return reply.error(EPERM);
         }
-        let now = self
-            .mounted
-            .as_ref()
-            .map_or(0, |m| m.rig.machine.sim().now().as_ps() / 1000);
+        // UTIME_NOW (utimensat(2)): the file system's clock, as the
+        // timestamps it stamps itself.
+        let now = self.mounted.as_ref().map_or(0, |m| m.fs.now_ns());
         let time = |t: TimeOrNow| match t {
             TimeOrNow::SpecificTime(t) => ns_of(t),
             TimeOrNow::Now => now,
@@ -247,16 +245,29 @@ impl Filesystem for MqfsFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        if mode & S_IFMT != S_IFREG {
-            return reply.error(EPERM);
-        }
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
-            fs.create(ctx, p, &n, perm).await
-        }) {
+        // mknod(2): S_IFREG (or 0) makes a regular file; S_IFCHR, S_IFBLK,
+        // S_IFIFO and S_IFSOCK a special file; anything else is EINVAL.
+        let ftype = match mode & S_IFMT {
+            0 => mqfs::FileType::File,
+            t => match mqfs::FileType::from_mode(t as u16) {
+                Some(t) if t != mqfs::FileType::Dir && t != mqfs::FileType::Symlink => t,
+                _ => return reply.error(EINVAL),
+            },
+        };
+        let made = if ftype == mqfs::FileType::File {
+            self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
+                fs.create(ctx, p, &n, perm).await
+            })
+        } else {
+            self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
+                fs.mknod(ctx, p, &n, ftype, perm, rdev).await
+            })
+        };
+        match made {
             Ok(a) => reply.entry(&TTL, &a, 0),
             Err(e) => reply.error(e),
         }

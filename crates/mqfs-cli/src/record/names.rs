@@ -7,20 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crashfuzz::Kind;
 use mqfs::layout::ROOT_INO;
-use mqfs::{FileType, Ino};
+use mqfs::Ino;
 
 /// Longest chain of directories followed to build a path (a guard against
 /// a loop of stale names).
 const MAX_DEPTH: usize = 4096;
 
-/// The crash explorer's kind of a file type.
-pub fn kind_of(t: FileType) -> Kind {
-    match t {
-        FileType::File => Kind::File,
-        FileType::Dir => Kind::Dir,
-        FileType::Symlink => Kind::Symlink,
-    }
-}
+/// The crash explorer's kind of a file type (special files count as
+/// empty regular files).
+pub use crashfuzz::oracle::kind_of;
 
 /// A name: (directory, name in it).
 type Name = (Ino, String);

@@ -563,6 +563,16 @@ impl<'a> Checker<'a> {
                 self.dirs.push(rec);
             }
             FileType::Symlink => self.check_symlink(ino, &inode, &tree, raw),
+            // No data: size 0 (the decoder refuses a tree; a block count
+            // other than the xattr block's is flagged above).
+            FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket => {
+                if inode.size != 0 {
+                    let size = inode.size;
+                    self.flag(FindingKind::BadInode, Some(ino), None, || {
+                        format!("{ft:?} of size {size} (special files hold no data)")
+                    });
+                }
+            }
         }
     }
 

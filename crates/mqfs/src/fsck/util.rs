@@ -295,6 +295,8 @@ pub(super) enum Kind {
     File,
     Dir,
     Symlink,
+    /// A fifo, device or socket.
+    Special(FileType),
 }
 
 impl Kind {
@@ -303,6 +305,7 @@ impl Kind {
             FileType::File => Kind::File,
             FileType::Dir => Kind::Dir,
             FileType::Symlink => Kind::Symlink,
+            FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket => Kind::Special(t),
         }
     }
     pub(super) fn file_type(self) -> Option<FileType> {
@@ -310,6 +313,7 @@ impl Kind {
             Kind::File => Some(FileType::File),
             Kind::Dir => Some(FileType::Dir),
             Kind::Symlink => Some(FileType::Symlink),
+            Kind::Special(t) => Some(t),
             _ => None,
         }
     }

@@ -102,6 +102,15 @@ pub enum Entry {
         /// Target.
         target: String,
     },
+    /// A fifo, device or socket.
+    Special {
+        /// Link count.
+        links: u16,
+        /// Its type.
+        ftype: FileType,
+        /// Device number.
+        rdev: u32,
+    },
 }
 
 fn fnv(data: &[u8]) -> u64 {
@@ -128,6 +137,7 @@ impl fmt::Debug for Entry {
                     target.len()
                 )
             }
+            Entry::Special { links, ftype, rdev } => write!(f, "{ftype:?}(links {links}, rdev {rdev:#x})"),
         }
     }
 }
@@ -261,6 +271,15 @@ pub async fn snapshot(fs: &Fs, c: Ctx) -> Result<Snap, String> {
                         links: a.links,
                         size: a.size,
                         data,
+                    }
+                }
+                FileType::Fifo | FileType::CharDev | FileType::BlockDev | FileType::Socket => {
+                    names.entry(eino).or_default().push(p.clone());
+                    links.insert(eino, a.links);
+                    Entry::Special {
+                        links: a.links,
+                        ftype: ft,
+                        rdev: a.rdev,
                     }
                 }
                 FileType::Symlink => {
