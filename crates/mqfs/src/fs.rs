@@ -90,6 +90,8 @@ pub struct Fs {
     pub(crate) gate: Semaphore,
     /// Host pages recycled for I/O.
     pub(crate) pages: Rc<RefCell<Vec<HostAddr>>>,
+    /// Damaged transactions this mount's recovery did not replay.
+    pub(crate) journal_damage: RefCell<Vec<crate::journal::JournalDamage>>,
 }
 
 /// Held by an operation for its duration: one permit of the gate,

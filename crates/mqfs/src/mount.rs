@@ -98,6 +98,7 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         clean: true,
         next_txid: 1,
         mounts: 0,
+        journal_damage: 0,
     };
     sb.validate(blocks)?;
     Ok(sb)
@@ -224,6 +225,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             clean: true,
             next_txid: 1,
             mounts: 0,
+            journal_damage: 0,
         }),
         profile,
         bufs: BufferCache::default(),
@@ -236,6 +238,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         rename_lock: Mutex::new(()),
         gate: Semaphore::new(GATE as usize),
         pages: Rc::new(RefCell::new(Vec::new())),
+        journal_damage: RefCell::new(Vec::new()),
     });
     let raw = fs.read_raw(ctx, 0).await?;
     let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
