@@ -52,6 +52,13 @@
 //! `nblocks` counts data blocks, the tree blocks and the xattr block (as
 //! Ext4's `i_blocks` counts index blocks and the EA block).
 //!
+//! ## Superblock
+//!
+//! Geometry, mode and mount state (see [`Superblock::encode`]); byte 96
+//! counts the damaged journal transactions recoveries dropped
+//! (`journal_damage`, `docs/decisions.md` E4). Images written before that
+//! field hold 0 there, which means none, so it needs no version.
+//!
 //! ## Versions
 //!
 //! - 1: the first layout.

@@ -7,7 +7,9 @@
 //! 8-byte magic naming its type at 0 and, but for the superblock, the
 //! sequence number of its transaction in its area at 8. Every journaled
 //! copy's CRC is in its descriptor tag (JBD2's checksum v3), so a torn or
-//! stale block is recognised.
+//! stale block is recognised. A block with its type's magic and its
+//! transaction's sequence number whose checksum fails was damaged after it
+//! was written whole; recovery reports it (`docs/decisions.md` E4).
 //!
 //! | block | bytes | field |
 //! |---|---|---|

@@ -43,6 +43,14 @@
 //! sequence number a new transaction starts at (those of the first
 //! incomplete transaction). [`Replay`] then applies revokes and writes the
 //! newest surviving copy of each home block home.
+//!
+//! The scan also tells a transaction that was written whole but damaged
+//! from the end of the log (`docs/decisions.md` E4): a descriptor, revoke
+//! or commit block with its magic and the transaction's sequence number
+//! but a failing checksum, or a copy failing its tag's checksum while the
+//! transaction's end is there. It stops there as well (the transaction
+//! and everything after it are not replayed) and reports it in
+//! [`Scanned::damage`].
 
 use std::collections::BTreeMap;
 

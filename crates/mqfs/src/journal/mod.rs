@@ -39,7 +39,7 @@ pub enum DamageKind {
 
 /// A transaction recovery found written whole but damaged (a block failing
 /// its checksum) and did not replay, nor anything logged after it: replay
-/// stops at the last intact transaction (see `docs/decisions.md` J1 for how
+/// stops at the last intact transaction (see `docs/decisions.md` E4 for how
 /// this follows JBD2, Linux `fs/jbd2/recovery.c`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalDamage {
