@@ -143,11 +143,16 @@ impl Rig {
         Ok(self.run(async move { BlockDevice::probe(&m, 0, opts).await })??)
     }
 
-    /// Probes and mounts (running the mode's recovery).
+    /// Probes and mounts (running the mode's recovery). Each damaged
+    /// journal transaction the recovery dropped is one line on stderr (as
+    /// the kernel logs JBD2's "Invalid checksum recovering ...").
     pub fn mount(&self) -> Result<(Rc<BlockDevice>, Rc<Fs>), CliError> {
         let dev = self.probe()?;
         let d = dev.clone();
         let fs = self.run_fs(async move { mqfs::mount(&d, Ctx::on(0), FsProfile::default()).await })?;
+        for damage in fs.journal_damage() {
+            eprintln!("mqfs: journal recovery: {damage}");
+        }
         if fs.mode() != self.mode {
             return Err(CliError::Fs(FsError::Corrupt(format!(
                 "the header says {} but the file system is {}",

@@ -155,12 +155,12 @@ impl crate::fs::Fs {
         self.journal_damage.borrow().clone()
     }
 
-    /// Records `d`, found by recovery: kept for [`Fs::journal_damage`],
-    /// counted in the superblock (`journal_damage`, written by mount) and
-    /// logged on standard error, as JBD2 logs "JBD2: Invalid checksum
-    /// recovering ..." (Linux `fs/jbd2/recovery.c`).
+    /// Records `d`, found by recovery: kept for [`Fs::journal_damage`]
+    /// (whose `Display` is the log line, as JBD2 logs "JBD2: Invalid
+    /// checksum recovering ...", Linux `fs/jbd2/recovery.c`; the CLI prints
+    /// it) and counted in the superblock (`journal_damage`, written by
+    /// mount).
     pub(crate) fn note_journal_damage(&self, d: JournalDamage) {
-        eprintln!("mqfs: recovery: {d}");
         self.sb.borrow_mut().journal_damage += 1;
         self.journal_damage.borrow_mut().push(d);
     }
