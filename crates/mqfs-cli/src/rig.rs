@@ -146,6 +146,8 @@ impl Rig {
     /// Probes and mounts (running the mode's recovery) with the file
     /// system's clock starting at `clock_base_ns` (ns since 1970, raised to
     /// the image's newest time + 1 if older; [`FsProfile::clock_base_ns`]).
+    /// Each damaged journal transaction the recovery dropped is one line on
+    /// stderr (as the kernel logs JBD2's "Invalid checksum recovering ...").
     pub fn mount(&self, clock_base_ns: u64) -> Result<(Rc<BlockDevice>, Rc<Fs>), CliError> {
         let dev = self.probe()?;
         let d = dev.clone();
@@ -154,6 +156,9 @@ impl Rig {
             ..FsProfile::default()
         };
         let fs = self.run_fs(async move { mqfs::mount(&d, Ctx::on(0), profile).await })?;
+        for damage in fs.journal_damage() {
+            eprintln!("mqfs: journal recovery: {damage}");
+        }
         if fs.mode() != self.mode {
             return Err(CliError::Fs(FsError::Corrupt(format!(
                 "the header says {} but the file system is {}",

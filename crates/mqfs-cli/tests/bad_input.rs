@@ -99,9 +99,32 @@ fn corrupt_images_are_refused_untouched() {
     pmr.push(".pmr");
     let pmr = std::path::PathBuf::from(pmr);
     let mut bytes = std::fs::read(&pmr).unwrap();
+    let pristine_pmr = bytes.clone();
     bytes[..64].iter_mut().for_each(|b| *b ^= 0x5a);
     std::fs::write(&pmr, &bytes).unwrap();
     refused(&img, &mut mount_cmd(&img, &mnt), "cannot mount");
+    // fsck does not pass what mount refuses: the damaged PMR of a clean
+    // image, then a header whose mode is not the superblock's.
+    fsck_fails(&img, "mount refuses the image");
+    std::fs::write(&pmr, &pristine_pmr).unwrap();
+    common::fsck_ok(&img);
+    let mut hdr = img.as_os_str().to_owned();
+    hdr.push(".hdr");
+    let hdr = std::path::PathBuf::from(hdr);
+    let text = std::fs::read_to_string(&hdr).unwrap();
+    std::fs::write(&hdr, text.replace("mode = mq", "mode = classic")).unwrap();
+    fsck_fails(&img, "mount refuses the image");
+}
+
+/// `mqfs fsck img` finds errors (status 1), its report mentioning `want`,
+/// and leaves the image as it was.
+fn fsck_fails(img: &Path, want: &str) {
+    let before = image_bytes(img);
+    let o = output(mqfs().arg("fsck").arg(img));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains(want), "{out:?} should mention {want:?}");
+    assert!(image_bytes(img) == before, "fsck changed the image");
 }
 
 #[test]

@@ -96,6 +96,8 @@ pub struct Fs {
     pub(crate) clock_base: Cell<u64>,
     /// Simulated time at mount in ns (the clock counts from it).
     pub(crate) clock_start: Cell<u64>,
+    /// Damaged transactions this mount's recovery did not replay.
+    pub(crate) journal_damage: RefCell<Vec<crate::journal::JournalDamage>>,
 }
 
 /// Held by an operation for its duration: one permit of the gate,

@@ -53,6 +53,13 @@
 //! `nblocks` counts data blocks, the tree blocks and the xattr block (as
 //! Ext4's `i_blocks` counts index blocks and the EA block).
 //!
+//! ## Superblock
+//!
+//! Geometry, mode and mount state (see [`Superblock::encode`]); byte 104
+//! counts the damaged journal transactions recoveries dropped
+//! (`journal_damage`, `docs/decisions.md` E4). Images written before that
+//! field hold 0 there, which means none, so it needs no version.
+//!
 //! ## Versions
 //!
 //! - 1: the first layout.
@@ -251,6 +258,11 @@ pub struct Superblock {
     /// `s_mtime`, the last write and mount times, in its superblock).
     /// 0 on an image that never recorded one.
     pub newest_time: u64,
+    /// Damaged journal transactions recoveries found and did not replay
+    /// (0: none; as ext4 sets `EXT4_ERROR_FS` when JBD2 reports a failed
+    /// commit, `fs/ext4/super.c`): files synced in them are lost, and fsck
+    /// reports it. Byte 104; images written before it hold 0 there.
+    pub journal_damage: u64,
 }
 
 impl Superblock {
@@ -345,6 +357,7 @@ impl Superblock {
         put_u64(&mut b[..], 80, self.next_txid);
         put_u64(&mut b[..], 88, self.mounts);
         put_u64(&mut b[..], 96, self.newest_time);
+        put_u64(&mut b[..], 104, self.journal_damage);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -379,6 +392,7 @@ impl Superblock {
             next_txid: get_u64(b, 80),
             mounts: get_u64(b, 88),
             newest_time: get_u64(b, 96),
+            journal_damage: get_u64(b, 104),
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -1063,6 +1077,7 @@ mod tests {
             next_txid: 9,
             mounts: 1,
             newest_time: 1_780_000_000_123_456_789,
+            journal_damage: 0,
         }
     }
 

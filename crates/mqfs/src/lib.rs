@@ -69,7 +69,7 @@ pub use falloc::FallocMode;
 pub use fs::{Ctx, Fs, Ino};
 pub use fsck::{fsck, BlockSource, Finding, FindingKind, Report, Severity};
 pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
-pub use journal::JournalLogArea;
+pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
 pub use mount::{mkfs, mount, probe_options, MkfsOptions};
 pub use ops::{Attr, SetAttr, StatFs};

@@ -99,6 +99,7 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         next_txid: 1,
         mounts: 0,
         newest_time: 0,
+        journal_damage: 0,
     };
     sb.validate(blocks)?;
     Ok(sb)
@@ -226,6 +227,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             next_txid: 1,
             mounts: 0,
             newest_time: 0,
+            journal_damage: 0,
         }),
         profile,
         bufs: BufferCache::default(),
@@ -240,6 +242,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         pages: Rc::new(RefCell::new(Vec::new())),
         clock_base: Cell::new(0),
         clock_start: Cell::new(0),
+        journal_damage: RefCell::new(Vec::new()),
     });
     let raw = fs.read_raw(ctx, 0).await?;
     let sb = Superblock::decode(&raw[..], dev.info().blocks)?;

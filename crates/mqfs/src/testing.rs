@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use ccnvme::BlockDevice;
 use nvme_ctrl::{Controller, ControllerConfig, Media, SsdProfile};
-use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, TraceMode};
+use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, TraceMode};
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs};
@@ -56,6 +56,20 @@ pub fn machine_over(
     mode: TraceMode,
     seed: u64,
 ) -> (Executor, Machine, Rc<Controller>) {
+    machine_after(profile, media, None, cores, mode, seed)
+}
+
+/// Like [`machine_over`], with the drive's PMR holding `pmr` (what an
+/// earlier machine's [`Machine::pmr_image`] gave; `None`: zeroed), as after
+/// a power failure of that machine.
+pub fn machine_after(
+    profile: SsdProfile,
+    media: Media,
+    pmr: Option<PageStore>,
+    cores: usize,
+    mode: TraceMode,
+    seed: u64,
+) -> (Executor, Machine, Rc<Controller>) {
     let ex = Executor::new(seed);
     let m = Machine::new(
         &ex,
@@ -72,7 +86,7 @@ pub fn machine_over(
         },
         mode,
     );
-    let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, None)
+    let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, pmr)
         .expect("a fresh machine takes a controller");
     (ex, m, ctrl)
 }

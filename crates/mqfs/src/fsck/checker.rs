@@ -235,6 +235,16 @@ impl<'a> Checker<'a> {
         } else {
             Severity::Error
         };
+        if self.sb.journal_damage > 0 {
+            let n = self.sb.journal_damage;
+            self.add(
+                FindingKind::JournalDamaged,
+                Severity::Error,
+                None,
+                Some(0),
+                || format!("recovery dropped {n} damaged journal transaction(s) and what followed them"),
+            );
+        }
         for a in 0..self.sb.journal_areas {
             let b = self.sb.area_start(a);
             Checker::read_into(self.src, &mut self.blocks_read, b, &mut self.ibuf);

@@ -191,6 +191,12 @@ pub enum FindingKind {
     /// journal area's superblock fails to decode, so mount (recovery)
     /// fails.
     JournalSuperCorrupt,
+    /// **Error.** A recovery found journal transactions written whole but
+    /// damaged (a block failing its checksum) and replayed none of them
+    /// nor anything logged after them (the superblock's `journal_damage`
+    /// counts them, as ext4's `EXT4_ERROR_FS` flag records a failed JBD2
+    /// commit): what was synced in them is lost.
+    JournalDamaged,
 }
 
 impl FindingKind {

@@ -7,7 +7,9 @@
 //! 8-byte magic naming its type at 0 and, but for the superblock, the
 //! sequence number of its transaction in its area at 8. Every journaled
 //! copy's CRC is in its descriptor tag (JBD2's checksum v3), so a torn or
-//! stale block is recognised.
+//! stale block is recognised. A block with its type's magic and its
+//! transaction's sequence number whose checksum fails was damaged after it
+//! was written whole; recovery reports it (`docs/decisions.md` E4).
 //!
 //! | block | bytes | field |
 //! |---|---|---|
@@ -81,6 +83,44 @@ fn with_header(magic: u64, seq: Option<u64>) -> Box<[u8; BLOCK]> {
 /// True if `b` is a whole sealed block of type `magic`.
 fn is_block(b: &[u8], magic: u64) -> bool {
     b.len() >= BLOCK && u64_at(b, 0) == magic && sealed(b)
+}
+
+/// What a block the scanner expects to be of transaction `seq` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// A sealed block of the type asked for.
+    Sealed,
+    /// The type's magic and sequence number `seq`, but its checksum fails:
+    /// a block of this transaction that was written whole (the log writes
+    /// whole blocks) and then damaged. JBD2's `-EFSBADCRC` of
+    /// `jbd2_descriptor_block_csum_verify` / `jbd2_commit_block_csum_verify`
+    /// (Linux `fs/jbd2/recovery.c`).
+    Damaged,
+    /// Anything else: another type, an older lap of the ring, never written.
+    Other,
+}
+
+/// How block `b` relates to type `magic` of transaction `seq`.
+pub(crate) fn claim(b: &[u8], magic: u64, seq: u64) -> Claim {
+    if b.len() < BLOCK || u64_at(b, 0) != magic {
+        Claim::Other
+    } else if sealed(b) {
+        Claim::Sealed
+    } else if u64_at(b, 8) == seq {
+        Claim::Damaged
+    } else {
+        Claim::Other
+    }
+}
+
+/// The block types, for [`claim`].
+pub(crate) mod magic {
+    /// Descriptor blocks.
+    pub const DESCRIPTOR: u64 = super::DESC_MAGIC;
+    /// Revoke blocks.
+    pub const REVOKE: u64 = super::REVOKE_MAGIC;
+    /// Commit blocks.
+    pub const COMMIT: u64 = super::COMMIT_MAGIC;
 }
 
 /// The superblock of one journal area (its block 0).

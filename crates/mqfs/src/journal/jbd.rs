@@ -757,7 +757,9 @@ impl Jbd {
     /// Replays the log of area 0 (mount after a crash): every transaction
     /// with a valid commit record, in order, honouring revokes (a revoke in
     /// transaction T hides copies from T and earlier). Returns the log
-    /// position and sequence number after the last one.
+    /// position and sequence number after the last one. A damaged
+    /// transaction ends the log there and is recorded
+    /// ([`Fs::journal_damage`]); the log restarts at its first block.
     pub(crate) async fn recover(fs: &Fs, ctx: Ctx, jsb: &AreaSuper) -> Result<(u64, u64), FsError> {
         let ring = {
             let s = fs.sb.borrow();
@@ -766,7 +768,10 @@ impl Jbd {
                 blocks: s.area_blocks,
             }
         };
-        let found = log::scan(fs, ctx, ring, jsb.head, jsb.seq, End::CommitBlock).await?;
+        let found = log::scan(fs, ctx, 0, ring, jsb.head, jsb.seq, End::CommitBlock).await?;
+        if let Some(d) = found.damage.clone() {
+            fs.note_journal_damage(d);
+        }
         let txs: Vec<(u64, &Found)> = found.txs.iter().map(|t| (ring.start, t)).collect();
         Replay::resolve(&txs, RevokeScope::ThisAndEarlier)
             .apply(fs, ctx)

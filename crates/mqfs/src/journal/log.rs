@@ -43,6 +43,14 @@
 //! sequence number a new transaction starts at (those of the first
 //! incomplete transaction). [`Replay`] then applies revokes and writes the
 //! newest surviving copy of each home block home.
+//!
+//! The scan also tells a transaction that was written whole but damaged
+//! from the end of the log (`docs/decisions.md` E4): a descriptor, revoke
+//! or commit block with its magic and the transaction's sequence number
+//! but a failing checksum, or a copy failing its tag's checksum while the
+//! transaction's end is there. It stops there as well (the transaction
+//! and everything after it are not replayed) and reports it in
+//! [`Scanned::damage`].
 
 use std::collections::BTreeMap;
 
@@ -50,7 +58,10 @@ use ccnvme::BioFlags;
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs};
-use crate::journal::format::{AreaSuper, Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC};
+use crate::journal::format::{
+    claim, magic, AreaSuper, Claim, Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC,
+};
+use crate::journal::{DamageKind, JournalDamage};
 use crate::layout::{crc, BLOCK};
 
 /// A block and its content, addressed on the device.
@@ -200,35 +211,99 @@ pub(crate) struct Scanned {
     pub pos: u64,
     /// Sequence number of the next transaction.
     pub seq: u64,
+    /// Set if the scan stopped at a damaged transaction rather than at the
+    /// end of the log (see [`JournalDamage`]).
+    pub damage: Option<JournalDamage>,
 }
 
-/// Walks the log of `ring` from offset `head`, whose transaction has
-/// sequence number `seq`, as the module doc says.
+/// Whether [`scan`] checks each copy against its tag's checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CopyCheck {
+    /// Every copy must match its tag (JBD2's `jbd2_block_tag_csum_verify`).
+    Verify,
+    /// Copies are taken as they are: only for the test that shows what the
+    /// check catches.
+    #[cfg(test)]
+    Skip,
+}
+
+/// Walks the log of `ring` (area `area`) from offset `head`, whose
+/// transaction has sequence number `seq`, as the module doc says.
 pub(crate) async fn scan(
     fs: &Fs,
     ctx: Ctx,
+    area: u32,
     ring: Ring,
     head: u64,
     seq: u64,
     end: End,
 ) -> Result<Scanned, FsError> {
+    scan_checked(fs, ctx, area, ring, head, seq, end, CopyCheck::Verify).await
+}
+
+/// [`scan`], with the copy check `check`.
+#[allow(clippy::too_many_arguments)]
+async fn scan_checked(
+    fs: &Fs,
+    ctx: Ctx,
+    area: u32,
+    ring: Ring,
+    head: u64,
+    seq: u64,
+    end: End,
+    check: CopyCheck,
+) -> Result<Scanned, FsError> {
     let mut out = Scanned {
         txs: Vec::new(),
         pos: head,
         seq,
+        damage: None,
     };
     let mut budget = ring.len();
-    while let Some((tx, next, used)) = scan_tx(fs, ctx, ring, out.pos, out.seq, end, budget).await? {
-        out.txs.push(tx);
-        out.pos = next;
-        out.seq += 1;
-        budget -= used;
+    loop {
+        match scan_tx(fs, ctx, ring, out.pos, out.seq, end, budget, check).await? {
+            TxScan::Whole(tx, next, used) => {
+                out.txs.push(tx);
+                out.pos = next;
+                out.seq += 1;
+                budget -= used;
+            }
+            TxScan::End => break,
+            TxScan::Damaged { txid, offset, kind } => {
+                out.damage = Some(JournalDamage {
+                    area,
+                    seq: out.seq,
+                    txid,
+                    offset,
+                    kind,
+                });
+                break;
+            }
+        }
     }
     Ok(out)
 }
 
-/// Reads one transaction at `pos`: `Some((it, offset after it, blocks
-/// read))` if it is whole within `budget` log blocks.
+/// What [`scan_tx`] found at a position.
+enum TxScan {
+    /// A whole transaction, the offset after it and the blocks it took.
+    Whole(Found, u64, u64),
+    /// Not a whole transaction: the end of the log.
+    End,
+    /// A transaction that was written whole (its end is there) but one of
+    /// its blocks fails its checksum.
+    Damaged {
+        /// Its id, if an intact last descriptor gave it.
+        txid: Option<u64>,
+        /// Offset of the damaged block.
+        offset: u64,
+        /// Which block.
+        kind: DamageKind,
+    },
+}
+
+/// Reads one transaction at `pos` within `budget` log blocks.
+#[allow(clippy::too_many_arguments)]
 async fn scan_tx(
     fs: &Fs,
     ctx: Ctx,
@@ -237,7 +312,8 @@ async fn scan_tx(
     seq: u64,
     end: End,
     budget: u64,
-) -> Result<Option<(Found, u64, u64)>, FsError> {
+    check: CopyCheck,
+) -> Result<TxScan, FsError> {
     let mut found = Found {
         seq,
         txid: seq,
@@ -246,11 +322,15 @@ async fn scan_tx(
     };
     let mut next = pos;
     let mut used = 0u64;
+    // The first copy that failed its tag's checksum: (offset, home). The
+    // scan goes on to the transaction's end, which tells a damaged copy
+    // (the end is there) from one a crash left unwritten (it is not).
+    let mut bad_copy: Option<(u64, u64)> = None;
     // Reads the block at `next`, within the budget.
     macro_rules! read_next {
         () => {{
             if used >= budget {
-                return Ok(None);
+                return Ok(TxScan::End);
             }
             used += 1;
             fs.read_raw(ctx, ring.start + next).await?
@@ -260,16 +340,23 @@ async fn scan_tx(
     loop {
         let b = read_next!();
         let Some(d) = Descriptor::decode(&b[..]).filter(|d| d.seq == seq) else {
-            return Ok(None);
+            if claim(&b[..], magic::DESCRIPTOR, seq) == Claim::Damaged {
+                return Ok(TxScan::Damaged {
+                    txid: None,
+                    offset: next,
+                    kind: DamageKind::Descriptor,
+                });
+            }
+            return Ok(TxScan::End);
         };
         next = ring.advance(next, 1);
         for t in &d.tags {
             if t.journal != next {
-                return Ok(None);
+                return Ok(TxScan::End);
             }
             let copy = read_next!();
-            if crc(&copy[..]) != t.crc {
-                return Ok(None);
+            if check == CopyCheck::Verify && bad_copy.is_none() && crc(&copy[..]) != t.crc {
+                bad_copy = Some((next, t.home));
             }
             found.tags.push((t.home, t.journal));
             next = ring.advance(next, 1);
@@ -279,10 +366,22 @@ async fn scan_tx(
             break;
         }
     }
+    // The transaction is whole up to its end: damaged if a copy failed.
+    let whole = |found: Found, next: u64, used: u64| match bad_copy {
+        Some((offset, home)) => TxScan::Damaged {
+            txid: Some(found.txid),
+            offset,
+            kind: DamageKind::Copy { home },
+        },
+        None => TxScan::Whole(found, next, used),
+    };
     // Revokes, then the end.
     loop {
         if used >= budget {
-            return Ok((end == End::LastDescriptor).then_some((found, next, used)));
+            return Ok(match end {
+                End::LastDescriptor => whole(found, next, used),
+                End::CommitBlock => TxScan::End,
+            });
         }
         let b = read_next!();
         if let Some(r) = Revoke::decode(&b[..]).filter(|r| r.seq == seq) {
@@ -290,11 +389,28 @@ async fn scan_tx(
             next = ring.advance(next, 1);
             continue;
         }
+        if claim(&b[..], magic::REVOKE, seq) == Claim::Damaged {
+            return Ok(TxScan::Damaged {
+                txid: Some(found.txid),
+                offset: next,
+                kind: DamageKind::Revoke,
+            });
+        }
         return Ok(match end {
-            End::LastDescriptor => Some((found, next, used - 1)),
-            End::CommitBlock => Commit::decode(&b[..])
-                .filter(|c| c.seq == seq && u64::from(c.blocks) == used - 1)
-                .map(|_| (found, ring.advance(next, 1), used)),
+            End::LastDescriptor => whole(found, next, used - 1),
+            End::CommitBlock => {
+                if Commit::decode(&b[..]).is_some_and(|c| c.seq == seq && u64::from(c.blocks) == used - 1) {
+                    whole(found, ring.advance(next, 1), used)
+                } else if claim(&b[..], magic::COMMIT, seq) == Claim::Damaged {
+                    TxScan::Damaged {
+                        txid: Some(found.txid),
+                        offset: next,
+                        kind: DamageKind::Commit,
+                    }
+                } else {
+                    TxScan::End
+                }
+            }
         });
     }
 }
@@ -411,6 +527,16 @@ mod tests {
         end: End,
         spoil: impl Fn(&[u64]) -> u64 + 'static,
     ) -> Scanned {
+        write_and_scan_checked(txs, end, spoil, CopyCheck::Verify)
+    }
+
+    /// [`write_and_scan`] with copy check `check`.
+    fn write_and_scan_checked(
+        txs: &[(Vec<Write>, Vec<u64>)],
+        end: End,
+        spoil: impl Fn(&[u64]) -> u64 + 'static,
+        check: CopyCheck,
+    ) -> Scanned {
         let t = crate::testing::new_fs(
             crate::Mode::Classic,
             nvme_ctrl::SsdProfile::optane_905p(),
@@ -449,7 +575,7 @@ mod tests {
                 }
             }
             fs.write_all(ctx, &writes, BioFlags::NONE).await?;
-            scan(&fs, ctx, ring, 1, 10, end).await
+            scan_checked(&fs, ctx, 0, ring, 1, 10, end, check).await
         };
         t.ex.block_on(run)
             .unwrap_or_else(|e| panic!("{e}"))
@@ -484,6 +610,63 @@ mod tests {
         // JBD2: a torn commit block ends the log before its transaction.
         let no_commit = write_and_scan(&txs, End::CommitBlock, |s| s[2] - 1);
         assert_eq!(no_commit.txs.len(), 1);
+    }
+
+    /// One flipped byte in each kind of block of the newest transaction,
+    /// written whole (commit block and all): the scan keeps the earlier
+    /// ones, and reports the damage with the block and the transaction.
+    #[test]
+    fn a_damaged_block_of_a_whole_transaction_is_reported() {
+        let txs = vec![
+            (vec![copy(7, 1)], vec![]),
+            (vec![copy(8, 2), copy(9, 3)], vec![4]),
+        ];
+        // Offsets: tx 10 at 1 (desc), 2 (copy), 3 (commit); tx 11 at 4
+        // (desc), 5, 6 (copies), 7 (revoke), 8 (commit).
+        let cases = [
+            (4, DamageKind::Descriptor, None),
+            (6, DamageKind::Copy { home: 9 }, Some(11)),
+            (7, DamageKind::Revoke, Some(11)),
+            (8, DamageKind::Commit, Some(11)),
+        ];
+        for (offset, kind, txid) in cases {
+            let s = write_and_scan(&txs, End::CommitBlock, move |st| st[0] + offset - 1);
+            assert_eq!(s.txs.len(), 1, "{kind:?}");
+            assert_eq!((s.pos, s.seq), (4, 11), "{kind:?}");
+            assert_eq!(
+                s.damage,
+                Some(JournalDamage {
+                    area: 0,
+                    seq: 11,
+                    txid,
+                    offset,
+                    kind
+                })
+            );
+        }
+        // MQFS (no commit block): a damaged copy under an intact JH.
+        let s = write_and_scan(&txs, End::LastDescriptor, |st| st[1] + 2);
+        assert_eq!(s.txs.len(), 1);
+        assert_eq!(s.damage.map(|d| d.kind), Some(DamageKind::Copy { home: 9 }));
+    }
+
+    /// What the copy check catches: with it off, a copy with a flipped
+    /// byte in a committed transaction is taken, and replay would write
+    /// that garbage home; with it on, the transaction is dropped and
+    /// reported.
+    #[test]
+    fn without_the_copy_check_a_damaged_copy_is_replayed() {
+        let txs = vec![(vec![copy(7, 1)], vec![]), (vec![copy(8, 2)], vec![])];
+        let spoil = |st: &[u64]| st[1] + 1;
+        let off = write_and_scan_checked(&txs, End::CommitBlock, spoil, CopyCheck::Skip);
+        assert_eq!(off.txs.len(), 2, "the damaged copy is replayed");
+        assert_eq!(off.damage, None);
+        let on = write_and_scan_checked(&txs, End::CommitBlock, spoil, CopyCheck::Verify);
+        assert_eq!(on.txs.len(), 1);
+        assert_eq!(
+            on.damage.map(|d| (d.seq, d.kind)),
+            Some((11, DamageKind::Copy { home: 8 }))
+        );
     }
 
     #[test]

@@ -18,6 +18,57 @@ use std::rc::Rc;
 
 use crate::fs::{Ino, InodeState};
 
+/// Which block of a damaged transaction failed its checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DamageKind {
+    /// A descriptor (MQFS: possibly its JH): its magic and sequence number
+    /// are right, its checksum is not.
+    Descriptor,
+    /// The journaled copy of home block `home`: it does not match the
+    /// checksum its (intact) descriptor tag gives, while the transaction's
+    /// end is in the log.
+    Copy {
+        /// The copy's home block.
+        home: u64,
+    },
+    /// A revoke block.
+    Revoke,
+    /// The commit block (classic and HoraeFS).
+    Commit,
+}
+
+/// A transaction recovery found written whole but damaged (a block failing
+/// its checksum) and did not replay, nor anything logged after it: replay
+/// stops at the last intact transaction (see `docs/decisions.md` E4 for how
+/// this follows JBD2, Linux `fs/jbd2/recovery.c`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalDamage {
+    /// Journal area.
+    pub area: u32,
+    /// Sequence number of the transaction in its area.
+    pub seq: u64,
+    /// Its global id, when an intact descriptor gave it (classic: `seq`).
+    pub txid: Option<u64>,
+    /// Offset in the area of the damaged block.
+    pub offset: u64,
+    /// Which block.
+    pub kind: DamageKind,
+}
+
+impl std::fmt::Display for JournalDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "journal area {} transaction seq {} (id {}) not replayed: {:?} block at offset {} fails its checksum",
+            self.area,
+            self.seq,
+            self.txid.map_or_else(|| "unknown".to_string(), |t| t.to_string()),
+            self.kind,
+            self.offset
+        )
+    }
+}
+
 /// The journal of a mounted file system.
 #[derive(Clone)]
 pub(crate) enum Journal {
@@ -96,6 +147,22 @@ impl crate::fs::Fs {
             Some(Journal::Jbd(j)) => Some(j.stats()),
             _ => None,
         }
+    }
+
+    /// The damaged transactions this mount's recovery found and did not
+    /// replay (empty after a clean mount or an intact log).
+    pub fn journal_damage(&self) -> Vec<JournalDamage> {
+        self.journal_damage.borrow().clone()
+    }
+
+    /// Records `d`, found by recovery: kept for [`Fs::journal_damage`]
+    /// (whose `Display` is the log line, as JBD2 logs "JBD2: Invalid
+    /// checksum recovering ...", Linux `fs/jbd2/recovery.c`; the CLI prints
+    /// it) and counted in the superblock (`journal_damage`, written by
+    /// mount).
+    pub(crate) fn note_journal_damage(&self, d: JournalDamage) {
+        self.sb.borrow_mut().journal_damage += 1;
+        self.journal_damage.borrow_mut().push(d);
     }
 
     /// The journal's log blocks (see [`JournalLogArea`]).

@@ -12,7 +12,11 @@ use crate::journal::log::{self, End, Found, Replay, RevokeScope, Ring};
 /// drops the transactions `unfinished` (and, under the global prefix rule,
 /// every id at or above its lowest), merges the rest by id, honours
 /// revokes, writes the newest copies home, flushes, and restarts every area
-/// empty. Returns per-area (position, next sequence) and the highest id
+/// empty. A damaged transaction (not one the driver reports unfinished)
+/// ends its area's scan, is recorded ([`Fs::journal_damage`]) and, like an
+/// unfinished one under the global prefix rule, drops every id at or above
+/// its own in every area, so what is replayed is a prefix of the
+/// transaction order. Returns per-area (position, next sequence) and the highest id
 /// seen.
 pub(crate) async fn recover(
     fs: &Fs,
@@ -24,6 +28,8 @@ pub(crate) async fn recover(
     let mut found: Vec<(u64, Found)> = Vec::new();
     let mut starts = Vec::new();
     let mut home_below = 0u64;
+    // Ids at or above this are not replayed: a damaged transaction's.
+    let mut damaged_below = u64::MAX;
     for a in 0..sb.journal_areas {
         let ring = Ring {
             start: sb.area_start(a),
@@ -32,7 +38,18 @@ pub(crate) async fn recover(
         let raw = fs.read_raw(ctx, ring.start).await?;
         let jsb = AreaSuper::decode(&raw[..], a, sb.area_blocks)?;
         home_below = home_below.max(jsb.home_below);
-        let s = log::scan(fs, ctx, ring, jsb.head, jsb.seq, End::LastDescriptor).await?;
+        let s = log::scan(fs, ctx, a, ring, jsb.head, jsb.seq, End::LastDescriptor).await?;
+        if let Some(d) = s.damage.clone() {
+            // A transaction the driver reports unfinished may have any
+            // block missing: that is a crash, not damage.
+            if !d.txid.is_some_and(|t| unfinished.contains(&t)) {
+                // Its id, or (a damaged JH hides it) the lowest it can be:
+                // nothing at or above it is replayed, in any area.
+                let last_intact = s.txs.last().map_or(jsb.home_below, |t| t.txid + 1);
+                damaged_below = damaged_below.min(d.txid.unwrap_or(last_intact));
+                fs.note_journal_damage(d);
+            }
+        }
         found.extend(s.txs.into_iter().map(|t| (ring.start, t)));
         starts.push((s.pos, s.seq));
     }
@@ -43,7 +60,9 @@ pub(crate) async fn recover(
     };
     let mut kept: Vec<(u64, &Found)> = found
         .iter()
-        .filter(|(_, t)| t.txid >= home_below && !unfinished.contains(&t.txid) && t.txid < cutoff)
+        .filter(|(_, t)| {
+            t.txid >= home_below && !unfinished.contains(&t.txid) && t.txid < cutoff && t.txid < damaged_below
+        })
         .map(|(start, t)| (*start, t))
         .collect();
     kept.sort_by_key(|(_, t)| t.txid);
