@@ -116,7 +116,12 @@ pub const RECOVERY_LIMIT: SimDuration = SimDuration::from_ms(500);
 /// Checks one state.
 pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let promised = crate::oracle::promises_key(&cx.promises, state.point + 1);
-    let pmr_hash = state.pmr.clone().content_hash();
+    // Enumeration hashed the state already (dedup); a state built
+    // elsewhere (a replay) is hashed here on a copy of its page table.
+    let pmr_hash = state
+        .pmr
+        .current_hash()
+        .unwrap_or_else(|| state.pmr.clone().content_hash());
     if let Some(rec) = cx.recoveries.as_ref().and_then(|m| m.lookup(state, pmr_hash)) {
         let key = pcie_sim::content_hash::combine(&[rec.drive_hash(state), promised]);
         let known = cx

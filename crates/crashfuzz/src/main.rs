@@ -351,10 +351,16 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
         runs: reports,
         self_checks,
     };
-    if let Some(path) = &a.json {
+    finish(&file, a.json.as_deref(), a.show)
+}
+
+/// Writes `file` as JSON to `json` if given, then prints the summary and
+/// decides the exit status.
+fn finish(file: &ReportFile, json: Option<&Path>, show: usize) -> Result<ExitCode, Error> {
+    if let Some(path) = json {
         file.save(path)?;
     }
-    Ok(summarize(&file, a.show))
+    Ok(summarize(file, show))
 }
 
 /// `merge FILE...`: the shards' reports as one campaign's.
@@ -364,10 +370,7 @@ fn merge_cmd(files: &[PathBuf], json: Option<&Path>, show: usize) -> Result<Exit
         .map(|p| Ok((p.display().to_string(), ReportFile::load(p)?)))
         .collect::<Result<Vec<_>, Error>>()?;
     let file = merge(loaded)?;
-    if let Some(path) = json {
-        file.save(path)?;
-    }
-    Ok(summarize(&file, show))
+    finish(&file, json, show)
 }
 
 /// `explore --trace FILE,...`: every violation fails the run.
@@ -389,10 +392,7 @@ fn run_saved(a: &RunArgs) -> Result<ExitCode, Error> {
         runs,
         ..ReportFile::default()
     };
-    if let Some(path) = &a.json {
-        file.save(path)?;
-    }
-    Ok(summarize(&file, a.show))
+    finish(&file, a.json.as_deref(), a.show)
 }
 
 /// Records the one workload `one` names.

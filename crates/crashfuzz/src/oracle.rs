@@ -905,6 +905,23 @@ pub async fn sanity(fs: &Fs, c: Ctx) -> Result<Option<Failure>, FsError> {
     Ok(None)
 }
 
+/// What the oracle's and the promise builder's tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::Node;
+
+    /// A regular file promised with `content` and `nlink` links, mode
+    /// 0644, attributes not promised.
+    pub(crate) fn promised(content: &[u8], nlink: u16) -> Option<Node> {
+        Some(Node::File {
+            content: Some(content.to_vec().into()),
+            nlink: Some(nlink),
+            perm: Some(0o644),
+            xattrs: None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -920,14 +937,7 @@ mod tests {
         }
     }
 
-    fn promised(content: &[u8], nlink: u16) -> Option<Node> {
-        Some(Node::File {
-            content: Some(content.to_vec().into()),
-            nlink: Some(nlink),
-            perm: Some(0o644),
-            xattrs: None,
-        })
-    }
+    use super::test_support::promised;
 
     #[test]
     fn content_is_checked_block_by_block_against_the_versions() {

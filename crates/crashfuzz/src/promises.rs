@@ -810,14 +810,7 @@ mod tests {
         assert!(b.synced(s, SyncKind::Fatomic, "/f", file(b"x"), true, "fatomic /f".into()));
     }
 
-    fn f(content: &[u8], nlink: u16) -> Option<Node> {
-        Some(Node::File {
-            content: Some(content.to_vec().into()),
-            nlink: Some(nlink),
-            perm: Some(0o644),
-            xattrs: None,
-        })
-    }
+    use crate::oracle::test_support::promised as f;
 
     fn states_of(p: &Promise) -> &States {
         match &p.expect {

@@ -143,6 +143,15 @@ impl PageStore {
         self.total ^ ContentHash::from(self.len)
     }
 
+    /// The content hash ([`PageStore::content_hash`]) if no page was
+    /// written since it was last computed (`None` then: call that). Lets a
+    /// reader holding a shared store use the hash without copying it.
+    pub fn current_hash(&self) -> Option<ContentHash> {
+        self.dirty
+            .is_empty()
+            .then(|| self.total ^ ContentHash::from(self.len))
+    }
+
     /// Number of pages that are not shared with any other store.
     pub fn private_pages(&self) -> usize {
         self.pages
@@ -193,6 +202,18 @@ impl Default for PmrTiming {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_current_hash_is_known_only_until_a_write() {
+        let mut s = PageStore::zeroed(3 * PAGE as u64);
+        s.write(5000, &[7; 10]);
+        assert_eq!(s.current_hash(), None, "a page written since");
+        let h = s.content_hash();
+        assert_eq!(s.current_hash(), Some(h));
+        s.write(10, &[1]);
+        assert_eq!(s.current_hash(), None);
+        assert_ne!(s.content_hash(), h);
+    }
 
     #[test]
     fn clones_share_pages_until_written() {
