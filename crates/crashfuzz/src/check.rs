@@ -12,12 +12,14 @@
 //! fsck, the oracle and the sanity check again. Recovery itself always
 //! runs.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use ccnvme::BlockDevice;
 use mqfs::{mount, Ctx};
-use nvme_ctrl::crash::{boot, written_terms, CrashState};
+use nvme_ctrl::crash::{boot, written_terms, CrashState, Unit};
 use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
 use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
 
@@ -26,9 +28,20 @@ use crate::record::{fs_profile_for, probe_for, Fault, ModeName, Recording};
 use crate::reuse::{Recovered, RecoveryMemo};
 use crate::saved::SavedConfig;
 
-/// Verdicts (the failures found, none for a pass) by the key of a
-/// recovered image and the promises in force.
-pub type Verdicts = Mutex<BTreeMap<u128, Vec<Failure>>>;
+/// A verdict: the failures found (none for a pass), and what fsck, the
+/// oracle and the sanity check read of the recovered drive to reach it
+/// (units recovery wrote included: whether they are the state's depends
+/// on the state's own recovery).
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// Failed checks.
+    pub failures: Vec<Failure>,
+    /// Units read after the mount, in the order first read.
+    pub reads: Arc<[Unit]>,
+}
+
+/// Verdicts by the key of a recovered image and the promises in force.
+pub type Verdicts = Mutex<BTreeMap<u128, Verdict>>;
 
 /// What a checker needs besides the state (shared by all workers).
 #[derive(Debug, Clone)]
@@ -53,6 +66,9 @@ pub struct CheckContext {
     /// Recoveries by what they read, to know a state's recovered drive
     /// without booting ([`crate::reuse`]); `None`: every state boots.
     pub recoveries: Option<Arc<RecoveryMemo>>,
+    /// Log what each check reads of its state ([`CheckOutcome::reads`]),
+    /// for the read-set reduction ([`crate::observe`]).
+    pub observe: bool,
 }
 
 impl CheckContext {
@@ -75,6 +91,7 @@ impl CheckContext {
             sanity,
             verdicts: Some(Arc::default()),
             recoveries: None,
+            observe: false,
         }
     }
 }
@@ -108,6 +125,41 @@ pub struct CheckOutcome {
     /// No machine booted: the recovery of an earlier state that read the
     /// same content was reused ([`crate::reuse`]).
     pub recovery_reused: bool,
+    /// What the check read of the state (PMR lines and blocks it read
+    /// before writing them), if the context observes: any state that holds
+    /// the same at these units gets the same verdict.
+    pub reads: Option<Vec<Unit>>,
+}
+
+/// The units a check of a state read: its recovery's reads, then those of
+/// the checks after the mount that recovery did not write.
+fn state_reads(recovery: &[Unit], wrote: &BTreeSet<Unit>, after: &[Unit]) -> Vec<Unit> {
+    let mut out = recovery.to_vec();
+    out.extend(after.iter().filter(|u| !wrote.contains(u)));
+    out
+}
+
+/// What a phase of a check read (first-read order) and wrote.
+type Access = (Vec<Unit>, BTreeSet<Unit>);
+
+/// What the machine's PMR and the drive logged since the last take, as
+/// units (reads in first-read order, PMR first; units written).
+fn take_access(m: &Machine, ctrl: &nvme_ctrl::Controller) -> Access {
+    let pmr = m.take_pmr_access(0).unwrap_or_default();
+    let media = ctrl.backend().take_reads().unwrap_or_default();
+    let pmr_unit = |line| Unit::Pmr { port: 0, line };
+    let reads = pmr
+        .reads()
+        .iter()
+        .map(|&l| pmr_unit(l))
+        .chain(media.reads().iter().map(|&b| Unit::Block(b)))
+        .collect();
+    let wrote = pmr
+        .written()
+        .map(pmr_unit)
+        .chain(media.written().map(Unit::Block))
+        .collect();
+    (reads, wrote)
 }
 
 /// Simulated time a recovery may take before it counts as a hang.
@@ -128,15 +180,16 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             .verdicts
             .as_ref()
             .and_then(|v| v.lock().ok()?.get(&key).cloned());
-        if let Some(failures) = known {
+        if let Some(v) = known {
             let mut log = rec.log.clone();
             log.push("recovery: as an earlier state that read the same content (not booted)".into());
             log.push("verdict: as an earlier state that recovered to the same image".into());
             return CheckOutcome {
-                failures,
+                failures: v.failures,
                 log,
                 recovered_alike: true,
                 recovery_reused: true,
+                reads: cx.observe.then(|| state_reads(&rec.reads, &rec.wrote, &v.reads)),
             };
         }
     }
@@ -146,6 +199,8 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let ctrl = match boot(&m, ControllerConfig::new(cx.profile.clone()), &cx.base, state) {
         Ok(c) => c,
         Err(e) => {
+            // Booting reads nothing of the state: it fails on the
+            // configuration alone, the same for every state.
             return CheckOutcome {
                 failures: vec![Failure {
                     check: "boot".into(),
@@ -154,12 +209,15 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 log,
                 recovered_alike: false,
                 recovery_reused: false,
-            }
+                reads: cx.observe.then(Vec::new),
+            };
         }
     };
     let memo = cx.recoveries.clone();
-    if memo.is_some() {
+    let observe = cx.observe || memo.is_some();
+    if observe {
         ctrl.backend().log_reads();
+        m.log_pmr_access(0);
     }
     let applied = state.point + 1;
     let in_force: Vec<usize> = (0..cx.promises.len())
@@ -177,6 +235,9 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let horae_mode = cx.mode == ModeName::Horae;
     let m2 = m.clone();
     let ctrl2 = ctrl.clone();
+    // What recovery read and wrote (taken when the mount returns).
+    let recovery_access: Rc<RefCell<Option<Access>>> = Rc::default();
+    let recovery_access2 = recovery_access.clone();
     let run = async move {
         let c = Ctx::on(0);
         let mut failures = Vec::new();
@@ -189,7 +250,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                     check: "probe".into(),
                     detail: e.to_string(),
                 });
-                return (failures, log, alike);
+                return (failures, log, alike, None);
             }
         };
         if let Some(r) = dev.recovery() {
@@ -220,24 +281,39 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                     check: "mount".into(),
                     detail: e.to_string(),
                 });
-                return (failures, log, alike);
+                return (failures, log, alike, None);
             }
         };
         log.push("mount: recovered".into());
+        let (reads, wrote) = if observe {
+            take_access(&m2, &ctrl2)
+        } else {
+            Default::default()
+        };
+        let blocks_read: Vec<u64> = reads
+            .iter()
+            .filter_map(|u| match u {
+                Unit::Block(b) => Some(*b),
+                Unit::Pmr { .. } => None,
+            })
+            .collect();
         let recovered = Recovered {
             written: written_terms(ctrl2.backend()),
             log_area: fs.journal_log_area(),
             log: log.clone(),
+            reads: reads.clone().into(),
+            wrote: Arc::new(wrote.clone()),
         };
+        *recovery_access2.borrow_mut() = Some((reads, wrote));
         let key = pcie_sim::content_hash::combine(&[recovered.drive_hash(&st), promised]);
         if let Some(memo) = &memo {
-            memo.remember(&st, pmr_hash, &ctrl2.backend().reads_logged(), recovered);
+            memo.remember(&st, pmr_hash, &blocks_read, recovered);
         }
         let known = verdicts.as_ref().and_then(|v| v.lock().ok()?.get(&key).cloned());
-        if let Some(f) = known {
+        if let Some(v) = known {
             log.push("verdict: as an earlier state that recovered to the same image".into());
             alike = true;
-            return (f, log, alike);
+            return (v.failures, log, alike, Some(v.reads));
         }
         match mqfs::fsck::fsck(&**ctrl2.backend()) {
             Ok(report) => {
@@ -276,20 +352,47 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 }),
             }
         }
+        let after: Arc<[Unit]> = if observe {
+            take_access(&m2, &ctrl2).0.into()
+        } else {
+            Arc::from(Vec::new())
+        };
         if let Some(Ok(mut v)) = verdicts.as_ref().map(|v| v.lock()) {
-            v.insert(key, failures.clone());
+            v.insert(
+                key,
+                Verdict {
+                    failures: failures.clone(),
+                    reads: after.clone(),
+                },
+            );
         }
-        (failures, log, alike)
+        (failures, log, alike, Some(after))
     };
     let limit = SimTime::ZERO + RECOVERY_LIMIT;
-    match ex.block_on_until(run, Some(limit)) {
-        Ok((failures, l, recovered_alike)) => {
+    let outcome = ex.block_on_until(run, Some(limit));
+    // What this check read: recovery's reads, then what the checks after
+    // the mount read that recovery had not written; where the check ended
+    // early, everything logged (more units only split states finer).
+    let reads = cx.observe.then(|| {
+        let recovery = recovery_access.borrow_mut().take();
+        match (recovery, &outcome) {
+            (Some((r, w)), Ok((_, _, _, Some(after)))) => state_reads(&r, &w, after),
+            (Some((mut r, _)), _) => {
+                r.extend(take_access(&m, &ctrl).0);
+                r
+            }
+            (None, _) => take_access(&m, &ctrl).0,
+        }
+    });
+    match outcome {
+        Ok((failures, l, recovered_alike, _)) => {
             log.extend(l);
             CheckOutcome {
                 failures,
                 log,
                 recovered_alike,
                 recovery_reused: false,
+                reads,
             }
         }
         Err(e) => CheckOutcome {
@@ -300,6 +403,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             log,
             recovered_alike: false,
             recovery_reused: false,
+            reads,
         },
     }
 }

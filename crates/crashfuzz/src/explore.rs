@@ -38,6 +38,14 @@ pub struct ExploreOptions {
     /// of booting ([`crate::reuse`]: it keeps every verdict; it needs
     /// `reuse_verdicts`).
     pub reuse_recovery: bool,
+    /// Enumerate states by what their checks read ([`crate::observe`]):
+    /// every state the envelope allows is judged, none sampled, and the
+    /// bounds do not apply. Off: every state up to the bounds is built.
+    pub read_sets: bool,
+    /// With `read_sets`: most states checked per crash point (each judges
+    /// a class of states; past it, the classes not split are counted as
+    /// not visited).
+    pub node_budget: usize,
 }
 
 impl Default for ExploreOptions {
@@ -50,6 +58,8 @@ impl Default for ExploreOptions {
             max_violations: 0,
             reuse_verdicts: true,
             reuse_recovery: true,
+            read_sets: true,
+            node_budget: 1 << 8,
         }
     }
 }
@@ -94,6 +104,14 @@ pub struct ExploreReport {
     /// States the bounds left out (never enumerated); `u64::MAX`: at least
     /// that many.
     pub states_not_visited: u64,
+    /// States judged by the read-set reduction ([`crate::observe`]): equal,
+    /// wherever their class's checked state was read, to that state.
+    #[serde(default)]
+    pub states_by_read_set: u64,
+    /// The reductions this run applied (each keeps every verdict; see
+    /// `docs/architecture.md` 6.2).
+    #[serde(default)]
+    pub reductions: Vec<String>,
     /// Violations found.
     pub violations: Vec<Violation>,
     /// Wall-clock seconds.
@@ -232,14 +250,15 @@ pub fn explore_recording(
     let cx = CheckContext {
         recoveries: (opts.reuse_verdicts && opts.reuse_recovery).then(Arc::default),
         verdicts: opts.reuse_verdicts.then(Arc::default),
+        observe: opts.read_sets,
         ..CheckContext::for_run(cfg, rec, opts.sanity)
     };
     let mut explorer = explorer_of(rec, &cfg.profile)?;
     report.crash_points = explorer.points();
-    let (tx, rx) = crossbeam::channel::bounded::<nvme_ctrl::crash::CrashState>(256);
-    let (rtx, rrx) = crossbeam::channel::unbounded::<(usize, StateChoice, Vec<Failure>, f64, bool, bool)>();
     let jobs = opts.jobs.max(1);
-    let mut seen: BTreeSet<u128> = BTreeSet::new();
+    let (tx, rx) = crossbeam::channel::bounded::<Job>(256);
+    let (rtx, rrx) = crossbeam::channel::unbounded::<Checked>();
+    let mut found: Vec<(usize, StateChoice, Vec<Failure>)> = Vec::new();
     let mut enum_err = None;
     std::thread::scope(|s| {
         for _ in 0..jobs {
@@ -247,19 +266,20 @@ pub fn explore_recording(
             let rtx = rtx.clone();
             let cx = cx.clone();
             s.spawn(move || {
-                for st in rx.iter() {
+                for job in rx.iter() {
                     let t = Instant::now();
-                    let out = check_state(&cx, &st);
-                    let secs = t.elapsed().as_secs_f64();
-                    let sent = (
-                        st.point,
-                        st.choice.clone(),
-                        out.failures,
-                        secs,
-                        out.recovered_alike,
-                        out.recovery_reused,
-                    );
-                    if rtx.send(sent).is_err() {
+                    let out = check_state(&cx, &job.state);
+                    let done = Checked {
+                        tag: job.tag,
+                        point: job.state.point,
+                        choice: job.state.choice,
+                        failures: out.failures,
+                        seconds: t.elapsed().as_secs_f64(),
+                        recovered_alike: out.recovered_alike,
+                        recovery_reused: out.recovery_reused,
+                        reads: out.reads,
+                    };
+                    if rtx.send(done).is_err() {
                         return;
                     }
                 }
@@ -267,82 +287,54 @@ pub fn explore_recording(
         }
         drop(rx);
         drop(rtx);
-        // (what the states are made of, promises in force, states, left out)
-        // at the last point enumerated.
-        let mut last: Option<((u64, u64), u128, u64, u64)> = None;
+        let mut tally = |r: Checked, report: &mut ExploreReport| {
+            report.check_seconds += r.seconds;
+            report.states_recovered_alike += u64::from(r.recovered_alike);
+            report.states_recovery_reused += u64::from(r.recovery_reused);
+            if !r.failures.is_empty() {
+                found.push((r.point, r.choice, r.failures));
+            }
+        };
         let t_enum = Instant::now();
-        let mut waiting = 0f64;
-        for k in 0..explorer.points() {
-            if enum_err.is_some() {
-                break;
+        let res = if opts.read_sets {
+            crate::observe::enumerate(
+                &mut explorer,
+                &cx.promises,
+                opts.node_budget,
+                &tx,
+                &rrx,
+                &mut report,
+                &mut tally,
+            )
+        } else {
+            enumerate_bounded(&mut explorer, &cx.promises, opts, &tx, &mut report)
+        };
+        let waiting = match res {
+            Ok(w) => w,
+            Err(e) => {
+                enum_err = Some(e);
+                0.0
             }
-            let version = match explorer.advance(k) {
-                Ok(v) => v,
-                Err(e) => {
-                    enum_err = Some(e.to_string());
-                    break;
-                }
-            };
-            let promised = crate::oracle::promises_key(&cx.promises, k + 1);
-            if let Some((v, p, n, left_out)) = last {
-                if v == version && p == promised {
-                    // Same states, same promises: all already seen.
-                    report.states_total += n;
-                    report.states_deduplicated += n;
-                    report.states_not_visited = report.states_not_visited.saturating_add(left_out);
-                    continue;
-                }
-            }
-            let (choices, left_out) = match explorer.choices_at(k, opts.bound_lines, opts.bound_blocks) {
-                Ok(x) => x,
-                Err(e) => {
-                    enum_err = Some(e.to_string());
-                    break;
-                }
-            };
-            last = Some((version, promised, choices.len() as u64, left_out));
-            report.states_not_visited = report.states_not_visited.saturating_add(left_out);
-            for choice in &choices {
-                // One state at a time: a point can allow tens of thousands.
-                let mut st = match explorer.build(k, choice) {
-                    Ok(st) => st,
-                    Err(e) => {
-                        enum_err = Some(e.to_string());
-                        break;
-                    }
-                };
-                report.states_total += 1;
-                // A state is checked again when the promises in force differ:
-                // the same content can pass before an fsync returns and fail
-                // after.
-                let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
-                if !seen.insert(h) {
-                    report.states_deduplicated += 1;
-                    continue;
-                }
-                report.states_checked += 1;
-                let t = Instant::now();
-                if tx.send(st).is_err() {
-                    break;
-                }
-                waiting += t.elapsed().as_secs_f64();
-            }
-        }
+        };
         report.enumerate_seconds = t_enum.elapsed().as_secs_f64() - waiting;
         drop(tx);
+        for r in rrx.iter() {
+            tally(r, &mut report);
+        }
     });
     if let Some(e) = enum_err {
         return Err(Error::Failed(e));
     }
-    let mut found = Vec::new();
-    for r in rrx.iter() {
-        report.check_seconds += r.3;
-        report.states_recovered_alike += u64::from(r.4);
-        report.states_recovery_reused += u64::from(r.5);
-        if !r.2.is_empty() {
-            found.push((r.0, r.1, r.2));
-        }
-    }
+    report.reductions = [
+        (true, "equal-content"),
+        (opts.read_sets, "read-set"),
+        (opts.reuse_verdicts, "recovered-alike"),
+        (opts.reuse_verdicts && opts.reuse_recovery, "recovery-reuse"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, name)| name.to_string())
+    .collect();
     found.sort_by(|a, b| {
         a.0.cmp(&b.0)
             .then_with(|| encode_choice(&a.1).cmp(&encode_choice(&b.1)))
@@ -373,4 +365,78 @@ pub fn explore_recording(
     report.wall_seconds = t0.elapsed().as_secs_f64();
     report.states_per_second = report.states_checked as f64 / report.wall_seconds.max(1e-9);
     Ok(report)
+}
+
+/// A state for a checker thread; `tag` is the enumerator's own.
+pub(crate) struct Job {
+    pub(crate) state: nvme_ctrl::crash::CrashState,
+    pub(crate) tag: usize,
+}
+
+/// What a checker thread found.
+pub(crate) struct Checked {
+    pub(crate) tag: usize,
+    pub(crate) point: usize,
+    pub(crate) choice: StateChoice,
+    pub(crate) failures: Vec<Failure>,
+    pub(crate) seconds: f64,
+    pub(crate) recovered_alike: bool,
+    pub(crate) recovery_reused: bool,
+    pub(crate) reads: Option<Vec<nvme_ctrl::crash::Unit>>,
+}
+
+/// Enumerates every state up to the bounds (`--bound-lines`,
+/// `--bound-blocks`; sampled past them and counted as not visited),
+/// sending each distinct one to the checkers. Returns the seconds spent
+/// waiting for them.
+fn enumerate_bounded(
+    explorer: &mut Explorer<'_>,
+    promises: &[crate::oracle::Promise],
+    opts: &ExploreOptions,
+    tx: &crossbeam::channel::Sender<Job>,
+    report: &mut ExploreReport,
+) -> Result<f64, String> {
+    let mut seen: BTreeSet<u128> = BTreeSet::new();
+    // (what the states are made of, promises in force, states, left out)
+    // at the last point enumerated.
+    let mut last: Option<((u64, u64), u128, u64, u64)> = None;
+    let mut waiting = 0f64;
+    for k in 0..explorer.points() {
+        let version = explorer.advance(k).map_err(|e| e.to_string())?;
+        let promised = crate::oracle::promises_key(promises, k + 1);
+        if let Some((v, p, n, left_out)) = last {
+            if v == version && p == promised {
+                // Same states, same promises: all already seen.
+                report.states_total += n;
+                report.states_deduplicated += n;
+                report.states_not_visited = report.states_not_visited.saturating_add(left_out);
+                continue;
+            }
+        }
+        let (choices, left_out) = explorer
+            .choices_at(k, opts.bound_lines, opts.bound_blocks)
+            .map_err(|e| e.to_string())?;
+        last = Some((version, promised, choices.len() as u64, left_out));
+        report.states_not_visited = report.states_not_visited.saturating_add(left_out);
+        for choice in &choices {
+            // One state at a time: a point can allow tens of thousands.
+            let mut st = explorer.build(k, choice).map_err(|e| e.to_string())?;
+            report.states_total += 1;
+            // A state is checked again when the promises in force differ:
+            // the same content can pass before an fsync returns and fail
+            // after.
+            let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
+            if !seen.insert(h) {
+                report.states_deduplicated += 1;
+                continue;
+            }
+            report.states_checked += 1;
+            let t = Instant::now();
+            if tx.send(Job { state: st, tag: 0 }).is_err() {
+                break;
+            }
+            waiting += t.elapsed().as_secs_f64();
+        }
+    }
+    Ok(waiting)
 }

@@ -47,6 +47,7 @@ pub mod check;
 pub mod error;
 pub mod explore;
 pub mod model;
+pub mod observe;
 pub mod oracle;
 pub mod promises;
 pub mod record;

@@ -164,11 +164,16 @@ struct RunArgs {
     /// Skip CrashMonkey's sanity check (faster).
     #[arg(long)]
     no_sanity: bool,
-    /// Judge every distinct state in full: no verdict taken from a state
-    /// that recovered to the same image, no recovery reused (same
-    /// verdicts, slower; for checking those reductions).
+    /// Judge every distinct state in full: every state up to the bounds
+    /// built and checked, no verdict taken from a state that read or
+    /// recovered to the same content, no recovery reused (same verdicts,
+    /// much slower; for checking those reductions).
     #[arg(long)]
     brute_force: bool,
+    /// Enumerate every state up to the bounds (--bound-lines,
+    /// --bound-blocks; sampled past them) instead of by what checks read.
+    #[arg(long)]
+    bounded: bool,
     /// Write the reports as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -211,6 +216,8 @@ fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
         sanity: !a.no_sanity,
         reuse_verdicts: !a.brute_force,
         reuse_recovery: !a.brute_force,
+        read_sets: !a.brute_force && !a.bounded,
+        node_budget: 1 << a.bound.unwrap_or(a.bound_blocks.max(a.bound_lines)).min(20),
         ..ExploreOptions::default()
     };
     if let Some(j) = a.jobs {
@@ -488,7 +495,7 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "{:<18} {:<10} {:<14} {:>7} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9}  verdict",
+        "{:<18} {:<10} {:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9}  verdict",
         "workload",
         "mode",
         "profile",
@@ -496,6 +503,7 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
         "states",
         "checked",
         "dedup",
+        "by-reads",
         "unvisited",
         "viol",
         "states/s"
@@ -507,7 +515,11 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
     let mut caught = 0usize;
     let mut none_runs = 0usize;
     let (mut states, mut secs) = (0u64, 0f64);
+    let (mut judged, mut unvisited, mut cut) = (0u64, 0u64, 0usize);
     for r in reports {
+        judged = judged.saturating_add(r.states_total.saturating_sub(r.states_not_visited));
+        unvisited = unvisited.saturating_add(r.states_not_visited);
+        cut += usize::from(r.states_not_visited > 0);
         let unsafe_m = unsafe_mode(&r.mode);
         let distinct = r
             .violations
@@ -555,15 +567,16 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
         secs += r.wall_seconds;
         let _ = writeln!(
             out,
-            "{:<18} {:<10} {:<14} {:>7} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9.0}  {verdict}",
+            "{:<18} {:<10} {:<14} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9.0}  {verdict}",
             r.workload,
             r.mode,
             r.profile,
             r.crash_points,
-            r.states_total,
-            r.states_checked,
-            r.states_deduplicated,
-            r.states_not_visited,
+            count(r.states_total),
+            count(r.states_checked),
+            count(r.states_deduplicated),
+            count(r.states_by_read_set),
+            count(r.states_not_visited),
             distinct,
             r.states_per_second
         );
@@ -598,6 +611,13 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
     let _ = writeln!(
         out,
         "{alike} of them recovered to an image already judged; {reused} of those without booting (a recovery that read the same content was reused)"
+    );
+    let _ = writeln!(
+        out,
+        "{} crash states judged ({} per second of run time); {} left unvisited, in {cut} run(s)",
+        count(judged),
+        count((judged as f64 / secs.max(1e-9)) as u64),
+        count(unvisited),
     );
     if refused > 0 {
         let _ = writeln!(
@@ -765,3 +785,13 @@ fn main() -> ExitCode {
 /// cached-drive run's CPU time in `perf`).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// A state count for the table: exact below a million, else in powers of
+/// ten; `u64::MAX` (a saturated count) as "at least" it.
+fn count(n: u64) -> String {
+    match n {
+        u64::MAX => ">=1.8e19".into(),
+        0..=999_999 => n.to_string(),
+        _ => format!("{:.1e}", n as f64),
+    }
+}

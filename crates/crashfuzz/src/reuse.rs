@@ -37,11 +37,11 @@
 //! `tests/reductions.rs` compares runs with and without reuse (and by brute force), fault
 //! modes included, and finds the same states and the same violations.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use mqfs::JournalLogArea;
-use nvme_ctrl::crash::{drive_hash, CrashState};
+use nvme_ctrl::crash::{drive_hash, CrashState, Unit};
 use pcie_sim::content_hash::ContentHash;
 
 /// Nodes kept per run (past this, new recoveries are not remembered, and
@@ -58,6 +58,12 @@ pub struct Recovered {
     pub log_area: JournalLogArea,
     /// The recovery's log lines (for replays and reports).
     pub log: Vec<String>,
+    /// What the recovery observed of the state ([`crate::observe`]), in
+    /// the order first read (PMR lines first, then blocks).
+    pub reads: Arc<[Unit]>,
+    /// The units the recovery wrote (their content is no longer the
+    /// state's).
+    pub wrote: Arc<BTreeSet<Unit>>,
 }
 
 impl Recovered {
@@ -217,6 +223,8 @@ mod tests {
             written: BTreeMap::from([(9, 99)]),
             log_area: mqfs::JournalLogArea::default(),
             log: vec!["recovered".into()],
+            reads: Arc::from(Vec::new()),
+            wrote: Arc::default(),
         }
     }
 

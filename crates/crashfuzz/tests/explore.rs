@@ -19,11 +19,14 @@ fn safe_modes_keep_every_promise_on_generic_035() {
             let r = explore(&w, &config(mode, profile), &opts(), &w.name).expect("explore");
             assert!(r.crash_points > 100, "{mode:?} {profile}: {r:?}");
             assert!(r.states_checked > 5, "{mode:?} {profile}: {r:?}");
+            // Every state is checked, equal to one checked, or judged by
+            // its read-set class; none is left out.
             assert_eq!(
                 r.states_total,
-                r.states_checked + r.states_deduplicated,
+                r.states_checked + r.states_deduplicated + r.states_by_read_set,
                 "{mode:?} {profile}"
             );
+            assert_eq!(r.states_not_visited, 0, "{mode:?} {profile}");
             assert!(r.violations.is_empty(), "{mode:?} {profile}: {:?}", r.violations);
         }
     }

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use pcie_sim::observe::{AccessLog, WHOLE};
 use pcie_sim::{DevicePort, Sim, SimDuration, SimTime, TraceMode};
 use tokio::sync::{Notify, Semaphore};
 
@@ -44,13 +45,6 @@ struct Cache {
     destaged: Notify,
 }
 
-/// The blocks read, each once, in the order first read.
-#[derive(Debug, Default)]
-struct ReadLog {
-    order: Vec<u64>,
-    seen: std::collections::BTreeSet<u64>,
-}
-
 /// Media, units and cache of one controller.
 pub struct Backend {
     sim: Sim,
@@ -67,9 +61,9 @@ pub struct Backend {
     next_version: Cell<u64>,
     /// Every block a write command has changed since attach.
     written: RefCell<std::collections::BTreeSet<u64>>,
-    /// Every block read since [`Backend::log_reads`], in the order first
-    /// read (`None`: not logging).
-    read_log: RefCell<Option<ReadLog>>,
+    /// Every block read since [`Backend::log_reads`] before being written,
+    /// in the order first read (`None`: not logging).
+    read_log: RefCell<Option<AccessLog>>,
     /// The cache is power-loss protected.
     plp: bool,
     /// Write power-loss-protected blocks to the media store on arrival
@@ -207,6 +201,11 @@ impl Backend {
     /// media.
     pub async fn write(&self, blocks: Vec<(u64, Block)>, fua: bool, attr: u32) {
         self.written.borrow_mut().extend(blocks.iter().map(|(b, _)| *b));
+        if let Some(log) = self.read_log.borrow_mut().as_mut() {
+            for (b, _) in &blocks {
+                log.write(*b, WHOLE);
+            }
+        }
         match &self.cache {
             Some(cache) if self.cache_enabled.get() => {
                 let mut waits = Vec::new();
@@ -341,9 +340,7 @@ impl Backend {
     pub async fn read_blocks(&self, blocks: &[u64]) -> Vec<Block> {
         if let Some(log) = self.read_log.borrow_mut().as_mut() {
             for &b in blocks {
-                if log.seen.insert(b) {
-                    log.order.push(b);
-                }
+                log.read(b, WHOLE);
             }
         }
         let mut out: Vec<Option<Block>> = vec![None; blocks.len()];
@@ -396,20 +393,36 @@ impl Backend {
     }
 
     /// Starts logging the blocks read (every block a read reaches, from
-    /// the cache or the media): a crash checker learns what a recovery
-    /// looked at. Logging costs a set insert per block, so it is off until
-    /// asked for.
+    /// the cache or the media, or [`nvme_spec::BlockSource`]
+    /// reads) before a write command wrote them: a crash checker learns
+    /// what it looked at ([`pcie_sim::observe`]). Logging costs a set insert
+    /// per block, so it is off until asked for.
     pub fn log_reads(&self) {
         *self.read_log.borrow_mut() = Some(Default::default());
     }
 
-    /// The blocks read since [`Backend::log_reads`], each once, in the
+    /// The blocks read since [`Backend::log_reads`] (or the last
+    /// [`Backend::take_reads`]) before being written, each once, in the
     /// order first read (empty if not logging); logging goes on.
     pub fn reads_logged(&self) -> Vec<u64> {
         self.read_log
             .borrow()
             .as_ref()
-            .map_or_else(Vec::new, |l| l.order.clone())
+            .map_or_else(Vec::new, |l| l.reads().to_vec())
+    }
+
+    /// The access log since [`Backend::log_reads`] or the last take;
+    /// logging goes on with a fresh log. `None` if not logging.
+    pub fn take_reads(&self) -> Option<AccessLog> {
+        self.read_log.borrow_mut().as_mut().map(std::mem::take)
+    }
+
+    /// Notes a read of `block` that bypasses [`Backend::read_blocks`] (a
+    /// checker reading the drive directly).
+    pub(crate) fn note_read(&self, block: u64) {
+        if let Some(log) = self.read_log.borrow_mut().as_mut() {
+            log.read(block, WHOLE);
+        }
     }
 
     /// Every block written since the controller attached, in order.

@@ -19,6 +19,7 @@ impl BlockSource for Backend {
         Backend::blocks(self)
     }
     fn read(&self, block: u64, buf: &mut [u8; LBA_BYTES]) {
+        self.note_read(block);
         self.peek(block, buf);
     }
 }

@@ -9,12 +9,12 @@
 //! left out is reported. Building a state copies no image: PMR pages and
 //! media blocks are shared copy-on-write with the cursors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use pcie_sim::content_hash::ContentHash;
-use pcie_sim::{BusLayout, BusTrace, CrashChoice, CrashCursor, Machine, PageStore, Pending};
+use pcie_sim::{BusLayout, BusTrace, CrashChoice, CrashCursor, ItemConstraint, Machine, PageStore, Pending};
 
 use crate::controller::{Controller, ControllerConfig};
 use crate::error::CtrlError;
@@ -56,6 +56,185 @@ impl CrashState {
         // spaces, so they combine by XOR like the terms within each.
         self.pmr.content_hash() ^ self.media_hash
     }
+}
+
+/// A unit of persistent storage a checker reads: a 64-byte line of a
+/// device's PMR, or a media block. Pending items never straddle units
+/// (a write-combining line is one PMR unit, a block version one block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Unit {
+    /// PMR bytes `line * 64 .. line * 64 + 64` of the device on `port`.
+    Pmr {
+        /// The device's port.
+        port: u8,
+        /// Offset / 64.
+        line: u64,
+    },
+    /// A media block.
+    Block(u64),
+}
+
+/// Facts fixed about the pending items of one point: PMR items as
+/// [`ItemConstraint`] says, media block versions that landed or did not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Constraint {
+    /// The PMR side.
+    pub pmr: ItemConstraint,
+    /// Indices into the point's pending blocks that landed.
+    pub media_in: BTreeSet<usize>,
+    /// Indices that did not.
+    pub media_out: BTreeSet<usize>,
+}
+
+impl Constraint {
+    /// Both constraints at once.
+    pub fn and(&self, other: &Constraint) -> Constraint {
+        Constraint {
+            pmr: self.pmr.and(&other.pmr),
+            media_in: self.media_in.union(&other.media_in).copied().collect(),
+            media_out: self.media_out.union(&other.media_out).copied().collect(),
+        }
+    }
+}
+
+/// The pending items of one point that write a unit.
+#[derive(Clone, Debug, Default)]
+struct UnitItems {
+    /// In-flight writes: (port, position in the port's in-flight list),
+    /// oldest first.
+    posted: Vec<(u8, usize)>,
+    /// Lines (indices into the point's pending lines).
+    lines: Vec<usize>,
+    /// Block versions (indices into the point's pending blocks), oldest
+    /// first.
+    versions: Vec<usize>,
+}
+
+/// Most classes one unit may have (past it, [`PointItems::classes`] gives
+/// up rather than enumerate).
+pub const MAX_CLASSES: usize = 1 << 12;
+
+/// The pending items of one point by the unit each writes, for choosing
+/// states by what a checker read ([`Explorer::items_at`]).
+///
+/// A unit's *class* in a state is what decides its content there: which
+/// of its PMR items landed (in-flight writes land in order, so for them
+/// how many), or which of its block versions is the newest that landed
+/// (the block holds that one; older ones do not show). Two states in the
+/// same class at a unit hold the same bytes there.
+#[derive(Clone, Debug, Default)]
+pub struct PointItems {
+    units: BTreeMap<Unit, UnitItems>,
+}
+
+impl PointItems {
+    /// True if some pending item writes `u` (else `u` holds the same in
+    /// every state of the point).
+    pub fn pending_at(&self, u: Unit) -> bool {
+        self.units.contains_key(&u)
+    }
+
+    /// Units some pending item writes.
+    pub fn units(&self) -> usize {
+        self.units.len()
+    }
+
+    /// Every class of `u`, each as the constraint that says it (on `u`'s
+    /// items only); `None` past [`MAX_CLASSES`].
+    pub fn classes(&self, u: Unit) -> Option<Vec<Constraint>> {
+        let Some(it) = self.units.get(&u) else {
+            return Some(vec![Constraint::default()]);
+        };
+        let posted = posted_classes(&it.posted);
+        let n = posted
+            .len()
+            .checked_mul(1usize.checked_shl(it.lines.len() as u32)?)?;
+        let n = n.checked_mul(it.versions.len() + 1)?;
+        if n > MAX_CLASSES {
+            return None;
+        }
+        let mut out = Vec::with_capacity(n);
+        for p in &posted {
+            for mask in 0u64..1 << it.lines.len() {
+                for newest in 0..=it.versions.len() {
+                    let mut c = p.clone();
+                    for (b, &l) in it.lines.iter().enumerate() {
+                        if mask & (1 << b) != 0 {
+                            c.pmr.lines_in.insert(l);
+                        } else {
+                            c.pmr.lines_out.insert(l);
+                        }
+                    }
+                    version_class(&it.versions, newest, &mut c);
+                    out.push(c);
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The class `choice` puts `u` in, as the constraint that says it.
+    pub fn class_of(&self, u: Unit, choice: &StateChoice) -> Constraint {
+        let mut c = Constraint::default();
+        let Some(it) = self.units.get(&u) else {
+            return c;
+        };
+        if let Some(&(port, _)) = it.posted.first() {
+            let n = choice
+                .pmr
+                .in_flight_landed
+                .get(port as usize)
+                .copied()
+                .unwrap_or(0);
+            let landed = it.posted.iter().take_while(|(_, i)| *i < n).count();
+            c = posted_classes(&it.posted).swap_remove(landed);
+        }
+        for &l in &it.lines {
+            if choice.pmr.lines_landed.contains(&l) {
+                c.pmr.lines_in.insert(l);
+            } else {
+                c.pmr.lines_out.insert(l);
+            }
+        }
+        let newest = it
+            .versions
+            .iter()
+            .rposition(|v| choice.media.contains(v))
+            .map_or(0, |j| j + 1);
+        version_class(&it.versions, newest, &mut c);
+        c
+    }
+}
+
+/// The classes of a unit's in-flight writes (all on one port, oldest
+/// first): the first `c` of them landed, for each `c`.
+fn posted_classes(posted: &[(u8, usize)]) -> Vec<Constraint> {
+    let Some(&(port, _)) = posted.first() else {
+        return vec![Constraint::default()];
+    };
+    let p = port as usize;
+    (0..=posted.len())
+        .map(|c| {
+            let mut k = Constraint::default();
+            k.pmr.posted_min = vec![0; p + 1];
+            k.pmr.posted_max = vec![usize::MAX; p + 1];
+            if c > 0 {
+                k.pmr.posted_min[p] = posted[c - 1].1 + 1;
+            }
+            if let Some(&(_, next)) = posted.get(c) {
+                k.pmr.posted_max[p] = next;
+            }
+            k
+        })
+        .collect()
+}
+
+/// Adds "the newest landed version is `newest`" (1-based; 0: none) to `c`.
+fn version_class(versions: &[usize], newest: usize, c: &mut Constraint) {
+    if newest > 0 {
+        c.media_in.insert(versions[newest - 1]);
+    }
+    c.media_out.extend(&versions[newest..]);
 }
 
 /// Enumerates crash states point by point.
@@ -167,6 +346,64 @@ impl<'t> Explorer<'t> {
         }
         self.current = Some(Current { k, pending, blocks });
         Ok((out, left_out))
+    }
+
+    /// The pending items after entry `k` by the unit each writes, making
+    /// `k` the current point (points must be visited in order).
+    pub fn items_at(&mut self, k: usize) -> Result<PointItems, CtrlError> {
+        self.pmr.advance_past(k)?;
+        self.media.advance_past(k)?;
+        let pending = self.pmr.pending();
+        let blocks = self.media.pending();
+        let where_ = self.pmr.item_units(&pending);
+        let mut units: BTreeMap<Unit, UnitItems> = BTreeMap::new();
+        for (port, q) in where_.posted.iter().enumerate() {
+            for (i, us) in q.iter().enumerate() {
+                for &(p, line) in us {
+                    units
+                        .entry(Unit::Pmr { port: p, line })
+                        .or_default()
+                        .posted
+                        .push((port as u8, i));
+                }
+            }
+        }
+        for (l, us) in where_.lines.iter().enumerate() {
+            for &(port, line) in us {
+                units.entry(Unit::Pmr { port, line }).or_default().lines.push(l);
+            }
+        }
+        let mut by_block: Vec<(u64, usize, usize)> = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.block, b.data_in, i))
+            .collect();
+        by_block.sort_unstable();
+        for (block, _, i) in by_block {
+            units.entry(Unit::Block(block)).or_default().versions.push(i);
+        }
+        if units
+            .values()
+            .any(|u| u.posted.iter().any(|(p, _)| *p != u.posted[0].0))
+        {
+            return Err(CtrlError::Crash("a PMR unit written through two ports".into()));
+        }
+        self.current = Some(Current { k, pending, blocks });
+        Ok(PointItems { units })
+    }
+
+    /// The least state of the current point that meets `c` (see
+    /// [`Pending::least_choice`]; block versions land only where `c` says
+    /// so), or `None` if no state the envelope allows meets it.
+    pub fn least(&self, c: &Constraint) -> Option<StateChoice> {
+        let cur = self.current.as_ref()?;
+        if !c.media_in.is_disjoint(&c.media_out) || c.media_in.iter().any(|&i| i >= cur.blocks.len()) {
+            return None;
+        }
+        Some(StateChoice {
+            pmr: cur.pending.least_choice(&c.pmr)?,
+            media: c.media_in.iter().copied().collect(),
+        })
     }
 
     /// Builds the state after entry `k` given by `choice`; `k` must be the

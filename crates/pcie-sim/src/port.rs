@@ -263,8 +263,8 @@ impl DevicePort {
 
     /// Reads the device's own PMR (device-internal: no bus traffic).
     pub fn pmr_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), PcieError> {
-        let ports = self.machine.ports.borrow();
-        let p = &ports[self.port as usize];
+        let mut ports = self.machine.ports.borrow_mut();
+        let p = &mut ports[self.port as usize];
         if offset
             .checked_add(buf.len() as u64)
             .is_none_or(|e| e > p.pmr.len())
@@ -275,6 +275,9 @@ impl DevicePort {
             });
         }
         p.pmr.read(offset, buf);
+        if let Some(log) = &mut p.pmr_access {
+            log.read_bytes(offset, buf.len() as u64);
+        }
         drop(ports);
         self.machine.record_pmr_read(self.port, offset, buf.len());
         Ok(())

@@ -726,6 +726,142 @@ impl<'t> CrashCursor<'t> {
     }
 }
 
+/// Facts fixed about the pending PMR items of one point, for choosing
+/// states by what a reader looked at (`crashfuzz`'s read-set reduction):
+/// lines that landed or did not, and per port a range for how many of its
+/// in-flight writes landed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ItemConstraint {
+    /// Indices into [`Pending::lines`] that landed.
+    pub lines_in: BTreeSet<usize>,
+    /// Indices into [`Pending::lines`] that did not land.
+    pub lines_out: BTreeSet<usize>,
+    /// Per port: at least this many in-flight writes landed (missing: 0).
+    pub posted_min: Vec<usize>,
+    /// Per port: at most this many landed (missing: all of them).
+    pub posted_max: Vec<usize>,
+}
+
+impl ItemConstraint {
+    /// Both constraints at once.
+    pub fn and(&self, other: &ItemConstraint) -> ItemConstraint {
+        let ports = self.posted_min.len().max(other.posted_min.len());
+        let get = |v: &[usize], p: usize, d: usize| v.get(p).copied().unwrap_or(d);
+        let ports_max = self.posted_max.len().max(other.posted_max.len());
+        ItemConstraint {
+            lines_in: self.lines_in.union(&other.lines_in).copied().collect(),
+            lines_out: self.lines_out.union(&other.lines_out).copied().collect(),
+            posted_min: (0..ports)
+                .map(|p| get(&self.posted_min, p, 0).max(get(&other.posted_min, p, 0)))
+                .collect(),
+            posted_max: (0..ports_max)
+                .map(|p| get(&self.posted_max, p, usize::MAX).min(get(&other.posted_max, p, usize::MAX)))
+                .collect(),
+        }
+    }
+}
+
+impl Pending {
+    /// The least state the envelope allows that meets `c` (its landed
+    /// items are in every allowed state that meets `c`), or `None` if no
+    /// allowed state meets it. The order rule is monotone (landing more
+    /// only forces more), so the closure of what `c` says landed is that
+    /// state, and if it lands an item `c` says did not, every state that
+    /// meets `c`'s landings does too.
+    pub fn least_choice(&self, c: &ItemConstraint) -> Option<CrashChoice> {
+        if !c.lines_in.is_disjoint(&c.lines_out) || c.lines_in.iter().any(|&l| l >= self.lines.len()) {
+            return None;
+        }
+        let ports = self.in_flight.len();
+        let mut out = CrashChoice {
+            in_flight_landed: vec![0; ports],
+            lines_landed: Vec::new(),
+        };
+        for p in 0..ports {
+            let in_flight = &self.in_flight[p];
+            let (on_port, windows) = port_lines(self, p);
+            let mut set: BTreeSet<usize> = on_port
+                .iter()
+                .enumerate()
+                .filter(|(_, li)| c.lines_in.contains(li))
+                .map(|(k, _)| k)
+                .collect();
+            let mut n = c.posted_min.get(p).copied().unwrap_or(0);
+            if n > in_flight.len() {
+                return None;
+            }
+            loop {
+                let bound = close(&windows, landed_bound(in_flight, n), &mut set);
+                // In-flight writes are oldest first: those before the bound.
+                let forced = in_flight.iter().take_while(|&&i| i < bound).count();
+                if forced <= n {
+                    break;
+                }
+                n = forced;
+            }
+            if n > c.posted_max.get(p).copied().unwrap_or(usize::MAX) {
+                return None;
+            }
+            let landed: Vec<usize> = set.into_iter().map(|k| on_port[k]).collect();
+            if landed.iter().any(|l| c.lines_out.contains(l)) {
+                return None;
+            }
+            out.in_flight_landed[p] = n;
+            out.lines_landed.extend(landed);
+        }
+        out.lines_landed.sort_unstable();
+        Some(out)
+    }
+}
+
+/// The PMR units (port, offset / [`crate::observe::PMR_UNIT`]) each pending
+/// item writes: per port, each in-flight write's; each line's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ItemUnits {
+    /// Per port, per in-flight write (oldest first).
+    pub posted: Vec<Vec<Vec<(u8, u64)>>>,
+    /// Per line of [`Pending::lines`].
+    pub lines: Vec<Vec<(u8, u64)>>,
+}
+
+impl CrashCursor<'_> {
+    /// Where each of `pending`'s items writes.
+    pub fn item_units(&self, pending: &Pending) -> ItemUnits {
+        let units = |addr: u64, len: u64| -> Vec<(u8, u64)> {
+            match self.layout.decode(addr, len) {
+                Some((port, _, off)) => crate::observe::pmr_units(off, len)
+                    .map(|(u, _)| (port, u))
+                    .collect(),
+                None => Vec::new(),
+            }
+        };
+        let entries = self.trace.entries();
+        ItemUnits {
+            posted: pending
+                .in_flight
+                .iter()
+                .map(|q| {
+                    q.iter()
+                        .map(|&i| units(entries[i].addr, u64::from(entries[i].len)))
+                        .collect()
+                })
+                .collect(),
+            lines: pending
+                .lines
+                .iter()
+                .map(|l| {
+                    if l.line.mask == 0 {
+                        return Vec::new();
+                    }
+                    let first = u64::from(l.line.mask.trailing_zeros());
+                    let last = 63 - u64::from(l.line.mask.leading_zeros());
+                    units(l.line.addr + first, last + 1 - first)
+                })
+                .collect(),
+        }
+    }
+}
+
 /// A landed item to apply: a posted write (its trace index) or a line.
 enum Item {
     Posted(usize),

@@ -17,8 +17,8 @@ use std::rc::Rc;
 
 use pcie_sim::testing::{RegisterFile, DOORBELL};
 use pcie_sim::{
-    BarKind, BusAddr, CrashCursor, Endpoint, EventKind, Executor, Machine, MachineProfile, PageStore,
-    Purpose, TraceMode, Unsupported,
+    BarKind, BusAddr, CrashChoice, CrashCursor, Endpoint, EventKind, Executor, ItemConstraint, Machine,
+    MachineProfile, PageStore, Purpose, TraceMode, Unsupported,
 };
 use proptest::prelude::*;
 
@@ -236,6 +236,37 @@ proptest! {
                     got.insert(envelope::project(img, &offsets));
                 }
                 prop_assert!(got == want, "crash after {}: cursor {} states, envelope {}", k, got.len(), want.len());
+                // The least state meeting a constraint (the read-set
+                // reduction's chooser) is the smallest allowed state that
+                // meets it, and there is none exactly when none meets it.
+                let all_lines: BTreeSet<usize> = (0..pending.lines.len()).collect();
+                for c1 in choices.iter().take(6) {
+                    for c2 in choices.iter().rev().take(6) {
+                        let c = ItemConstraint {
+                            lines_in: c1.lines_landed.iter().copied().collect(),
+                            lines_out: all_lines.difference(&c2.lines_landed.iter().copied().collect()).copied().collect(),
+                            posted_min: c1.in_flight_landed.clone(),
+                            posted_max: c2.in_flight_landed.clone(),
+                        };
+                        let meets = |x: &CrashChoice| {
+                            c.lines_in.iter().all(|l| x.lines_landed.contains(l))
+                                && !c.lines_out.iter().any(|l| x.lines_landed.contains(l))
+                                && x.in_flight_landed.iter().zip(&c.posted_min).all(|(n, m)| n >= m)
+                                && x.in_flight_landed.iter().zip(&c.posted_max).all(|(n, m)| n <= m)
+                        };
+                        let meeting: Vec<&CrashChoice> = choices.iter().filter(|x| meets(x)).collect();
+                        match pending.least_choice(&c) {
+                            None => prop_assert!(meeting.is_empty(), "crash after {}: {:?} met by {:?}", k, c, meeting),
+                            Some(r) => {
+                                prop_assert!(meeting.contains(&&r), "crash after {}: least {:?} not an allowed state meeting {:?}", k, r, c);
+                                for x in &meeting {
+                                    prop_assert!(r.lines_landed.iter().all(|l| x.lines_landed.contains(l)));
+                                    prop_assert!(r.in_flight_landed.iter().zip(&x.in_flight_landed).all(|(a, b)| a <= b));
+                                }
+                            }
+                        }
+                    }
+                }
             }
             // Flush-read guarantee, checked on the persistent image.
             for (core, done) in &reads_done {

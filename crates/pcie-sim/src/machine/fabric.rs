@@ -45,6 +45,9 @@ impl Inner {
                 let hook = match self.ports.borrow_mut().get_mut(port as usize) {
                     Some(p) => {
                         p.pmr.write(offset, data.bytes());
+                        if let Some(log) = &mut p.pmr_access {
+                            log.write_bytes(offset, data.bytes().len() as u64);
+                        }
                         p.pmr_hook.clone()
                     }
                     None => None,
@@ -73,8 +76,11 @@ impl Inner {
                         (BarKind::Registers, Some(ep)) => ep.reg_read(offset, &mut buf).is_err(),
                         (BarKind::Pmr, Some(ep)) => {
                             if ep.pmr_enabled() {
-                                if let Some(p) = self.ports.borrow().get(port as usize) {
+                                if let Some(p) = self.ports.borrow_mut().get_mut(port as usize) {
                                     p.pmr.read(offset, &mut buf);
+                                    if let Some(log) = &mut p.pmr_access {
+                                        log.read_bytes(offset, buf.len() as u64);
+                                    }
                                 }
                                 self.record_pmr_read(port, offset, buf.len());
                                 false

@@ -252,6 +252,9 @@ pub(crate) struct PortState {
     pub(crate) pmr: PageStore,
     /// Called after every write lands in `pmr`.
     pub(crate) pmr_hook: Option<PmrWriteHook>,
+    /// What the machine's programs read of the PMR before writing it
+    /// (`None`: not logging; see [`Machine::log_pmr_access`]).
+    pub(crate) pmr_access: Option<crate::observe::AccessLog>,
     pub(crate) down: Serializer,
     pub(crate) up: Serializer,
     /// When the device ingress finishes the last request queued to it.
@@ -439,6 +442,7 @@ impl Machine {
             layout,
             pmr: store,
             pmr_hook: None,
+            pmr_access: None,
             down: Serializer::default(),
             up: Serializer::default(),
             ingress_free_at: SimTime::ZERO,
@@ -511,6 +515,29 @@ impl Machine {
             }
             None => false,
         }
+    }
+
+    /// Starts logging what the host and the device read of the PMR of
+    /// `port` before writing it ([`crate::observe`]): a crash checker learns
+    /// which PMR lines its verdict depends on. Returns false if there is no
+    /// such port.
+    pub fn log_pmr_access(&self, port: u8) -> bool {
+        match self.inner.ports.borrow_mut().get_mut(port as usize) {
+            Some(p) => {
+                p.pmr_access = Some(Default::default());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The PMR access log of `port` since [`Machine::log_pmr_access`] or
+    /// the last take; logging goes on with a fresh log (so a checker can
+    /// log its phases apart). `None` if not logging.
+    pub fn take_pmr_access(&self, port: u8) -> Option<crate::observe::AccessLog> {
+        let mut ports = self.inner.ports.borrow_mut();
+        let p = ports.get_mut(port as usize)?;
+        p.pmr_access.as_mut().map(std::mem::take)
     }
 
     /// The current content of a device's PMR (writes that have taken

@@ -1,0 +1,246 @@
+//! The read-set reduction: crash states enumerated by what their checks
+//! read, so that every state the envelope allows is judged (none sampled,
+//! no bound) while only a few are checked.
+//!
+//! # Why this judges every state
+//!
+//! A check (boot, the driver's and the file system's recovery, fsck, the
+//! oracle, the sanity check) is a deterministic program whose only inputs
+//! are the state's PMR bytes and media blocks ([`crate::reuse`] gives the
+//! argument). It logs the *units* it reads before writing them itself
+//! (64-byte PMR lines, blocks: [`pcie_sim::observe`]). Two states that hold
+//! the same bytes at every unit one of their checks read take the same
+//! steps and get the same verdict.
+//!
+//! At a crash point the pending items (in-flight PMR writes, write-
+//! combining lines, cached block versions) each write one unit. A unit's
+//! *class* in a state is what decides its bytes there
+//! ([`nvme_ctrl::crash::PointItems`]): equal classes, equal bytes. The
+//! enumeration is a tree of constraints, each the set of allowed states
+//! that meet it. A node's state is the least one that meets its constraint
+//! ([`pcie_sim::Pending::least_choice`]); its check reads units
+//! `u1, u2, ...`. The node's states then split, without overlap, into
+//! those in the state's class at every `u_i` (they all get its verdict:
+//! the leaf), and for each `j` and each other class `a` of `u_j`, those in
+//! its classes at `u_1..u_{j-1}` and in `a` at `u_j` (a child, explored the
+//! same way if any allowed state meets it). Units no pending item writes
+//! hold the same in every state and need no split. Every child fixes a
+//! class its parent left open, so the tree is finite; its leaves cover
+//! every allowed state once. The order of the reads only shapes the tree.
+//!
+//! So a run reports no state left unvisited: each allowed state is in a
+//! leaf whose state was checked (or was equal in content and promises to
+//! one checked). `tests/reductions.rs` checks, by brute force on small
+//! runs, that every state gets its leaf's verdict.
+//!
+//! A unit with more than [`nvme_ctrl::crash::MAX_CLASSES`] classes is not
+//! split; its point counts as having states not visited (no run of the
+//! default campaign has one). A point's tree is cut at a budget of nodes
+//! ([`crate::ExploreOptions::node_budget`]): a check that reads many units
+//! each with pending items (an oracle reading every block of a file whose
+//! blocks were all overwritten) splits its point into the product of their
+//! classes. Past the budget, each node left open is counted as (at least)
+//! one state not visited.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use crossbeam::channel::{Receiver, Sender};
+use nvme_ctrl::crash::{Constraint, Explorer, PointItems, StateChoice, Unit};
+
+use crate::explore::{Checked, ExploreReport, Job};
+use crate::oracle::Promise;
+
+/// One crash point's tree: hands out node states to check and splits each
+/// node by what its check read (the module doc's argument).
+#[derive(Debug)]
+pub struct PointTree<'e, 't> {
+    explorer: &'e Explorer<'t>,
+    items: PointItems,
+    open: Vec<Constraint>,
+    nodes: Vec<(Constraint, StateChoice)>,
+    /// A read unit had too many classes to split: states left unjudged.
+    pub too_wide: bool,
+}
+
+impl<'e, 't> PointTree<'e, 't> {
+    /// The tree of the explorer's current point, whose pending items are
+    /// `items` ([`Explorer::items_at`]).
+    pub fn new(explorer: &'e Explorer<'t>, items: PointItems) -> Self {
+        PointTree {
+            explorer,
+            items,
+            open: vec![Constraint::default()],
+            nodes: Vec::new(),
+            too_wide: false,
+        }
+    }
+
+    /// The next node to check: its number and its state's choice (the
+    /// least state meeting its constraint); `None` when no node is open
+    /// (more may open as checks report their reads).
+    pub fn next_node(&mut self) -> Option<(usize, StateChoice)> {
+        while let Some(c) = self.open.pop() {
+            if let Some(choice) = self.explorer.least(&c) {
+                self.nodes.push((c, choice.clone()));
+                return Some((self.nodes.len() - 1, choice));
+            }
+        }
+        None
+    }
+
+    /// Nodes handed out so far.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Nodes open (not handed out yet).
+    pub fn open(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Splits node `id` by what its check read: the states of the node that
+    /// differ from its state at a read unit become new open nodes.
+    pub fn read(&mut self, id: usize, reads: &[Unit]) {
+        let (c, choice) = &self.nodes[id];
+        let mut prefix = c.clone();
+        for &u in reads {
+            if !self.items.pending_at(u) {
+                continue;
+            }
+            let mine = self.items.class_of(u, choice);
+            let Some(classes) = self.items.classes(u) else {
+                self.too_wide = true;
+                continue;
+            };
+            for other in classes {
+                if other == mine {
+                    continue;
+                }
+                let child = prefix.and(&other);
+                if self.explorer.least(&child).is_some() {
+                    self.open.push(child);
+                }
+            }
+            prefix = prefix.and(&mine);
+        }
+    }
+
+    /// True if the state `choice` is in node `id`'s leaf, given what the
+    /// node's check read: it meets the node's constraint and is in the
+    /// node's state's class at every read unit (for tests).
+    pub fn in_leaf(&self, id: usize, reads: &[Unit], choice: &StateChoice) -> bool {
+        let (c, mine) = &self.nodes[id];
+        let mut all = c.clone();
+        for &u in reads {
+            all = all.and(&self.items.class_of(u, mine));
+        }
+        meets(&all, choice)
+    }
+}
+
+/// True if `choice` meets `c`.
+fn meets(c: &Constraint, choice: &StateChoice) -> bool {
+    let p = &c.pmr;
+    p.lines_in.iter().all(|l| choice.pmr.lines_landed.contains(l))
+        && !p.lines_out.iter().any(|l| choice.pmr.lines_landed.contains(l))
+        && choice.pmr.in_flight_landed.iter().enumerate().all(|(port, n)| {
+            *n >= p.posted_min.get(port).copied().unwrap_or(0)
+                && *n <= p.posted_max.get(port).copied().unwrap_or(usize::MAX)
+        })
+        && c.media_in.iter().all(|v| choice.media.contains(v))
+        && !c.media_out.iter().any(|v| choice.media.contains(v))
+}
+
+/// Enumerates every crash point's tree, sending each node's state to the
+/// checkers (`tx`) and splitting it by what the check read (`rx`); `tally`
+/// takes the result of every state not equal to one judged before.
+/// Returns the seconds spent waiting for checkers.
+pub(crate) fn enumerate(
+    explorer: &mut Explorer<'_>,
+    promises: &[Promise],
+    budget: usize,
+    tx: &Sender<Job>,
+    rx: &Receiver<Checked>,
+    report: &mut ExploreReport,
+    tally: &mut dyn FnMut(Checked, &mut ExploreReport),
+) -> Result<f64, String> {
+    let mut seen: BTreeSet<u128> = BTreeSet::new();
+    let mut waiting = 0f64;
+    // (what the states are made of, promises in force, states) at the
+    // last point explored.
+    let mut last: Option<((u64, u64), u128, u64)> = None;
+    for k in 0..explorer.points() {
+        let version = explorer.advance(k).map_err(|e| e.to_string())?;
+        let promised = crate::oracle::promises_key(promises, k + 1);
+        if let Some((v, p, n)) = last {
+            if v == version && p == promised {
+                // Same states, same promises: all judged already.
+                report.states_total = report.states_total.saturating_add(n);
+                report.states_by_read_set = report.states_by_read_set.saturating_add(n);
+                continue;
+            }
+        }
+        // How many states the envelope allows here (the bounded
+        // enumeration's count, without building them).
+        let (one, left) = explorer.choices_at(k, 0, 0).map_err(|e| e.to_string())?;
+        let allowed = (one.len() as u64).saturating_add(left);
+        last = Some((version, promised, allowed));
+        report.states_total = report.states_total.saturating_add(allowed);
+        let items = explorer.items_at(k).map_err(|e| e.to_string())?;
+        let mut tree = PointTree::new(explorer, items);
+        // Per node handed out: its state was not equal to one judged before.
+        let mut first: Vec<bool> = Vec::new();
+        let mut in_flight = 0usize;
+        loop {
+            while tree.nodes() < budget {
+                let Some((id, choice)) = tree.next_node() else {
+                    break;
+                };
+                let mut st = tree.explorer.build(k, &choice).map_err(|e| e.to_string())?;
+                let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
+                let new = seen.insert(h);
+                if new {
+                    report.states_checked += 1;
+                } else {
+                    // Equal to a state judged already: its verdict stands,
+                    // but its reads are needed to split the node (checking
+                    // it again is cheap: its recovery and verdict are
+                    // remembered).
+                    report.states_deduplicated += 1;
+                }
+                first.push(new);
+                let t = Instant::now();
+                tx.send(Job { state: st, tag: id })
+                    .map_err(|_| "the checkers stopped".to_string())?;
+                waiting += t.elapsed().as_secs_f64();
+                in_flight += 1;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            let t = Instant::now();
+            let done = rx.recv().map_err(|_| "the checkers stopped".to_string())?;
+            waiting += t.elapsed().as_secs_f64();
+            in_flight -= 1;
+            tree.read(done.tag, done.reads.as_deref().unwrap_or(&[]));
+            // Failures count once per distinct state, as without the
+            // reduction.
+            if first[done.tag] {
+                tally(done, report);
+            } else {
+                report.check_seconds += done.seconds;
+            }
+        }
+        if tree.too_wide {
+            report.states_not_visited = u64::MAX;
+        }
+        // Past the budget, each node left open holds at least one state
+        // not judged (a lower bound: how many it holds is not counted).
+        report.states_not_visited = report.states_not_visited.saturating_add(tree.open() as u64);
+        report.states_by_read_set = report
+            .states_by_read_set
+            .saturating_add(allowed.saturating_sub(tree.nodes() as u64));
+    }
+    Ok(waiting)
+}
