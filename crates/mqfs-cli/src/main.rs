@@ -19,10 +19,15 @@ enum Cmd {
     /// Mount an image through FUSE (foreground; Ctrl-C or `fusermount3 -u` unmounts;
     /// --record FILE saves the run for `crashfuzz explore --trace FILE`).
     Mount(mount::MountArgs),
-    /// Check an image (after recovery in memory if it was not unmounted cleanly).
+    /// Check an image (after recovery in memory if it was not unmounted cleanly);
+    /// --repair fixes orphans, link counts, bitmaps and unreachable inodes.
     Fsck {
         /// The image.
         image: std::path::PathBuf,
+        /// Repair what can be repaired (through a real mount; an image with
+        /// nothing to repair is left unchanged).
+        #[arg(long)]
+        repair: bool,
     },
     /// Show an image's machine, layout, journal areas and usage.
     Stat {
@@ -42,10 +47,14 @@ fn run(cmd: Cmd) -> Result<(), CliError> {
                 print!("{}", r.render());
             }
         }
-        Cmd::Fsck { image } => print!(
-            "{}",
-            fsck::run(&image).map_err(|e| in_context(e, &image, "check"))?
-        ),
+        Cmd::Fsck { image, repair } => {
+            let (done, action) = if repair {
+                (fsck::repair(&image), "repair")
+            } else {
+                (fsck::run(&image), "check")
+            };
+            print!("{}", done.map_err(|e| in_context(e, &image, action))?)
+        }
         Cmd::Stat { image } => print!(
             "{}",
             stat::run(&image).map_err(|e| in_context(e, &image, "read"))?
