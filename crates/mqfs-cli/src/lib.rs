@@ -77,10 +77,10 @@
 //! simulated time since (`docs/decisions.md` M17), unless a program sets
 //! them (`cp -a`, `touch -d`).
 //!
-//! A file unlinked (or renamed over) while open is moved to the hidden
-//! directory `/.mqfs-orphans` and removed at its last close, as the VFS
-//! keeps an open file alive (`fstat` reports no link meanwhile); orphans
-//! left by a crash are removed at the next mount.
+//! A file unlinked (or renamed over) while open lives on with no link
+//! (`fstat` reports `st_nlink` 0) on mqfs's orphan list (`mqfs::orphan`,
+//! ext4's) until its last close, as the VFS keeps an open file alive; the
+//! orphans a crash left are freed by the next mount.
 //!
 //! ## Live figures
 //!
