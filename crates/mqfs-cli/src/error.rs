@@ -23,6 +23,9 @@ pub enum CliError {
     /// The mountpoint does not exist or is not a directory.
     #[error("{0}: mountpoint is not an existing directory")]
     NoMountpoint(PathBuf),
+    /// The mountpoint is already a live mqfs mount.
+    #[error("{0}: already an mqfs mount (unmount it first)")]
+    AlreadyMounted(PathBuf),
     /// Another `mqfs` process holds the image.
     #[error("{0}: image is in use (mounted or being checked by another mqfs process)")]
     Busy(PathBuf),
@@ -104,6 +107,7 @@ impl CliError {
             self,
             CliError::Usage(_)
                 | CliError::NoMountpoint(_)
+                | CliError::AlreadyMounted(_)
                 | CliError::Busy(_)
                 | CliError::NotImage { .. }
                 | CliError::Exists(_)

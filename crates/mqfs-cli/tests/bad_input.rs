@@ -144,6 +144,15 @@ fn an_image_in_use_is_refused() {
         "in use",
     );
     assert!(!is_mounted(&other));
+    // Another image on the live mount's mountpoint: refused before the
+    // second image is even opened.
+    let img2 = mkfs(&t, "img2", &["--size", "16M", "--mode", "mq"]);
+    refused(&img2, &mut mount_cmd(&img2, &m.join("")), "already an mqfs mount");
+    assert_eq!(
+        std::fs::read(m.join("f")).unwrap(),
+        b"hello",
+        "the first mount still serves"
+    );
     m.unmount();
     common::fsck_ok(&img);
 }
