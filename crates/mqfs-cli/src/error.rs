@@ -17,6 +17,16 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    /// A file the user named cannot be opened or created (missing
+    /// directory, no permission, a directory where a file should be).
+    #[error("{path}: cannot open")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A bad command-line value.
     #[error("{0}")]
     Usage(String),
@@ -93,6 +103,14 @@ impl CliError {
         }
     }
 
+    /// `path`, which the user named, cannot be opened or created.
+    pub fn open(path: impl Into<PathBuf>, source: std::io::Error) -> CliError {
+        CliError::Open {
+            path: path.into(),
+            source,
+        }
+    }
+
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> CliError {
         CliError::Io {
@@ -106,6 +124,7 @@ impl CliError {
         matches!(
             self,
             CliError::Usage(_)
+                | CliError::Open { .. }
                 | CliError::NoMountpoint(_)
                 | CliError::AlreadyMounted(_)
                 | CliError::Busy(_)

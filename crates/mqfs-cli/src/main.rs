@@ -1,12 +1,15 @@
-//! The `mqfs` command (see the crate docs of `mqfs_cli`).
+//! The `mqfs` command (see the crate docs of `mqfs_cli`). Every error is
+//! one line on stderr: status 2 for bad input (arguments, paths, images),
+//! 1 for a check that found errors or a failure of the run itself.
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 use mqfs_cli::cmd::{fsck, mkfs, mount, stat};
 use mqfs_cli::CliError;
 
 /// Make, check, inspect and mount MQFS images on the simulated machine.
 #[derive(Debug, Parser)]
-#[command(name = "mqfs", version)]
+#[command(name = "mqfs", version, color = clap::ColorChoice::Never)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -73,8 +76,35 @@ fn in_context(e: CliError, image: &std::path::Path, action: &'static str) -> Cli
     }
 }
 
+/// The parse error as one line: the lines before clap's usage screen
+/// (without its tips), joined. Usage screens are for `--help` only.
+fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:"))
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:") && !l.starts_with("For more information"))
+        .collect();
+    parts.join(" ").trim_start_matches("error: ").to_string()
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => match e.kind() {
+            // Asked for: the help or version screen, status 0.
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => e.exit(),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                eprintln!("mqfs: no subcommand (mkfs, mount, fsck or stat; --help lists them)");
+                std::process::exit(2);
+            }
+            _ => {
+                eprintln!("mqfs: {}", one_line(&e));
+                std::process::exit(2);
+            }
+        },
+    };
     if let Err(e) = run(cli.command) {
         eprintln!("mqfs: {}", e.one_line());
         std::process::exit(e.exit_code());
