@@ -71,9 +71,10 @@ pub fn run(path: &Path) -> Result<String, CliError> {
     Ok(out)
 }
 
-/// Repairs the image (see the module docs); returns what was done and the
-/// check after it, or `FsckErrors` (with that printed first, each error
-/// left as one `not fixed:` line) if errors remain.
+/// Repairs the image (see the module docs); returns what was done (one
+/// `fixed:` line each) and the check after it (each finding left also as
+/// one `not fixed:` line), or `FsckErrors` (with that printed first) if
+/// errors remain.
 pub fn repair(path: &Path) -> Result<String, CliError> {
     let image = LockedImage::open(path)?;
     let sb = read_superblock(&image)?;
@@ -113,12 +114,12 @@ pub fn repair(path: &Path) -> Result<String, CliError> {
     finish(out, &report)
 }
 
-/// Appends the report and one `not fixed:` line per error; `FsckErrors`
-/// (printing it all) if any.
+/// Appends the report and one `not fixed:` line per finding left;
+/// `FsckErrors` (printing it all) if errors are.
 fn finish(mut out: String, report: &Report) -> Result<String, CliError> {
     out.push_str(&report.to_string());
-    for e in report.errors() {
-        out.push_str(&format!("not fixed: {e}\n"));
+    for f in &report.findings {
+        out.push_str(&format!("not fixed: {f}\n"));
     }
     let errors = errors_of(report);
     if errors > 0 {
