@@ -17,12 +17,25 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    /// A file the user named cannot be opened or created (missing
+    /// directory, no permission, a directory where a file should be).
+    #[error("{path}: cannot open")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A bad command-line value.
     #[error("{0}")]
     Usage(String),
     /// The mountpoint does not exist or is not a directory.
     #[error("{0}: mountpoint is not an existing directory")]
     NoMountpoint(PathBuf),
+    /// The mountpoint is already a live mqfs mount.
+    #[error("{0}: already an mqfs mount (unmount it first)")]
+    AlreadyMounted(PathBuf),
     /// Another `mqfs` process holds the image.
     #[error("{0}: image is in use (mounted or being checked by another mqfs process)")]
     Busy(PathBuf),
@@ -90,6 +103,14 @@ impl CliError {
         }
     }
 
+    /// `path`, which the user named, cannot be opened or created.
+    pub fn open(path: impl Into<PathBuf>, source: std::io::Error) -> CliError {
+        CliError::Open {
+            path: path.into(),
+            source,
+        }
+    }
+
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> CliError {
         CliError::Io {
@@ -103,7 +124,9 @@ impl CliError {
         matches!(
             self,
             CliError::Usage(_)
+                | CliError::Open { .. }
                 | CliError::NoMountpoint(_)
+                | CliError::AlreadyMounted(_)
                 | CliError::Busy(_)
                 | CliError::NotImage { .. }
                 | CliError::Exists(_)

@@ -76,18 +76,24 @@ impl LockedImage {
             path: image.to_path_buf(),
             why,
         };
+        if paths.media.is_dir() {
+            return Err(not_image("a directory".into()));
+        }
+        if !paths.media.exists() && !paths.header.exists() {
+            return Err(not_image("no such file".into()));
+        }
         if !paths.header.is_file() {
             return Err(not_image(format!("no header file {}", paths.header.display())));
         }
         if !paths.media.is_file() {
             return Err(not_image("no media file".into()));
         }
-        let media = File::open(&paths.media).map_err(|e| CliError::io(&paths.media, e))?;
+        let media = File::open(&paths.media).map_err(|e| CliError::open(&paths.media, e))?;
         lock(&media, &paths.media)?;
         let mut text = String::new();
         File::open(&paths.header)
             .and_then(|mut f| f.read_to_string(&mut text))
-            .map_err(|e| CliError::io(&paths.header, e))?;
+            .map_err(|e| CliError::open(&paths.header, e))?;
         let header = Header::parse(&text).map_err(|why| not_image(format!("header: {why}")))?;
         let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
         let want = header.blocks * BLOCK as u64;
@@ -116,6 +122,12 @@ impl LockedImage {
     /// Refuses to replace an existing image unless `force`.
     pub fn create(image: &Path, header: Header, force: bool) -> Result<LockedImage, CliError> {
         let paths = Paths::new(image);
+        if paths.media.is_dir() {
+            return Err(CliError::NotImage {
+                path: image.to_path_buf(),
+                why: "a directory".into(),
+            });
+        }
         if paths.any_exists() && !force {
             return Err(CliError::Exists(image.to_path_buf()));
         }
@@ -125,7 +137,7 @@ impl LockedImage {
             .create(true)
             .truncate(false)
             .open(&paths.media)
-            .map_err(|e| CliError::io(&paths.media, e))?;
+            .map_err(|e| CliError::open(&paths.media, e))?;
         lock(&media, &paths.media)?;
         // The lock is ours: nothing else uses these files now.
         match std::fs::remove_file(&paths.header) {
@@ -167,6 +179,13 @@ impl LockedImage {
 
     /// The media, read-write through a shared map of `IMAGE`.
     pub fn media_rw(&self) -> Result<Media, CliError> {
+        // A file the user cannot write is bad input, said before the drive
+        // is built over it.
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.paths.media)
+            .map_err(|e| CliError::open(&self.paths.media, e))?;
         Ok(Media::file(&self.paths.media, self.header.blocks)?)
     }
 

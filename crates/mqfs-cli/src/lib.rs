@@ -10,13 +10,17 @@
 //! mqfs mount IMAGE MOUNTPOINT          # foreground; Ctrl-C or `fusermount3 -u MOUNTPOINT` unmounts
 //! mqfs mount IMAGE MOUNTPOINT --record run.cfz   # and save the run for `crashfuzz explore --trace run.cfz`
 //! mqfs fsck IMAGE
+//! mqfs fsck --repair IMAGE             # e2fsck's passes 1, 3, 4, 5 through a real mount
 //! mqfs stat IMAGE
 //! ```
 //!
 //! Exit status: 0 on success; 1 when the operation ran and failed (fsck
-//! found errors, an I/O error); 2 on bad input (bad arguments, a missing
-//! mountpoint, an image that is not an MQFS image, is corrupt, or is in use
-//! by another `mqfs` process). Errors are one line on stderr.
+//! found errors, or errors remain after a repair, an I/O error); 2 on bad
+//! input (bad arguments, a missing image, a directory or a file that cannot
+//! be opened where an image should be, a missing mountpoint or one that is
+//! already an mqfs mount, an image that is not an MQFS image, is corrupt,
+//! or is in use by another `mqfs` process). Errors are one line on stderr;
+//! usage screens are for `--help`.
 //!
 //! ## The image
 //!
@@ -77,10 +81,10 @@
 //! simulated time since (`docs/decisions.md` M17), unless a program sets
 //! them (`cp -a`, `touch -d`).
 //!
-//! A file unlinked (or renamed over) while open is moved to the hidden
-//! directory `/.mqfs-orphans` and removed at its last close, as the VFS
-//! keeps an open file alive (`fstat` reports no link meanwhile); orphans
-//! left by a crash are removed at the next mount.
+//! A file unlinked (or renamed over) while open lives on with no link
+//! (`fstat` reports `st_nlink` 0) on mqfs's orphan list (`mqfs::orphan`,
+//! ext4's) until its last close, as the VFS keeps an open file alive; the
+//! orphans a crash left are freed by the next mount.
 //!
 //! ## Live figures
 //!

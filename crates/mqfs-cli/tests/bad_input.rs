@@ -1,6 +1,8 @@
-//! Bad input: a corrupt image, a mountpoint that does not exist, an image
-//! already in use, an unsupported flag. Each is one line on stderr and
-//! exit status 2, and the image files are untouched.
+//! Bad input: bad arguments of every subcommand, bad paths (a missing
+//! image, a directory, a file the user cannot read or write), a corrupt
+//! image, a mountpoint that does not exist or is already a live mount, an
+//! image already in use. Each is one line on stderr and exit status 2 (no
+//! usage screen: that is for `--help`), and the image files are untouched.
 
 mod common;
 
@@ -144,6 +146,15 @@ fn an_image_in_use_is_refused() {
         "in use",
     );
     assert!(!is_mounted(&other));
+    // Another image on the live mount's mountpoint: refused before the
+    // second image is even opened.
+    let img2 = mkfs(&t, "img2", &["--size", "16M", "--mode", "mq"]);
+    refused(&img2, &mut mount_cmd(&img2, &m.join("")), "already an mqfs mount");
+    assert_eq!(
+        std::fs::read(m.join("f")).unwrap(),
+        b"hello",
+        "the first mount still serves"
+    );
     m.unmount();
     common::fsck_ok(&img);
 }
@@ -185,4 +196,106 @@ fn mkfs_refuses_to_overwrite_and_bad_arguments() {
             .arg(&img),
     );
     assert!(common::ok(mqfs().arg("stat").arg(&img)).contains("horae mode"));
+}
+
+/// Runs `cmd`: status 2 and one line on stderr mentioning `want`.
+fn rejected(cmd: &mut Command, want: &str) {
+    let o = output(cmd);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{cmd:?}: one line: {err:?}");
+    assert!(
+        err.starts_with("mqfs: ") && err.contains(want),
+        "{cmd:?}: {err:?} should mention {want:?}"
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "{cmd:?}: no usage screen: {:?}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn bad_arguments_are_one_line_without_a_usage_screen() {
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "no subcommand"),
+        (&["bogus"], "'bogus'"),
+        (&["mkfs"], "<IMAGE>"),
+        (&["mkfs", "--queues", "abc", "x.img"], "--queues"),
+        (&["mkfs", "--size", "12Q", "x.img"], "bad size"),
+        (&["mkfs", "--frob", "x.img"], "'--frob'"),
+        (&["mount"], "<IMAGE> <MOUNTPOINT>"),
+        (&["mount", "a.img"], "<MOUNTPOINT>"),
+        (&["mount", "--record"], "--record"),
+        (&["fsck"], "<IMAGE>"),
+        (&["fsck", "a.img", "b.img"], "'b.img'"),
+        (&["fsck", "--fix", "a.img"], "'--fix'"),
+        (&["stat"], "<IMAGE>"),
+        (&["stat", "-x", "a.img"], "'-x'"),
+    ];
+    for (args, want) in cases {
+        rejected(mqfs().args(*args), want);
+    }
+    // Usage screens are for --help (status 0, on stdout).
+    for args in [
+        &["--help"][..],
+        &["fsck", "--help"],
+        &["mount", "--help"],
+        &["help", "mkfs"],
+    ] {
+        let o = output(mqfs().args(args));
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Usage:"), "{args:?}");
+    }
+}
+
+#[test]
+fn bad_paths_are_one_line_for_every_subcommand() {
+    let t = TempDir::new("bad-paths");
+    let img = mkfs(&t, "img", &["--size", "16M", "--mode", "classic"]);
+    let dir = t.dir("adir");
+    let mnt = t.dir("mnt");
+    let missing = t.join("missing.img");
+    for (path, want) in [(&missing, "no such file"), (&dir, "a directory")] {
+        rejected(mqfs().arg("fsck").arg(path), want);
+        rejected(mqfs().args(["fsck", "--repair"]).arg(path), want);
+        rejected(mqfs().arg("stat").arg(path), want);
+        rejected(&mut mount_cmd(path, &mnt), want);
+    }
+    rejected(mqfs().arg("mkfs").arg(&dir), "a directory");
+    rejected(mqfs().arg("mkfs").arg(t.join("no/such/dir.img")), "cannot open");
+    rejected(
+        &mut mount_cmd(&img, &missing),
+        "mountpoint is not an existing directory",
+    );
+    // Files the user cannot read or write: run as nobody (root reads
+    // everything).
+    common::require("setpriv");
+    let as_nobody = |args: &[&std::ffi::OsStr]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_mqfs"))
+            .args(args);
+        c
+    };
+    std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let before = image_bytes(&img);
+    // Readable but not writable by nobody: mount needs to write it.
+    rejected(
+        &mut as_nobody(&["mount".as_ref(), img.as_os_str(), mnt.as_os_str()]),
+        "cannot open: Permission denied",
+    );
+    std::fs::set_permissions(&img, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    for sub in [&["fsck"][..], &["fsck", "--repair"], &["stat"]] {
+        let mut args: Vec<&std::ffi::OsStr> = sub.iter().map(|s| s.as_ref()).collect();
+        args.push(img.as_os_str());
+        rejected(&mut as_nobody(&args), "cannot open: Permission denied");
+    }
+    rejected(
+        &mut as_nobody(&["mkfs".as_ref(), "--force".as_ref(), img.as_os_str()]),
+        "cannot open: Permission denied",
+    );
+    std::fs::set_permissions(&img, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    assert!(image_bytes(&img) == before, "a refused command changed the image");
+    assert!(!is_mounted(&mnt));
 }

@@ -35,6 +35,15 @@ pub struct MkfsOptions {
     pub journal_blocks: Option<u64>,
     /// Bytes of data per inode (default 16 KiB, Ext4's default ratio).
     pub bytes_per_inode: u64,
+    /// The device reads zeros everywhere (a fresh sparse image file): the
+    /// inode tables are not written, only the block holding the root, so
+    /// mkfs writes a few blocks per group whatever the size. mke2fs does
+    /// the same when a discard left the device reading zeros
+    /// (misc/mke2fs.c: `itable_zeroed`, set when
+    /// `io_channel_discard_zeroes_data`). False by default: every
+    /// inode-table block is written with zeros, so stale inodes of an
+    /// earlier file system cannot show through.
+    pub zeroed: bool,
 }
 
 impl MkfsOptions {
@@ -45,6 +54,7 @@ impl MkfsOptions {
             journal_areas: 1,
             journal_blocks: None,
             bytes_per_inode: 16384,
+            zeroed: false,
         }
     }
 }
@@ -160,8 +170,10 @@ pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result
             }
         }
         writes.push((sb.inode_bitmap(g), im));
-        for t in 0..sb.itable_blocks() {
-            writes.push((sb.inode_table(g) + t, Box::new([0u8; BLOCK])));
+        if !opts.zeroed {
+            for t in 0..sb.itable_blocks() {
+                writes.push((sb.inode_table(g) + t, Box::new([0u8; BLOCK])));
+            }
         }
     }
     // The root directory.
@@ -180,6 +192,9 @@ pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result
         ..Default::default()
     };
     let (iblk, off) = sb.inode_location(ROOT_INO)?;
+    if !writes.iter().any(|(b, _)| *b == iblk) {
+        writes.push((iblk, Box::new([0u8; BLOCK])));
+    }
     if let Some(w) = writes.iter_mut().find(|(b, _)| *b == iblk) {
         w.1[off..off + crate::layout::INODE_SIZE].copy_from_slice(&root.encode());
     }

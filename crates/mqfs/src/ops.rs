@@ -591,24 +591,8 @@ impl Fs {
                 ..Default::default()
             };
         }
-        let (blk, off) = self.sb.borrow().inode_location(st.ino)?;
-        let buf = self.meta(ctx, blk).await?;
-        {
-            let _l = buf.lock.lock().await;
-            // A free slot keeps only its generation, so a reused number
-            // gets a new one.
-            let keep = Inode {
-                generation: st.inode.borrow().generation,
-                ..Default::default()
-            };
-            let enc = if keep.generation == 0 {
-                [0u8; crate::layout::INODE_SIZE]
-            } else {
-                keep.encode()
-            };
-            buf.modify()[off..off + crate::layout::INODE_SIZE].copy_from_slice(&enc);
-        }
-        self.dirtied(blk, &[st]);
+        let generation = st.inode.borrow().generation;
+        self.write_free_slot(ctx, st.ino, generation, st).await?;
         self.free_ino(ctx, st, st.ino).await?;
         heir.dirty_meta
             .borrow_mut()
@@ -617,6 +601,35 @@ impl Fs {
             .borrow_mut()
             .extend(st.revokes.borrow().iter().copied());
         self.inodes.borrow_mut().remove(&st.ino);
+        Ok(())
+    }
+
+    /// Writes inode `ino`'s slot as a free one on behalf of `owner`. A free
+    /// slot keeps only its generation (`generation`, 0 for an all-zero
+    /// slot), so a reused number gets a new one.
+    pub(crate) async fn write_free_slot(
+        &self,
+        ctx: Ctx,
+        ino: Ino,
+        generation: u32,
+        owner: &InodeState,
+    ) -> Result<(), FsError> {
+        let (blk, off) = self.sb.borrow().inode_location(ino)?;
+        let buf = self.meta(ctx, blk).await?;
+        {
+            let _l = buf.lock.lock().await;
+            let keep = Inode {
+                generation,
+                ..Default::default()
+            };
+            let enc = if generation == 0 {
+                [0u8; crate::layout::INODE_SIZE]
+            } else {
+                keep.encode()
+            };
+            buf.modify()[off..off + crate::layout::INODE_SIZE].copy_from_slice(&enc);
+        }
+        self.dirtied(blk, &[owner]);
         Ok(())
     }
 

@@ -153,6 +153,11 @@ impl Media {
         // controller runs, so the mapping stays valid for its lifetime.
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(io)?;
+        // The drive touches scattered 4 KiB blocks: no readahead on a
+        // fault (madvise(2) MADV_RANDOM). Without it, each first touch of
+        // a block in a sparse file zero-fills a whole readahead window,
+        // which made mkfs of a 200 GiB image take half a minute.
+        map.advise(memmap2::Advice::Random).map_err(io)?;
         Ok(Media {
             blocks,
             layer: Layer::File { map, _file: file },

@@ -87,6 +87,9 @@ pub fn run(args: &MkfsArgs) -> Result<String, CliError> {
     let dev = rig.probe()?;
     let mut opts = MkfsOptions::new(image.header.mode);
     opts.journal_areas = dev.queue_count() as u32;
+    // The media file was just made sparse (`LockedImage::create`): it
+    // reads zeros, so only metadata blocks are written.
+    opts.zeroed = true;
     let d = dev.clone();
     let sb = rig.run_fs(async move { mqfs::mkfs(&d, Ctx::on(0), &opts).await })?;
     let d = dev.clone();

@@ -88,6 +88,58 @@ fn watch_signals(mountpoint: &Path) -> Result<(Handle, JoinHandle<()>), CliError
     Ok((handle, thread))
 }
 
+/// The prefix of an mqfs mount's source (its `fsname`) in
+/// `/proc/self/mountinfo`: `mqfs:IMAGE`.
+const FSNAME_PREFIX: &str = "mqfs:";
+
+/// True if `dir` is a live mqfs mount: its line in `/proc/self/mountinfo`
+/// (proc(5): the mount point is field 5, with space, tab, newline and
+/// backslash escaped in octal; after the `-` separator come the
+/// file-system type, `fuse` or `fuse.mqfs`, and the source, which names
+/// the image after [`FSNAME_PREFIX`]). Mounting over it would hide the
+/// first mount, which would then serve nobody until unmounted.
+fn is_mqfs_mount(dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else { return false };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    info.lines().any(|l| {
+        let mut fields = l.split(' ');
+        let point = fields.nth(4).map(unescape_octal);
+        let mut after = fields.skip_while(|f| *f != "-").skip(1);
+        let (fstype, source) = (after.next().unwrap_or(""), after.next().unwrap_or(""));
+        point.as_deref() == Some(dir.as_os_str().as_encoded_bytes())
+            && (fstype == "fuse" || fstype.starts_with("fuse."))
+            && source.starts_with(FSNAME_PREFIX)
+    })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape_octal(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')),
+                );
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// Mounts and serves until unmounted; returns the figures at the end and
 /// the saved run, if recording.
 pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
@@ -103,6 +155,9 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
             )))
         }
         _ => return Err(CliError::NoMountpoint(args.mountpoint.clone())),
+    }
+    if is_mqfs_mount(&args.mountpoint) {
+        return Err(CliError::AlreadyMounted(args.mountpoint.clone()));
     }
     let image = LockedImage::open(&args.image)?;
     let unmountable = |e: CliError| e.on_image(&args.image, "mount");
@@ -126,7 +181,7 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
     let outcome = Outcome::default();
     let adapter = MqfsFuse::new((image, rig, pmr), dev, fs, rec, outcome.clone())?;
     let options = [
-        MountOption::FSName(format!("mqfs:{}", args.image.display())),
+        MountOption::FSName(format!("{FSNAME_PREFIX}{}", args.image.display())),
         MountOption::Subtype("mqfs".into()),
         MountOption::NoAtime,
     ];
@@ -151,4 +206,17 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
     served.map_err(|e| CliError::Fuse(args.mountpoint.clone(), e))?;
     let result = outcome.borrow_mut().take();
     result.unwrap_or_else(|| Err(CliError::Usage("the session ended without unmounting".into())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_octal(r"/tmp/a\040b\134c"), b"/tmp/a b\\c");
+        assert_eq!(unescape_octal(r"/x\04"), b"/x\\04");
+        assert!(!is_mqfs_mount(Path::new("/")));
+        assert!(!is_mqfs_mount(Path::new("/no/such/dir")));
+    }
 }

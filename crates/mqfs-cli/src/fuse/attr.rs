@@ -9,8 +9,6 @@ use mqfs::{Attr, Ino};
 
 /// The hidden control directory in the root.
 pub const CONTROL_NAME: &str = ".mqfs";
-/// Where files unlinked while open wait for their last close.
-pub const ORPHANS_NAME: &str = ".mqfs-orphans";
 /// The stats file in the control directory.
 pub const STATS_NAME: &str = "stats";
 /// FUSE inode of the control directory (above every MQFS inode number).
@@ -20,7 +18,7 @@ pub const STATS_FILE: u64 = CONTROL_DIR + 1;
 
 /// True for the names the root reserves.
 pub fn reserved(parent: u64, name: &str) -> bool {
-    parent == FUSE_ROOT_ID && (name == CONTROL_NAME || name == ORPHANS_NAME)
+    parent == FUSE_ROOT_ID && name == CONTROL_NAME
 }
 
 /// True for the control directory's inodes.

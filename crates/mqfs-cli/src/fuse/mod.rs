@@ -18,21 +18,19 @@ mod ops;
 mod recording;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::Rc;
 
 use ccnvme::BlockDevice;
-use mqfs::layout::ROOT_INO;
-use mqfs::{Ctx, FileType, Fs, FsError, Ino};
+use mqfs::{Ctx, Fs, FsError, Ino};
 use pcie_sim::Counters;
 
 use crate::error::CliError;
 use crate::image::{LockedImage, PmrFile};
-use crate::record::{At, Make, Recorded, Recorder, Req};
+use crate::record::{At, Recorded, Recorder, Req};
 use crate::rig::Rig;
 use crate::stats::Stats;
-use attr::ORPHANS_NAME;
 
 /// What the final unmount left: the figures, and the saved run if the
 /// mount recorded one.
@@ -69,10 +67,10 @@ pub struct MqfsFuse {
     outcome: Outcome,
     queues: usize,
     requests: u64,
-    /// Open files per inode (a file unlinked while open becomes an orphan).
+    /// Regular files opened in the file system, and how many times (a
+    /// file unlinked while open lives on mqfs's orphan list until its
+    /// last release, [`mqfs::orphan`]).
     open: BTreeMap<Ino, u32>,
-    /// Orphans waiting for their last close.
-    orphans: BTreeSet<Ino>,
     /// Directory listings taken at opendir, by handle.
     dirs: BTreeMap<u64, Vec<(String, u64, fuser::FileType)>>,
     /// Stats snapshots taken at open, by handle.
@@ -95,8 +93,8 @@ const EIO: i32 = libc::EIO;
 
 impl MqfsFuse {
     /// Takes a file system mounted on `rig` (over `image`'s files, PMR
-    /// writes going through `pmr`), removes the orphans a crash left, and
-    /// reports the final unmount into `outcome`; `rec` records the run.
+    /// writes going through `pmr`; the mount freed the orphans a crash
+    /// left), and reports the final unmount into `outcome`; `rec` records the run.
     pub fn new(
         (image, rig, pmr): (LockedImage, Rig, Rc<PmrFile>),
         dev: Rc<BlockDevice>,
@@ -106,7 +104,7 @@ impl MqfsFuse {
     ) -> Result<MqfsFuse, CliError> {
         let queues = image.header.queues as usize;
         let since = rig.machine.counters();
-        let mut me = MqfsFuse {
+        Ok(MqfsFuse {
             mounted: Some(Mounted {
                 fs,
                 dev,
@@ -120,13 +118,10 @@ impl MqfsFuse {
             queues,
             requests: 0,
             open: BTreeMap::new(),
-            orphans: BTreeSet::new(),
             dirs: BTreeMap::new(),
             snapshots: BTreeMap::new(),
             next_fh: 1,
-        };
-        me.remove_orphans()?;
-        Ok(me)
+        })
     }
 
     /// The simulated thread of a request from process `pid`.
@@ -185,127 +180,50 @@ impl MqfsFuse {
         Some(Stats::read(&m.rig.machine, &m.since, self.requests))
     }
 
-    /// The orphan directory's inode, made if `create`.
-    fn orphan_dir(&mut self, create: bool) -> Result<Option<Ino>, CliError> {
-        let ctx = Ctx::on(0);
-        let found = self.run(ctx, Req::Query, move |fs| async move {
-            match fs.lookup(ctx, ROOT_INO, ORPHANS_NAME).await {
-                Ok(a) => Ok(Some(a)),
-                Err(FsError::NotFound) => Ok(None),
+    /// One more open file description of `ino`. A regular file is opened
+    /// in the file system too ([`Fs::open`]), so that an unlink or a rename
+    /// over it while open keeps it alive on mqfs's orphan list with no
+    /// link (`fstat` gives `st_nlink` 0, as on Linux: `vfs_unlink` drops
+    /// the last link) until its last release (unlink(2)); other types need
+    /// nothing kept.
+    fn opened(&mut self, ctx: Ctx, ino: Ino) -> Result<(), i32> {
+        let is_file = self.call(ctx, Req::Query, move |fs| async move {
+            match fs.open(ctx, ino).await {
+                Ok(()) => Ok(true),
+                Err(FsError::IsDir | FsError::Invalid(_)) => Ok(false),
                 Err(e) => Err(e),
             }
         })?;
-        let made = match found {
-            Some(a) => Some((a, true)),
-            None if create => {
-                let req = Req::Make(Make::Dir, ROOT_INO, ORPHANS_NAME.into());
-                let a = self.run(ctx, req, move |fs| async move {
-                    fs.mkdir(ctx, ROOT_INO, ORPHANS_NAME, 0o700).await
-                })?;
-                Some((a, false))
-            }
-            None => None,
-        };
-        Ok(made.map(|(a, looked_up)| {
-            self.learned(ROOT_INO, ORPHANS_NAME, &a, looked_up);
-            a.ino
-        }))
-    }
-
-    /// The FUSE attributes of `a` as a program sees them: a file unlinked
-    /// while open (kept under the orphan directory until its last close)
-    /// has no link left (`fstat` of an unlinked open file gives
-    /// `st_nlink` 0, as on Linux: `vfs_unlink` drops the last link).
-    fn attr_of(&self, a: &mqfs::Attr) -> fuser::FileAttr {
-        let mut attr = attr::file_attr(a);
-        if self.orphans.contains(&a.ino) {
-            attr.nlink = 0;
+        if is_file {
+            *self.open.entry(ino).or_insert(0) += 1;
         }
-        attr
-    }
-
-    /// If `parent/name` is a file whose last link this removal would drop
-    /// while it is open, moves it to the orphan directory instead and
-    /// returns true.
-    fn orphan_if_open(&mut self, ctx: Ctx, parent: Ino, name: &str) -> Result<bool, i32> {
-        let n = name.to_string();
-        let found = self.call(ctx, Req::Query, move |fs| async move {
-            match fs.lookup(ctx, parent, &n).await {
-                Ok(a) => Ok(Some(a)),
-                Err(FsError::NotFound) => Ok(None),
-                Err(e) => Err(e),
-            }
-        })?;
-        let Some(a) = found else { return Ok(false) };
-        self.learned(parent, name, &a, true);
-        if a.ftype != FileType::File || a.links != 1 || !self.open.contains_key(&a.ino) {
-            return Ok(false);
-        }
-        let dir = match self.orphan_dir(true) {
-            Ok(Some(d)) => d,
-            Ok(None) => return Err(EIO),
-            Err(CliError::Fs(e)) => return Err(e.errno()),
-            Err(_) => return Err(EIO),
-        };
-        let (n, ino) = (name.to_string(), a.ino);
-        let req = Req::Rename(parent, n.clone(), dir, ino.to_string());
-        self.call(ctx, req, move |fs| async move {
-            fs.rename(ctx, parent, &n, dir, &ino.to_string()).await
-        })?;
-        self.orphans.insert(ino);
-        Ok(true)
-    }
-
-    /// One close of `ino`; removes it if it was an orphan and this was its
-    /// last open.
-    fn closed(&mut self, ino: Ino) {
-        let left = match self.open.get_mut(&ino) {
-            Some(n) => {
-                *n = n.saturating_sub(1);
-                *n
-            }
-            None => 0,
-        };
-        if left > 0 {
-            return;
-        }
-        self.open.remove(&ino);
-        if self.orphans.remove(&ino) {
-            let gone = self.orphan_dir(false).and_then(|dir| match dir {
-                Some(dir) => self.run(
-                    Ctx::on(0),
-                    Req::Unlink(dir, ino.to_string()),
-                    move |fs| async move { fs.unlink(Ctx::on(0), dir, &ino.to_string()).await },
-                ),
-                None => Ok(()),
-            });
-            if let Err(e) = gone {
-                eprintln!("mqfs: removing orphan inode {ino}: {}", e.one_line());
-            }
-        }
-    }
-
-    /// Removes every orphan and the orphan directory (at mount: what a
-    /// crash left; at unmount: files still open).
-    fn remove_orphans(&mut self) -> Result<(), CliError> {
-        let Some(dir) = self.orphan_dir(false)? else {
-            return Ok(());
-        };
-        let ctx = Ctx::on(0);
-        self.run(
-            ctx,
-            Req::Rmdir(ROOT_INO, ORPHANS_NAME.into()),
-            move |fs| async move {
-                for (name, _, _) in fs.readdir(ctx, dir).await? {
-                    if name != "." && name != ".." {
-                        fs.unlink(ctx, dir, &name).await?;
-                    }
-                }
-                fs.rmdir(ctx, ROOT_INO, ORPHANS_NAME).await
-            },
-        )?;
-        self.orphans.clear();
         Ok(())
+    }
+
+    /// One release of `ino`: the file system frees a file with no link
+    /// left at its last ([`Fs::release`]).
+    fn closed(&mut self, ctx: Ctx, ino: Ino) {
+        let Some(n) = self.open.get_mut(&ino) else { return };
+        *n -= 1;
+        if *n == 0 {
+            self.open.remove(&ino);
+        }
+        let released = self.run(
+            ctx,
+            Req::Query,
+            move |fs| async move { fs.release(ctx, ino).await },
+        );
+        if let Err(e) = released {
+            eprintln!("mqfs: releasing inode {ino}: {}", e.one_line());
+        }
+    }
+
+    /// Releases every file still open (at unmount: the kernel has gone, so
+    /// no release will come), which frees those unlinked meanwhile.
+    fn release_all(&mut self) {
+        while let Some(&ino) = self.open.keys().next() {
+            self.closed(Ctx::on(0), ino);
+        }
     }
 
     /// Unmounts the file system and flushes the image files, once; the
@@ -314,9 +232,7 @@ impl MqfsFuse {
         if self.mounted.is_none() {
             return;
         }
-        if let Err(e) = self.remove_orphans() {
-            eprintln!("mqfs: removing orphans at unmount: {}", e.one_line());
-        }
+        self.release_all();
         let requests = self.requests;
         let Some(mut m) = self.mounted.take() else { return };
         let fs = m.fs.clone();

@@ -99,7 +99,7 @@ impl MqfsFuse {
                 fs.setattr(ctx, i, &set).await
             }
         })?;
-        Ok(self.attr_of(&a))
+        Ok(file_attr(&a))
     }
 
     fn do_rename(
@@ -129,7 +129,6 @@ impl MqfsFuse {
         } else if flags != 0 {
             return Err(EINVAL);
         }
-        self.orphan_if_open(ctx, np, &newname)?;
         let r = Req::Rename(p, name.clone(), np, newname.clone());
         self.call(ctx, r, move |fs| async move {
             fs.rename(ctx, p, &name, np, &newname).await
@@ -176,7 +175,7 @@ impl Filesystem for MqfsFuse {
             self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })
         });
         match r {
-            Ok(a) => reply.attr(&TTL, &self.attr_of(&a)),
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(e),
         }
     }
@@ -298,9 +297,6 @@ impl Filesystem for MqfsFuse {
                 return Err(EPERM);
             }
             let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
-            if self.orphan_if_open(ctx, p, &name)? {
-                return Ok(());
-            }
             let r = Req::Unlink(p, name.clone());
             self.call(ctx, r, move |fs| async move { fs.unlink(ctx, p, &name).await })
         })();
@@ -378,7 +374,7 @@ impl Filesystem for MqfsFuse {
         }
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         if is_control(ino) && flags & libc::O_ACCMODE != libc::O_RDONLY {
             return reply.error(libc::EACCES);
         }
@@ -388,11 +384,9 @@ impl Filesystem for MqfsFuse {
             self.snapshots.insert(fh, text.into_bytes());
             return reply.opened(fh, FOPEN_DIRECT_IO);
         }
-        match ino_of(ino) {
-            Ok(i) => {
-                *self.open.entry(i).or_insert(0) += 1;
-                reply.opened(0, 0);
-            }
+        let ctx = self.ctx(req.pid());
+        match ino_of(ino).and_then(|i| self.opened(ctx, i)) {
+            Ok(()) => reply.opened(0, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -463,7 +457,7 @@ impl Filesystem for MqfsFuse {
 
     fn release(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         fh: u64,
         _flags: i32,
@@ -474,7 +468,8 @@ impl Filesystem for MqfsFuse {
         if ino == STATS_FILE {
             self.snapshots.remove(&fh);
         } else if let Ok(i) = ino_of(ino) {
-            self.closed(i);
+            let ctx = self.ctx(req.pid());
+            self.closed(ctx, i);
         }
         reply.ok();
     }
@@ -577,10 +572,11 @@ impl Filesystem for MqfsFuse {
             fs.create(ctx, p, &n, perm).await
         }) {
             Ok(a) => {
-                if let Some(i) = from_fuse(a.ino) {
-                    *self.open.entry(i).or_insert(0) += 1;
+                let ctx = self.ctx(req.pid());
+                match from_fuse(a.ino).map_or(Ok(()), |i| self.opened(ctx, i)) {
+                    Ok(()) => reply.created(&TTL, &a, 0, 0, 0),
+                    Err(e) => reply.error(e),
                 }
-                reply.created(&TTL, &a, 0, 0, 0);
             }
             Err(e) => reply.error(e),
         }

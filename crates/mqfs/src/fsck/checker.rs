@@ -56,6 +56,9 @@ pub(super) struct Checker<'a> {
     /// The orphan table (inodes unlinked while open, which mount frees;
     /// see [`crate::orphan`]), read with the root's inode-table block.
     pub(super) orphans: Vec<u32>,
+    /// (inode, its block count, the blocks it maps) where they differ,
+    /// for [`super::repair`].
+    pub(super) nblocks_wrong: Vec<(u32, u32, u32)>,
 }
 
 impl<'a> Checker<'a> {
@@ -99,6 +102,7 @@ impl<'a> Checker<'a> {
             extra_names: Vec::new(),
             odd_dotdots: Vec::new(),
             orphans: Vec::new(),
+            nblocks_wrong: Vec::new(),
             sb,
         }
     }
@@ -520,6 +524,8 @@ impl<'a> Checker<'a> {
             let expect = mapped + tree.node_count() as u64 + (xattr != 0) as u64;
             if inode.nblocks as u64 != expect {
                 let nb = inode.nblocks;
+                self.nblocks_wrong
+                    .push((ino, nb, u32::try_from(expect).unwrap_or(u32::MAX)));
                 self.flag(FindingKind::BlockCountWrong, Some(ino), None, || {
                     format!("block count {nb}, but {expect} blocks are mapped")
                 });
@@ -709,7 +715,7 @@ impl<'a> Checker<'a> {
     pub(super) fn check_inode_bitmap(&mut self) {
         // A listed orphan with no link left is not a leak: mount (and
         // e2fsck) frees it.
-        let orphans = std::mem::take(&mut self.orphans);
+        let orphans = self.orphans.clone();
         let n = self.disk_ibm.w.len();
         for wi in 0..n {
             let mut x = self.disk_ibm.w[wi] & !self.reached.w.get(wi).copied().unwrap_or(0);

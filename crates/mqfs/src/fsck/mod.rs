@@ -1,5 +1,5 @@
 //! fsck: a full structural check of an MQFS image, returning typed
-//! findings instead of repairing anything.
+//! findings; [`repair`] fixes what can be fixed without guessing.
 //!
 //! What is checked, in this order:
 //!
@@ -52,10 +52,12 @@ use crate::layout::{
 
 mod checker;
 mod namespace;
+pub mod repair;
 mod source;
 mod util;
 
 use checker::Checker;
+pub use repair::{plan_repair, RepairPlan, Repaired};
 pub use source::BlockSource;
 use util::*;
 
@@ -402,6 +404,11 @@ pub fn fsck(src: &dyn BlockSource) -> Result<Report, FsError> {
 
 /// [`fsck`] with options.
 pub fn fsck_with(src: &dyn BlockSource, opts: &Options) -> Result<Report, FsError> {
+    Ok(checked(src, opts)?.finish())
+}
+
+/// The checker after a full check of `src` (before its report is taken).
+fn checked<'a>(src: &'a dyn BlockSource, opts: &Options) -> Result<Checker<'a>, FsError> {
     let mut buf = Box::new([0u8; BLOCK]);
     src.read(0, &mut buf);
     precheck_superblock(&buf[..])?;
@@ -410,7 +417,7 @@ pub fn fsck_with(src: &dyn BlockSource, opts: &Options) -> Result<Report, FsErro
     c.blocks_read = 1;
     c.meta(MetaKind::Superblock, 0);
     c.run();
-    Ok(c.finish())
+    Ok(c)
 }
 
 /// Rejects a sealed superblock whose journal geometry overflows u64 (a
