@@ -316,6 +316,40 @@ pub fn utimes_allowed(a: &Attr, c: &Cred, touch: bool) -> Result<(), FsError> {
     }
 }
 
+/// May `c` read (`write` false: getxattr(2)) or set and remove (`write`
+/// true: setxattr(2), removexattr(2)) the extended attribute `name` of
+/// `a`? Linux `xattr_permission` (fs/xattr.c): `security.` and `system.`
+/// are left to the file system (allowed); `trusted.` only for root
+/// (`EPERM` to write, `ENODATA` to read); `user.` only on regular files
+/// and directories (`EPERM` / `ENODATA` otherwise), and in a sticky
+/// directory written only by its owner or root (`EPERM`); then, for
+/// `user.` and any other name, read or write permission on the inode
+/// (`EACCES`), as [`may`].
+pub fn xattr_allowed(a: &Attr, c: &Cred, name: &str, write: bool) -> Result<(), FsError> {
+    let refused = || {
+        if write {
+            FsError::NotPermitted
+        } else {
+            FsError::NoData
+        }
+    };
+    if name.starts_with("security.") || name.starts_with("system.") {
+        return Ok(());
+    }
+    if name.starts_with("trusted.") {
+        return if c.is_root() { Ok(()) } else { Err(refused()) };
+    }
+    if name.starts_with("user.") {
+        if a.ftype != FileType::File && a.ftype != FileType::Dir {
+            return Err(refused());
+        }
+        if a.ftype == FileType::Dir && a.perm & S_ISVTX != 0 && write && !c.owns_or_root(a) {
+            return Err(FsError::NotPermitted);
+        }
+    }
+    may(a, c, if write { MAY_WRITE } else { MAY_READ })
+}
+
 /// Owner, group and permission bits of a new inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NewOwner {
@@ -581,6 +615,23 @@ mod tests {
         );
         assert_eq!(inherit_owner(&sgid, &u, FileType::File, 0o2745).perm, 0o2745);
         assert_eq!(inherit_owner(&plain, &u, FileType::Dir, 0o755).perm, 0o755);
+    }
+
+    #[test]
+    fn xattr_namespaces_as_linux() {
+        let u = user(100, 100, &[]);
+        let f = file(0o644, 0, 0);
+        assert_eq!(xattr_allowed(&f, &u, "user.a", false), Ok(()));
+        assert_eq!(xattr_allowed(&f, &u, "user.a", true), EACCES);
+        assert_eq!(xattr_allowed(&file(0o600, 0, 0), &u, "user.a", false), EACCES);
+        assert_eq!(xattr_allowed(&f, &u, "trusted.a", true), EPERM);
+        assert_eq!(xattr_allowed(&f, &u, "trusted.a", false), Err(FsError::NoData));
+        assert_eq!(xattr_allowed(&f, &Cred::root(), "trusted.a", true), Ok(()));
+        assert_eq!(xattr_allowed(&f, &u, "security.a", true), Ok(()));
+        let link = attr(FileType::Symlink, 0o777, 0, 0);
+        assert_eq!(xattr_allowed(&link, &u, "user.a", true), EPERM);
+        assert_eq!(xattr_allowed(&dir(0o1777, 0, 0), &u, "user.a", true), EPERM);
+        assert_eq!(xattr_allowed(&dir(0o777, 0, 0), &u, "user.a", true), Ok(()));
     }
 
     fn any_type() -> impl Strategy<Value = FileType> {
