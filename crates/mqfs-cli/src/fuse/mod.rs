@@ -79,9 +79,9 @@ pub struct MqfsFuse {
     /// Stats snapshots taken at open, by handle.
     snapshots: BTreeMap<u64, Vec<u8>>,
     next_fh: u64,
-    /// How long the kernel may keep a name it learned (see
+    /// How long the kernel may keep a name or attributes it learned (see
     /// [`MqfsFuse::check_every_walk`]).
-    entry_ttl: std::time::Duration,
+    ttl: std::time::Duration,
 }
 
 impl std::fmt::Debug for MqfsFuse {
@@ -140,7 +140,7 @@ impl MqfsFuse {
             dirs: BTreeMap::new(),
             snapshots: BTreeMap::new(),
             next_fh: 1,
-            entry_ttl: ops::TTL,
+            ttl: ops::TTL,
         };
         me.remove_orphans()?;
         Ok(me)

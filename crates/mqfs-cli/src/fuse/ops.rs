@@ -8,8 +8,7 @@ use std::time::{Duration, SystemTime};
 use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
     FileAttr, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    FUSE_ROOT_ID,
+    ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, FUSE_ROOT_ID,
 };
 use libc::{EINVAL, ENODATA, ENOENT, ENOTTY, EOPNOTSUPP, EPERM, ERANGE};
 use mqfs::perm::{self, MAY_EXEC, MAY_READ};
@@ -66,7 +65,13 @@ async fn drop_privs(fs: &Fs, ctx: Ctx, ino: Ino, cred: &Cred) -> Result<(), FsEr
 /// ([`perm::may_truncate`], then the bits a write clears), and times
 /// ([`perm::utimes_allowed`]; the times a truncate sets with the size are
 /// its own). Linux `setattr_prepare` and `notify_change`.
-fn checked_setattr(a: &Attr, c: &Cred, mut set: SetAttr, by_fd: bool, touch: bool) -> Result<SetAttr, FsError> {
+fn checked_setattr(
+    a: &Attr,
+    c: &Cred,
+    mut set: SetAttr,
+    by_fd: bool,
+    touch: bool,
+) -> Result<SetAttr, FsError> {
     let mut mode = a.clone();
     if set.uid.is_some() || set.gid.is_some() {
         perm::chown_allowed(a, c, set.uid, set.gid)?;
@@ -104,14 +109,15 @@ impl MqfsFuse {
         control_attr(ino, req.uid(), req.gid(), SystemTime::now())
     }
 
-    /// Lets the kernel keep no name it learned, so that every path walk
-    /// looks each name up here and [`Filesystem::lookup`] checks search
-    /// permission for the walking caller: for a mount other users reach
-    /// (`allow_other`) without the kernel's own checks
+    /// Lets the kernel keep no name or attributes it learned, so that
+    /// every path walk looks each name up here and [`Filesystem::lookup`]
+    /// checks search permission for the walking caller, and every stat
+    /// sees the mode another user's write just changed: for a mount other
+    /// users reach (`allow_other`) without the kernel's own checks
     /// (`default_permissions`). A cached name would be walked by anyone
     /// for its time to live.
     pub fn check_every_walk(&mut self) {
-        self.entry_ttl = Duration::ZERO;
+        self.ttl = Duration::ZERO;
     }
 
     /// Runs `check` (a permission check, reading attributes only) for a
@@ -270,7 +276,7 @@ impl Filesystem for MqfsFuse {
             Ok(file_attr(&a))
         })();
         match r {
-            Ok(a) => reply.entry(&self.entry_ttl, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -284,7 +290,7 @@ impl Filesystem for MqfsFuse {
             self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })
         });
         match r {
-            Ok(a) => reply.attr(&TTL, &self.attr_of(&a)),
+            Ok(a) => reply.attr(&self.ttl, &self.attr_of(&a)),
             Err(e) => reply.error(e),
         }
     }
@@ -327,7 +333,7 @@ impl Filesystem for MqfsFuse {
             mtime: mtime.map(time),
         };
         match self.do_setattr(req, ino, set, (fh.is_some(), touch)) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -372,11 +378,14 @@ impl Filesystem for MqfsFuse {
         } else {
             NewInode::Special(ftype, rdev)
         };
-        let made = self.make(req, (parent, name), Make::File, move |fs, ctx, p, n, c| async move {
-            fs.make_as(ctx, p, &n, new, perm, &c).await
-        });
+        let made = self.make(
+            req,
+            (parent, name),
+            Make::File,
+            move |fs, ctx, p, n, c| async move { fs.make_as(ctx, p, &n, new, perm, &c).await },
+        );
         match made {
-            Ok(a) => reply.entry(&self.entry_ttl, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -391,10 +400,13 @@ impl Filesystem for MqfsFuse {
         reply: ReplyEntry,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), Make::Dir, move |fs, ctx, p, n, c| async move {
-            fs.make_as(ctx, p, &n, NewInode::Dir, perm, &c).await
-        }) {
-            Ok(a) => reply.entry(&self.entry_ttl, &a, 0),
+        match self.make(
+            req,
+            (parent, name),
+            Make::Dir,
+            move |fs, ctx, p, n, c| async move { fs.make_as(ctx, p, &n, NewInode::Dir, perm, &c).await },
+        ) {
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -455,7 +467,7 @@ impl Filesystem for MqfsFuse {
                 fs.make_as(ctx, p, &n, new, 0o777, &c).await
             },
         ) {
-            Ok(a) => reply.entry(&self.entry_ttl, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -489,7 +501,7 @@ impl Filesystem for MqfsFuse {
             )
         });
         match r {
-            Ok(a) => reply.entry(&self.entry_ttl, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -710,14 +722,17 @@ impl Filesystem for MqfsFuse {
         reply: ReplyCreate,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), Make::File, move |fs, ctx, p, n, c| async move {
-            fs.make_as(ctx, p, &n, NewInode::File, perm, &c).await
-        }) {
+        match self.make(
+            req,
+            (parent, name),
+            Make::File,
+            move |fs, ctx, p, n, c| async move { fs.make_as(ctx, p, &n, NewInode::File, perm, &c).await },
+        ) {
             Ok(a) => {
                 if let Some(i) = from_fuse(a.ino) {
                     *self.open.entry(i).or_insert(0) += 1;
                 }
-                reply.created(&self.entry_ttl, &a, 0, 0, 0);
+                reply.created(&self.ttl, &a, 0, 0, 0);
             }
             Err(e) => reply.error(e),
         }
@@ -732,7 +747,11 @@ impl Filesystem for MqfsFuse {
         if is_control(ino) {
             let attr = self.control(ino, req);
             let denied = mask & !((attr.perm & 0o7) as u8) != 0;
-            return if denied { reply.error(libc::EACCES) } else { reply.ok() };
+            return if denied {
+                reply.error(libc::EACCES)
+            } else {
+                reply.ok()
+            };
         }
         let (ctx, c) = (self.ctx(req.pid()), cred(req));
         let r = ino_of(ino).and_then(|i| {
