@@ -317,14 +317,15 @@ impl Fs {
         if dir.inode.borrow().links == 0 {
             return Err(FsError::NotFound);
         }
-        let owner = {
-            let d = attr_of(parent, &dir.inode.borrow())?;
-            perm::may_create(&d, cred)?;
-            perm::inherit_owner(&d, cred, ftype, perm)
-        };
+        // Search, then EEXIST, then write, in Linux's order (the path walk
+        // of `filename_create`, then `may_create`).
+        let d = attr_of(parent, &dir.inode.borrow())?;
+        perm::may(&d, cred, perm::MAY_EXEC)?;
         if self.dir_lookup(ctx, &dir, name).await?.is_some() {
             return Err(FsError::Exists);
         }
+        perm::may_create(&d, cred)?;
+        let owner = perm::inherit_owner(&d, cred, ftype, perm);
         if ftype == FileType::Dir && dir.inode.borrow().links >= u16::MAX - 1 {
             return Err(FsError::TooManyLinks);
         }
