@@ -670,6 +670,21 @@ fn xattr_permissions() {
         assert_eq!(as_user(&u, || get(&name)), 0);
         assert_eq!(as_user(&u, || get(&tname)), ENODATA);
         assert_eq!(as_user(&u, || set(&tname)), EPERM);
+        // listxattr(2) hides trusted names from others: the list is
+        // "user.k\0" (7 bytes) for u, with "trusted.k\0" (17) for root.
+        let list = || {
+            let mut buf = [0u8; 64];
+            // SAFETY: a NUL-terminated string and a 64-byte buffer.
+            let r = unsafe { libc::listxattr(f.as_ptr(), buf.as_mut_ptr().cast(), 64) };
+            if r < 0 {
+                return -1;
+            }
+            // The length, as an errno-free exit status (below 255).
+            // SAFETY: _exit ends the child with the list's length.
+            unsafe { libc::_exit(r as c_int) }
+        };
+        assert_eq!(as_user(&u, list), 7);
+        assert_eq!(as_user(&user(0, 0), list), 17);
         set_mode(&p, 0o600);
         assert_eq!(as_user(&u, || get(&name)), EACCES);
     });

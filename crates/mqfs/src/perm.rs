@@ -350,6 +350,15 @@ pub fn xattr_allowed(a: &Attr, c: &Cred, name: &str, write: bool) -> Result<(), 
     may(a, c, if write { MAY_WRITE } else { MAY_READ })
 }
 
+/// Does listxattr(2) show the attribute `name` to `c`? `trusted.` names
+/// only to root (Linux `ext4_xattr_trusted_list`: "capable(CAP_SYS_ADMIN)";
+/// xattr(7): "trusted extended attributes are visible and accessible only
+/// to processes that have the CAP_SYS_ADMIN capability"); every other name
+/// to anyone who may look the file up.
+pub fn xattr_listed(name: &str, c: &Cred) -> bool {
+    !name.starts_with("trusted.") || c.is_root()
+}
+
 /// Owner, group and permission bits of a new inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NewOwner {
@@ -632,6 +641,8 @@ mod tests {
         assert_eq!(xattr_allowed(&link, &u, "user.a", true), EPERM);
         assert_eq!(xattr_allowed(&dir(0o1777, 0, 0), &u, "user.a", true), EPERM);
         assert_eq!(xattr_allowed(&dir(0o777, 0, 0), &u, "user.a", true), Ok(()));
+        assert!(!xattr_listed("trusted.a", &u) && xattr_listed("trusted.a", &Cred::root()));
+        assert!(xattr_listed("user.a", &u) && xattr_listed("security.a", &u));
     }
 
     fn any_type() -> impl Strategy<Value = FileType> {

@@ -897,12 +897,12 @@ impl Filesystem for MqfsFuse {
             return send_xattr(Ok(Vec::new()), size, reply);
         }
         let r = ino_of(ino).and_then(|i| {
-            let ctx = self.ctx(req.pid());
-            self.call(
-                ctx,
-                Req::Query,
-                move |fs| async move { fs.listxattr(ctx, i).await },
-            )
+            let (ctx, c) = (self.ctx(req.pid()), cred(req));
+            self.call(ctx, Req::Query, move |fs| async move {
+                let mut names = fs.listxattr(ctx, i).await?;
+                names.retain(|n| perm::xattr_listed(n, &c));
+                Ok(names)
+            })
         });
         send_xattr(r.map(|names| list_bytes(&names)), size, reply);
     }
