@@ -378,9 +378,16 @@ pub struct NewOwner {
 /// set-group-ID too (the BSD semantics), else the group is the caller's;
 /// a new non-directory in a set-group-ID directory that asks for
 /// set-group-ID with group execute keeps it only if the caller is root or
-/// in the directory's group.
+/// in the directory's group. A new directory keeps only its rwx and
+/// sticky bits of `perm` (Linux `vfs_mkdir`: `S_IRWXUGO | S_ISVTX`;
+/// mkdir(2): "Whether other mode bits are honored for the created
+/// directory depends on the operating system").
 pub fn inherit_owner(dir: &Attr, c: &Cred, ftype: FileType, perm: u16) -> NewOwner {
-    let mut perm = perm & 0o7777;
+    let mut perm = if ftype == FileType::Dir {
+        perm & (0o777 | S_ISVTX)
+    } else {
+        perm & 0o7777
+    };
     let gid = if dir.perm & S_ISGID != 0 {
         if ftype == FileType::Dir {
             perm |= S_ISGID;
@@ -624,6 +631,9 @@ mod tests {
         );
         assert_eq!(inherit_owner(&sgid, &u, FileType::File, 0o2745).perm, 0o2745);
         assert_eq!(inherit_owner(&plain, &u, FileType::Dir, 0o755).perm, 0o755);
+        assert_eq!(inherit_owner(&plain, &u, FileType::Dir, 0o7755).perm, 0o1755);
+        assert_eq!(inherit_owner(&sgid, &u, FileType::Dir, 0o5755).perm, 0o3755);
+        assert_eq!(inherit_owner(&plain, &u, FileType::File, 0o4755).perm, 0o4755);
     }
 
     #[test]

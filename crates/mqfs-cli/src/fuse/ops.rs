@@ -156,7 +156,8 @@ impl MqfsFuse {
         Ok(file_attr(&a))
     }
 
-    /// A setattr of `set` by `c` on `ino`, checked by [`checked_setattr`].
+    /// A setattr of `set` on `ino` by the caller of `req`, checked by
+    /// [`checked_setattr`].
     fn do_setattr(
         &mut self,
         req: &Request<'_>,
