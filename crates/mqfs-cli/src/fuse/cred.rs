@@ -4,8 +4,9 @@
 //! A FUSE request carries the caller's file-system uid and gid and its
 //! thread id, but not its supplementary groups. They are read from
 //! `/proc/<pid>/status` ("Groups:" line, proc(5)) when the request comes,
-//! as other FUSE file systems do (libfuse's `fuse_req_getgroups`, used by
-//! ntfs-3g; sshfs and bindfs read the same file). The caller may have
+//! as other FUSE file systems do: libfuse's `fuse_req_getgroups` reads the
+//! same line (of `/proc/<pid>/task/<pid>/status`), and MooseFS's mfsmount
+//! parses it for its own permission checks. The caller may have
 //! exited (or changed its groups) by then; it then counts as having no
 //! supplementary group. Root's requests skip the read: root passes every
 //! group check anyway.
