@@ -82,6 +82,10 @@ pub enum FsError {
     /// `ENODEV`).
     #[error("not a regular file")]
     NotRegular,
+    /// The permission bits refuse the caller (`EACCES`, see
+    /// [`crate::perm`]).
+    #[error("permission denied")]
+    Access,
 }
 
 impl FsError {
@@ -92,6 +96,7 @@ impl FsError {
             2 => "ENOENT",
             5 => "EIO",
             7 => "E2BIG",
+            13 => "EACCES",
             17 => "EEXIST",
             19 => "ENODEV",
             20 => "ENOTDIR",
@@ -118,6 +123,7 @@ impl FsError {
             FsError::NotFound => 2,     // ENOENT
             FsError::Io(_) | FsError::Driver(_) | FsError::Bus(_) | FsError::Sim(_) => 5, // EIO
             FsError::ArgTooBig => 7,    // E2BIG
+            FsError::Access => 13,      // EACCES
             FsError::Exists => 17,      // EEXIST
             FsError::NotRegular => 19,  // ENODEV
             FsError::NotDir => 20,      // ENOTDIR
@@ -165,6 +171,7 @@ mod tests {
             FsError::ArgTooBig,
             FsError::NotPermitted,
             FsError::NotRegular,
+            FsError::Access,
         ];
         for e in &all {
             match e {
@@ -187,7 +194,8 @@ mod tests {
                 | FsError::Range
                 | FsError::ArgTooBig
                 | FsError::NotPermitted
-                | FsError::NotRegular => {}
+                | FsError::NotRegular
+                | FsError::Access => {}
                 // The same errno as Io: EIO.
                 FsError::Driver(_) | FsError::Bus(_) | FsError::Sim(_) => {}
             }
@@ -207,6 +215,7 @@ mod tests {
         assert!(names.contains(&(61, "ENODATA")), "{names:?}");
         assert!(names.contains(&(34, "ERANGE")) && names.contains(&(7, "E2BIG")));
         assert!(names.contains(&(1, "EPERM")) && names.contains(&(19, "ENODEV")));
-        assert_eq!(names.len(), 20);
+        assert!(names.contains(&(13, "EACCES")));
+        assert_eq!(names.len(), 21);
     }
 }

@@ -18,7 +18,9 @@
 //! ## The contract
 //!
 //! - Operations are inode-based ([`ops`]) so a FUSE adapter can sit on
-//!   top; path helpers are in [`paths`]. Errors are [`FsError`], each with
+//!   top; path helpers are in [`paths`]. Permission rules (owner, group,
+//!   mode, sticky and set-ID bits) are pure functions in [`perm`], for a
+//!   front end serving several users to ask. Errors are [`FsError`], each with
 //!   its POSIX errno; bad on-disk input is an error, never a panic.
 //! - fsync makes a file's data and metadata durable, and its names in
 //!   directories that are themselves durable; fdatasync skips a
@@ -58,6 +60,7 @@ pub mod mount;
 pub mod ops;
 pub mod orphan;
 pub mod paths;
+pub mod perm;
 pub mod profile;
 pub mod sync;
 #[cfg(feature = "testing")]
@@ -72,6 +75,7 @@ pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
 pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
 pub use mount::{mkfs, mount, probe_options, MkfsOptions};
-pub use ops::{Attr, SetAttr, StatFs};
+pub use ops::{Attr, NewInode, SetAttr, StatFs};
+pub use perm::Cred;
 pub use profile::FsProfile;
 pub use xattr::XattrFlags;

@@ -13,6 +13,7 @@ use crate::dir::check_name;
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
 use crate::layout::{DirEntry, FileType, Inode, BLOCK, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, ROOT_INO};
+use crate::perm::{self, Cred, NewOwner};
 
 /// Attributes of an inode (what `stat` returns).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +100,23 @@ fn attr_of(ino: Ino, i: &Inode) -> Result<Attr, FsError> {
     })
 }
 
+/// What [`Fs::make_as`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NewInode<'a> {
+    /// A regular file (creat(2)).
+    File,
+    /// A directory (mkdir(2)).
+    Dir,
+    /// A symbolic link to this target, 1 to 4096 bytes (symlink(2)).
+    Symlink(&'a str),
+    /// A special file (mknod(2)): a fifo, a socket, or a character or
+    /// block device with this number. The number is kept for devices and
+    /// ignored otherwise (mknod(2): "If the file type is S_IFCHR or
+    /// S_IFBLK, then dev specifies the major and minor numbers ...
+    /// otherwise it is ignored"); any other type is `EINVAL`.
+    Special(FileType, u32),
+}
+
 /// What a new inode holds besides its type and permissions.
 #[derive(Clone, Copy, Debug)]
 enum Extra<'a> {
@@ -159,6 +177,21 @@ impl Fs {
     /// Looks `name` up in directory `parent`.
     pub async fn lookup(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Attr, FsError> {
         self.cpu(ctx, self.profile.syscall).await;
+        self.peek_lookup(ctx, parent, name).await
+    }
+
+    /// Attributes of `ino` without charging a system call: for the
+    /// permission checks a front end makes as part of another operation
+    /// (Linux checks the in-memory inode the path walk already holds).
+    pub async fn peek_attr(&self, ctx: Ctx, ino: Ino) -> Result<Attr, FsError> {
+        let st = self.iget(ctx, ino).await?;
+        let i = st.inode.borrow();
+        attr_of(ino, &i)
+    }
+
+    /// [`Fs::lookup`] without charging a system call (see
+    /// [`Fs::peek_attr`]).
+    pub async fn peek_lookup(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Attr, FsError> {
         check_name(name)?;
         let dir = self.iget(ctx, parent).await?;
         match self.dir_lookup(ctx, &dir, name).await? {
@@ -171,33 +204,28 @@ impl Fs {
         }
     }
 
-    /// Creates a regular file.
+    /// Creates a regular file (owned by root: [`Fs::make_as`] makes one
+    /// for another caller).
     pub async fn create(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
-        self.make(ctx, parent, name, FileType::File, perm, Extra::Nothing)
+        self.make_as(ctx, parent, name, NewInode::File, perm, &Cred::root())
             .await
     }
 
-    /// Creates a directory.
+    /// Creates a directory (owned by root).
     pub async fn mkdir(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
-        self.make(ctx, parent, name, FileType::Dir, perm, Extra::Nothing)
+        self.make_as(ctx, parent, name, NewInode::Dir, perm, &Cred::root())
             .await
     }
 
-    /// Creates a symbolic link to `target`.
+    /// Creates a symbolic link to `target` (owned by root).
     pub async fn symlink(&self, ctx: Ctx, parent: Ino, name: &str, target: &str) -> Result<Attr, FsError> {
-        if target.is_empty() || target.len() > 4096 {
-            return Err(FsError::Invalid("symlink target length".into()));
-        }
-        self.make(ctx, parent, name, FileType::Symlink, 0o777, Extra::Target(target))
+        self.make_as(ctx, parent, name, NewInode::Symlink(target), 0o777, &Cred::root())
             .await
     }
 
     /// Creates the special file `parent/name` of type `ftype` (a fifo, a
     /// character or block device with number `rdev`, or a socket), as
-    /// mknod(2) does. `rdev` is kept for devices and ignored for fifos and
-    /// sockets (mknod(2): "If the file type is S_IFCHR or S_IFBLK, then dev
-    /// specifies the major and minor numbers ... otherwise it is ignored").
-    /// Regular files are [`Fs::create`]'s, directories [`Fs::mkdir`]'s.
+    /// mknod(2) does, owned by root (see [`NewInode::Special`]).
     pub async fn mknod(
         &self,
         ctx: Ctx,
@@ -207,16 +235,55 @@ impl Fs {
         perm: u16,
         rdev: u32,
     ) -> Result<Attr, FsError> {
-        if !ftype.is_special() {
-            return Err(FsError::Invalid(format!("mknod of a {ftype:?}")));
-        }
-        let rdev = if matches!(ftype, FileType::CharDev | FileType::BlockDev) {
-            rdev
-        } else {
-            0
+        self.make_as(
+            ctx,
+            parent,
+            name,
+            NewInode::Special(ftype, rdev),
+            perm,
+            &Cred::root(),
+        )
+        .await
+    }
+
+    /// Creates `parent/name`, a `new` with permission bits `perm`, on
+    /// behalf of `cred`: the caller needs write and search permission on
+    /// `parent` ([`perm::may_create`], `EACCES`), and the new inode's
+    /// owner, group and set-group-ID bit follow [`perm::inherit_owner`]
+    /// (the caller's, or a set-group-ID directory's group), decided under
+    /// the directory's lock with the inode made, so no crash separates a
+    /// new inode from its owner.
+    pub async fn make_as(
+        &self,
+        ctx: Ctx,
+        parent: Ino,
+        name: &str,
+        new: NewInode<'_>,
+        perm: u16,
+        cred: &Cred,
+    ) -> Result<Attr, FsError> {
+        let (ftype, extra) = match new {
+            NewInode::File => (FileType::File, Extra::Nothing),
+            NewInode::Dir => (FileType::Dir, Extra::Nothing),
+            NewInode::Symlink(target) => {
+                if target.is_empty() || target.len() > 4096 {
+                    return Err(FsError::Invalid("symlink target length".into()));
+                }
+                (FileType::Symlink, Extra::Target(target))
+            }
+            NewInode::Special(ftype, rdev) => {
+                if !ftype.is_special() {
+                    return Err(FsError::Invalid(format!("mknod of a {ftype:?}")));
+                }
+                let rdev = if matches!(ftype, FileType::CharDev | FileType::BlockDev) {
+                    rdev
+                } else {
+                    0
+                };
+                (ftype, Extra::Device(rdev))
+            }
         };
-        self.make(ctx, parent, name, ftype, perm, Extra::Device(rdev))
-            .await
+        self.make(ctx, (parent, name), ftype, perm, extra, cred).await
     }
 
     /// Creates `parent/name`: a file, a directory, a symlink to `target`,
@@ -228,11 +295,11 @@ impl Fs {
     async fn make(
         &self,
         ctx: Ctx,
-        parent: Ino,
-        name: &str,
+        (parent, name): (Ino, &str),
         ftype: FileType,
         perm: u16,
         extra: Extra<'_>,
+        cred: &Cred,
     ) -> Result<Attr, FsError> {
         let (target, rdev) = match extra {
             Extra::Nothing => (None, 0),
@@ -250,9 +317,15 @@ impl Fs {
         if dir.inode.borrow().links == 0 {
             return Err(FsError::NotFound);
         }
+        // Search, then EEXIST, then write, in Linux's order (the path walk
+        // of `filename_create`, then `may_create`).
+        let d = attr_of(parent, &dir.inode.borrow())?;
+        perm::may(&d, cred, perm::MAY_EXEC)?;
         if self.dir_lookup(ctx, &dir, name).await?.is_some() {
             return Err(FsError::Exists);
         }
+        perm::may_create(&d, cred)?;
+        let owner = perm::inherit_owner(&d, cred, ftype, perm);
         if ftype == FileType::Dir && dir.inode.borrow().links >= u16::MAX - 1 {
             return Err(FsError::TooManyLinks);
         }
@@ -264,7 +337,7 @@ impl Fs {
             }
         };
         let ino = self.alloc_ino(ctx, &dir).await?;
-        let made = match self.new_inode(ctx, &dir, ino, ftype, perm).await {
+        let made = match self.new_inode(ctx, &dir, ino, ftype, owner).await {
             Ok(st) => self
                 .make_named(ctx, &dir, &st, name, ftype, needs_block)
                 .await
@@ -298,16 +371,16 @@ impl Fs {
         attr_of(ino, &i)
     }
 
-    /// The in-memory inode of a new `ftype` with `perm` under `dir`, number
-    /// `ino` (just allocated on behalf of `dir`), cached. Its table slot is
-    /// not written yet.
+    /// The in-memory inode of a new `ftype` with `owner`'s uid, gid and
+    /// permission bits under `dir`, number `ino` (just allocated on behalf
+    /// of `dir`), cached. Its table slot is not written yet.
     async fn new_inode(
         &self,
         ctx: Ctx,
         dir: &InodeState,
         ino: Ino,
         ftype: FileType,
-        perm: u16,
+        owner: NewOwner,
     ) -> Result<Rc<InodeState>, FsError> {
         let now = self.now_ns();
         let (blk, off) = self.sb.borrow().inode_location(ino)?;
@@ -317,7 +390,9 @@ impl Fs {
             old.generation.wrapping_add(1)
         };
         let inode = Inode {
-            mode: ftype.mode_bits() | (perm & 0o7777),
+            mode: ftype.mode_bits() | (owner.perm & 0o7777),
+            uid: owner.uid,
+            gid: owner.gid,
             links: if ftype == FileType::Dir { 2 } else { 1 },
             atime: now,
             mtime: now,

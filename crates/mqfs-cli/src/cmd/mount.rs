@@ -36,6 +36,55 @@ pub struct MountArgs {
     /// is held in memory until then.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Mount options, comma-separated, as mount(8) takes them:
+    /// `allow_other` lets every user reach the mount (a user other than
+    /// root needs `user_allow_other` in /etc/fuse.conf), and
+    /// `default_permissions` makes the kernel check permissions too.
+    /// MQFS checks owner, group and mode itself either way.
+    #[arg(short = 'o', value_name = "OPTION[,OPTION...]", value_delimiter = ',')]
+    pub options: Vec<String>,
+}
+
+/// The `-o` options `mqfs mount` knows (see fuse(8)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `allow_other`: every user may use the mount, not only the one who
+    /// mounted it.
+    pub allow_other: bool,
+    /// `default_permissions`: the kernel checks permissions against the
+    /// attributes it cached, before asking MQFS (which checks again).
+    pub default_permissions: bool,
+}
+
+impl Options {
+    /// Parses `-o` options; an unknown one is a usage error.
+    pub fn parse(options: &[String]) -> Result<Options, CliError> {
+        let mut o = Options::default();
+        for opt in options.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            match opt {
+                "allow_other" => o.allow_other = true,
+                "default_permissions" => o.default_permissions = true,
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "unknown mount option {opt:?} (known: allow_other, default_permissions)"
+                    )))
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// The FUSE mount options these add.
+    pub fn fuse(self) -> Vec<MountOption> {
+        let mut v = Vec::new();
+        if self.allow_other {
+            v.push(MountOption::AllowOther);
+        }
+        if self.default_permissions {
+            v.push(MountOption::DefaultPermissions);
+        }
+        v
+    }
 }
 
 /// Mounts the image in a sandbox: the drive probes, the file system
@@ -143,6 +192,7 @@ fn unescape_octal(s: &str) -> Vec<u8> {
 /// Mounts and serves until unmounted; returns the figures at the end and
 /// the saved run, if recording.
 pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
+    let opts = Options::parse(&args.options)?;
     if let Some(file) = &args.record {
         record::check_file(file)?;
     }
@@ -179,12 +229,16 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
     }
     let header = image.header.clone();
     let outcome = Outcome::default();
-    let adapter = MqfsFuse::new((image, rig, pmr), dev, fs, rec, outcome.clone())?;
-    let options = [
+    let mut adapter = MqfsFuse::new((image, rig, pmr), dev, fs, rec, outcome.clone())?;
+    if opts.allow_other && !opts.default_permissions {
+        adapter.check_every_walk();
+    }
+    let mut options = vec![
         MountOption::FSName(format!("{FSNAME_PREFIX}{}", args.image.display())),
         MountOption::Subtype("mqfs".into()),
         MountOption::NoAtime,
     ];
+    options.extend(opts.fuse());
     // On failure the adapter is dropped, which unmounts the file system.
     let mut session = Session::new(adapter, &args.mountpoint, &options)
         .map_err(|e| CliError::Fuse(args.mountpoint.clone(), e))?;
@@ -218,5 +272,19 @@ mod tests {
         assert_eq!(unescape_octal(r"/x\04"), b"/x\\04");
         assert!(!is_mqfs_mount(Path::new("/")));
         assert!(!is_mqfs_mount(Path::new("/no/such/dir")));
+    }
+
+    #[test]
+    fn mount_options_parse() {
+        let o = |v: &[&str]| Options::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(o(&[]).unwrap(), Options::default());
+        let both = o(&["allow_other", "default_permissions"]).unwrap();
+        assert!(both.allow_other && both.default_permissions);
+        assert_eq!(
+            both.fuse(),
+            vec![MountOption::AllowOther, MountOption::DefaultPermissions]
+        );
+        assert!(o(&["allow_other"]).unwrap().fuse() == vec![MountOption::AllowOther]);
+        assert!(matches!(o(&["nosuid"]), Err(CliError::Usage(m)) if m.contains("nosuid")));
     }
 }

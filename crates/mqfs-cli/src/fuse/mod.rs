@@ -14,6 +14,7 @@
 //! the run is saved after the unmount (see [`crate::record`]).
 
 pub mod attr;
+mod cred;
 mod ops;
 mod recording;
 
@@ -76,6 +77,9 @@ pub struct MqfsFuse {
     /// Stats snapshots taken at open, by handle.
     snapshots: BTreeMap<u64, Vec<u8>>,
     next_fh: u64,
+    /// How long the kernel may keep a name or attributes it learned (see
+    /// [`MqfsFuse::check_every_walk`]).
+    ttl: std::time::Duration,
 }
 
 impl std::fmt::Debug for MqfsFuse {
@@ -90,6 +94,18 @@ impl std::fmt::Debug for MqfsFuse {
 /// The errno of an error outside the file system (the simulation stopped,
 /// a host file failed).
 const EIO: i32 = libc::EIO;
+
+/// The errno a request answers for `e` (an error outside the file system
+/// is logged and answered with EIO).
+fn errno_of(e: CliError) -> i32 {
+    match e {
+        CliError::Fs(e) => e.errno(),
+        other => {
+            eprintln!("mqfs: {}", other.one_line());
+            EIO
+        }
+    }
+}
 
 impl MqfsFuse {
     /// Takes a file system mounted on `rig` (over `image`'s files, PMR
@@ -121,6 +137,7 @@ impl MqfsFuse {
             dirs: BTreeMap::new(),
             snapshots: BTreeMap::new(),
             next_fh: 1,
+            ttl: ops::TTL,
         })
     }
 
@@ -160,13 +177,7 @@ impl MqfsFuse {
         Fut: Future<Output = Result<T, FsError>> + 'static,
     {
         self.requests += 1;
-        self.run(ctx, req, op).map_err(|e| match e {
-            CliError::Fs(e) => e.errno(),
-            other => {
-                eprintln!("mqfs: {}", other.one_line());
-                EIO
-            }
-        })
+        self.run(ctx, req, op).map_err(errno_of)
     }
 
     fn new_fh(&mut self) -> u64 {

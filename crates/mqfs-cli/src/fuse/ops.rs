@@ -7,23 +7,91 @@ use std::time::{Duration, SystemTime};
 
 use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
-    FileAttr, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, FUSE_ROOT_ID,
+    FileAttr, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, FUSE_ROOT_ID,
 };
 use libc::{EINVAL, ENODATA, ENOENT, ENOTTY, EOPNOTSUPP, EPERM, ERANGE};
-use mqfs::{Attr, Ctx, FallocMode, Fs, FsError, Ino, SetAttr, SyncKind, XattrFlags};
+use mqfs::perm::{self, MAY_EXEC, MAY_READ};
+use mqfs::{Attr, Cred, Ctx, FallocMode, Fs, FsError, Ino, NewInode, SetAttr, SyncKind, XattrFlags};
 
 use super::attr::{
     control_attr, file_attr, from_fuse, is_control, kind, ns_of, reserved, to_fuse, CONTROL_DIR,
     CONTROL_NAME, STATS_FILE, STATS_NAME,
 };
-use super::MqfsFuse;
+use super::cred::cred_of;
+use super::{errno_of, MqfsFuse};
 use crate::ioctl::{FATOMIC, FDATAATOMIC};
 use crate::record::{Make, Req};
 
 /// How long the kernel may cache attributes and names: every change goes
 /// through the kernel, so it never holds a stale one.
-const TTL: Duration = Duration::from_secs(1);
+pub(super) const TTL: Duration = Duration::from_secs(1);
+
+/// `FUSE_HANDLE_KILLPRIV` of the FUSE protocol (include/uapi/linux/fuse.h,
+/// protocol 7.26; fuser names it only with its `abi-7-26` feature): the
+/// file system, not the kernel, clears the set-user-ID and set-group-ID
+/// bits on write, truncate and chown. Without it the kernel clears them
+/// with a chmod sent as the writer, which the chmod rule refuses to a
+/// writer who is not the owner.
+const FUSE_HANDLE_KILLPRIV: u64 = 1 << 19;
+
+/// The caller of a request.
+fn cred(req: &Request<'_>) -> Cred {
+    cred_of(req.uid(), req.gid(), req.pid())
+}
+
+/// Clears the set-ID bits of `ino` if `cred` writing to it or changing its
+/// size clears them ([`perm::mode_after_write`]).
+async fn drop_privs(fs: &Fs, ctx: Ctx, ino: Ino, cred: &Cred) -> Result<(), FsError> {
+    if cred.is_root() {
+        return Ok(());
+    }
+    let a = fs.peek_attr(ctx, ino).await?;
+    if let Some(p) = perm::mode_after_write(&a, cred) {
+        let set = SetAttr {
+            perm: Some(p),
+            ..SetAttr::default()
+        };
+        fs.setattr(ctx, ino, &set).await?;
+    }
+    Ok(())
+}
+
+/// `set` as `cred` may make it on `a`, or the errno of the first rule it
+/// breaks (`by_fd`: a size change through an open file, ftruncate(2);
+/// `touch`: both times set to now, utimensat(2) with NULL times): chown
+/// ([`perm::chown_allowed`], then the set-ID bits it clears), chmod
+/// ([`perm::chmod_allowed`], [`perm::mode_after_chmod`]), truncate
+/// ([`perm::may_truncate`], then the bits a write clears), and times
+/// ([`perm::utimes_allowed`]; the times a truncate sets with the size are
+/// its own). Linux `setattr_prepare` and `notify_change`.
+fn checked_setattr(
+    a: &Attr,
+    c: &Cred,
+    mut set: SetAttr,
+    by_fd: bool,
+    touch: bool,
+) -> Result<SetAttr, FsError> {
+    let mut mode = a.clone();
+    if set.uid.is_some() || set.gid.is_some() {
+        perm::chown_allowed(a, c, set.uid, set.gid)?;
+        mode.perm = perm::mode_after_chown(a, c);
+    }
+    if let Some(p) = set.perm {
+        perm::chmod_allowed(a, c)?;
+        mode.perm = perm::mode_after_chmod(a, c, p);
+    }
+    if set.size.is_some() {
+        perm::may_truncate(a, c, by_fd)?;
+        mode.perm = perm::mode_after_write(&mode, c).unwrap_or(mode.perm);
+    } else if set.atime.is_some() || set.mtime.is_some() {
+        perm::utimes_allowed(a, c, touch)?;
+    }
+    if mode.perm != a.perm || set.perm.is_some() {
+        set.perm = Some(mode.perm);
+    }
+    Ok(set)
+}
 
 /// `S_IFMT` of `st_mode`: the file type bits.
 const S_IFMT: u32 = 0o170000;
@@ -36,26 +104,34 @@ fn ino_of(ino: u64) -> Result<Ino, i32> {
     from_fuse(ino).ok_or(ENOENT)
 }
 
-/// Gives a new inode to the caller (MQFS makes inodes owned by root).
-async fn own(fs: &Fs, ctx: Ctx, a: Attr, uid: u32, gid: u32) -> Result<Attr, FsError> {
-    if a.uid == uid && a.gid == gid {
-        return Ok(a);
-    }
-    let set = SetAttr {
-        uid: Some(uid),
-        gid: Some(gid),
-        ..SetAttr::default()
-    };
-    fs.setattr(ctx, a.ino, &set).await
-}
-
 impl MqfsFuse {
     fn control(&self, ino: u64, req: &Request<'_>) -> FileAttr {
         control_attr(ino, req.uid(), req.gid(), SystemTime::now())
     }
 
-    /// Makes `parent/name` (a `what`) with `make`; a new inode (all but
-    /// a link) is given to the caller.
+    /// Lets the kernel keep no name or attributes it learned, so that
+    /// every path walk looks each name up here and [`Filesystem::lookup`]
+    /// checks search permission for the walking caller, and every stat
+    /// sees the mode another user's write just changed: for a mount other
+    /// users reach (`allow_other`) without the kernel's own checks
+    /// (`default_permissions`). A cached name would be walked by anyone
+    /// for its time to live.
+    pub fn check_every_walk(&mut self) {
+        self.ttl = Duration::ZERO;
+    }
+
+    /// Runs `check` (a permission check, reading attributes only) for a
+    /// request, neither counted as a request nor recorded; `Err` is the
+    /// errno.
+    fn permitted<T, Fut>(&mut self, ctx: Ctx, check: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, i32>
+    where
+        T: 'static,
+        Fut: std::future::Future<Output = Result<T, FsError>> + 'static,
+    {
+        self.run(ctx, Req::Query, check).map_err(errno_of)
+    }
+
+    /// Makes `parent/name` (a `what`) with `make`, given the caller.
     fn make<F, Fut>(
         &mut self,
         req: &Request<'_>,
@@ -64,42 +140,54 @@ impl MqfsFuse {
         make: F,
     ) -> Result<FileAttr, i32>
     where
-        F: FnOnce(Rc<Fs>, Ctx, Ino, String) -> Fut + 'static,
+        F: FnOnce(Rc<Fs>, Ctx, Ino, String, Cred) -> Fut + 'static,
         Fut: std::future::Future<Output = Result<Attr, FsError>> + 'static,
     {
         let name = name_of(name)?;
         if reserved(parent, &name) {
             return Err(EPERM);
         }
-        let (p, ctx, uid, gid) = (ino_of(parent)?, self.ctx(req.pid()), req.uid(), req.gid());
-        let (n, give) = (name.clone(), !matches!(what, Make::Link(_)));
-        let a = self.call(ctx, Req::Make(what, p, name.clone()), move |fs| async move {
-            let a = make(fs.clone(), ctx, p, n).await?;
-            if give {
-                own(&fs, ctx, a, uid, gid).await
-            } else {
-                Ok(a)
-            }
+        let (p, ctx, c) = (ino_of(parent)?, self.ctx(req.pid()), cred(req));
+        let n = name.clone();
+        let a = self.call(ctx, Req::Make(what, p, name.clone()), move |fs| {
+            make(fs, ctx, p, n, c)
         })?;
         self.learned(p, &name, &a, false);
         Ok(file_attr(&a))
     }
 
-    fn do_setattr(&mut self, req: &Request<'_>, ino: u64, set: SetAttr) -> Result<FileAttr, i32> {
-        let (i, ctx) = (ino_of(ino)?, self.ctx(req.pid()));
-        let r = if set == SetAttr::default() {
-            Req::Query
-        } else {
-            Req::Setattr(i, set.size)
-        };
-        let a = self.call(ctx, r, move |fs| async move {
-            if set == SetAttr::default() {
-                fs.getattr(ctx, i).await
-            } else {
-                fs.setattr(ctx, i, &set).await
-            }
+    /// A setattr of `set` on `ino` by the caller of `req`, checked by
+    /// [`checked_setattr`].
+    fn do_setattr(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        set: SetAttr,
+        (by_fd, touch): (bool, bool),
+    ) -> Result<FileAttr, i32> {
+        let (i, ctx, c) = (ino_of(ino)?, self.ctx(req.pid()), cred(req));
+        if set == SetAttr::default() {
+            let a = self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })?;
+            return Ok(file_attr(&a));
+        }
+        let set = self.permitted(ctx, move |fs| async move {
+            let a = fs.peek_attr(ctx, i).await?;
+            checked_setattr(&a, &c, set, by_fd, touch)
+        })?;
+        let a = self.call(ctx, Req::Setattr(i, set.size), move |fs| async move {
+            fs.setattr(ctx, i, &set).await
         })?;
         Ok(file_attr(&a))
+    }
+
+    /// May the caller remove `parent/name` ([`perm::may_delete`])?
+    fn may_delete(&mut self, req: &Request<'_>, parent: Ino, name: &str) -> Result<(), i32> {
+        let (ctx, c, n) = (self.ctx(req.pid()), cred(req), name.to_string());
+        self.permitted(ctx, move |fs| async move {
+            let dir = fs.peek_attr(ctx, parent).await?;
+            let victim = fs.peek_lookup(ctx, parent, &n).await?;
+            perm::may_delete(&dir, &victim, &c)
+        })
     }
 
     fn do_rename(
@@ -129,6 +217,18 @@ impl MqfsFuse {
         } else if flags != 0 {
             return Err(EINVAL);
         }
+        let (c, n, nn) = (cred(req), name.clone(), newname.clone());
+        self.permitted(ctx, move |fs| async move {
+            let src_dir = fs.peek_attr(ctx, p).await?;
+            let src = fs.peek_lookup(ctx, p, &n).await?;
+            let dst_dir = fs.peek_attr(ctx, np).await?;
+            let dst = match fs.peek_lookup(ctx, np, &nn).await {
+                Ok(a) => Some(a),
+                Err(FsError::NotFound) => None,
+                Err(e) => return Err(e),
+            };
+            perm::may_rename((&src_dir, &src), (&dst_dir, dst.as_ref()), &c)
+        })?;
         let r = Req::Rename(p, name.clone(), np, newname.clone());
         self.call(ctx, r, move |fs| async move {
             fs.rename(ctx, p, &name, np, &newname).await
@@ -137,6 +237,21 @@ impl MqfsFuse {
 }
 
 impl Filesystem for MqfsFuse {
+    /// Asks the kernel for `FUSE_ATOMIC_O_TRUNC` (open gets `O_TRUNC`, so
+    /// the truncation is checked with the open, [`perm::open_mask`]) and
+    /// [`FUSE_HANDLE_KILLPRIV`].
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+        for (cap, name) in [
+            (fuser::consts::FUSE_ATOMIC_O_TRUNC, "FUSE_ATOMIC_O_TRUNC"),
+            (FUSE_HANDLE_KILLPRIV, "FUSE_HANDLE_KILLPRIV"),
+        ] {
+            if config.add_capabilities(cap).is_err() {
+                eprintln!("mqfs: the kernel lacks {name}: permission checks are incomplete");
+            }
+        }
+        Ok(())
+    }
+
     fn destroy(&mut self) {
         self.shutdown();
     }
@@ -151,17 +266,17 @@ impl Filesystem for MqfsFuse {
                 _ if reserved(parent, &name) => return Err(ENOENT),
                 _ => {}
             }
-            let (p, ctx, n) = (ino_of(parent)?, self.ctx(req.pid()), name.clone());
-            let a = self.call(
-                ctx,
-                Req::Query,
-                move |fs| async move { fs.lookup(ctx, p, &n).await },
-            )?;
+            let (p, ctx, n, c) = (ino_of(parent)?, self.ctx(req.pid()), name.clone(), cred(req));
+            let a = self.call(ctx, Req::Query, move |fs| async move {
+                // Search permission on the directory (path_resolution(7)).
+                perm::may(&fs.peek_attr(ctx, p).await?, &c, MAY_EXEC)?;
+                fs.lookup(ctx, p, &n).await
+            })?;
             self.learned(p, &name, &a, true);
             Ok(file_attr(&a))
         })();
         match r {
-            Ok(a) => reply.entry(&TTL, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -175,7 +290,7 @@ impl Filesystem for MqfsFuse {
             self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })
         });
         match r {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(a) => reply.attr(&self.ttl, &file_attr(&a)),
             Err(e) => reply.error(e),
         }
     }
@@ -191,7 +306,7 @@ impl Filesystem for MqfsFuse {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<u64>,
+        fh: Option<u64>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -208,6 +323,7 @@ impl Filesystem for MqfsFuse {
             TimeOrNow::SpecificTime(t) => ns_of(t),
             TimeOrNow::Now => now,
         };
+        let touch = matches!((atime, mtime), (Some(TimeOrNow::Now), Some(TimeOrNow::Now)));
         let set = SetAttr {
             perm: mode.map(|m| (m & 0o7777) as u16),
             uid,
@@ -216,8 +332,8 @@ impl Filesystem for MqfsFuse {
             atime: atime.map(time),
             mtime: mtime.map(time),
         };
-        match self.do_setattr(req, ino, set) {
-            Ok(a) => reply.attr(&TTL, &a),
+        match self.do_setattr(req, ino, set, (fh.is_some(), touch)) {
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -257,17 +373,19 @@ impl Filesystem for MqfsFuse {
                 _ => return reply.error(EINVAL),
             },
         };
-        let made = if ftype == mqfs::FileType::File {
-            self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
-                fs.create(ctx, p, &n, perm).await
-            })
+        let new = if ftype == mqfs::FileType::File {
+            NewInode::File
         } else {
-            self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
-                fs.mknod(ctx, p, &n, ftype, perm, rdev).await
-            })
+            NewInode::Special(ftype, rdev)
         };
+        let made = self.make(
+            req,
+            (parent, name),
+            Make::File,
+            move |fs, ctx, p, n, c| async move { fs.make_as(ctx, p, &n, new, perm, &c).await },
+        );
         match made {
-            Ok(a) => reply.entry(&TTL, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -282,10 +400,13 @@ impl Filesystem for MqfsFuse {
         reply: ReplyEntry,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), Make::Dir, move |fs, ctx, p, n| async move {
-            fs.mkdir(ctx, p, &n, perm).await
-        }) {
-            Ok(a) => reply.entry(&TTL, &a, 0),
+        match self.make(
+            req,
+            (parent, name),
+            Make::Dir,
+            move |fs, ctx, p, n, c| async move { fs.make_as(ctx, p, &n, NewInode::Dir, perm, &c).await },
+        ) {
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -297,6 +418,7 @@ impl Filesystem for MqfsFuse {
                 return Err(EPERM);
             }
             let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
+            self.may_delete(req, p, &name)?;
             let r = Req::Unlink(p, name.clone());
             self.call(ctx, r, move |fs| async move { fs.unlink(ctx, p, &name).await })
         })();
@@ -312,6 +434,7 @@ impl Filesystem for MqfsFuse {
                 return Err(EPERM);
             }
             let (p, ctx) = (ino_of(parent)?, self.ctx(req.pid()));
+            self.may_delete(req, p, &name)?;
             let r = Req::Rmdir(p, name.clone());
             self.call(ctx, r, move |fs| async move { fs.rmdir(ctx, p, &name).await })
         });
@@ -336,9 +459,12 @@ impl Filesystem for MqfsFuse {
             req,
             (parent, link_name),
             Make::Symlink,
-            move |fs, ctx, p, n| async move { fs.symlink(ctx, p, &n, &target).await },
+            move |fs, ctx, p, n, c| async move {
+                let new = NewInode::Symlink(&target);
+                fs.make_as(ctx, p, &n, new, 0o777, &c).await
+            },
         ) {
-            Ok(a) => reply.entry(&TTL, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
@@ -365,15 +491,21 @@ impl Filesystem for MqfsFuse {
                 req,
                 (newparent, newname),
                 Make::Link(i),
-                move |fs, ctx, p, n| async move { fs.link(ctx, i, p, &n).await },
+                move |fs, ctx, p, n, c| async move {
+                    perm::may_create(&fs.peek_attr(ctx, p).await?, &c)?;
+                    fs.link(ctx, i, p, &n).await
+                },
             )
         });
         match r {
-            Ok(a) => reply.entry(&TTL, &a, 0),
+            Ok(a) => reply.entry(&self.ttl, &a, 0),
             Err(e) => reply.error(e),
         }
     }
 
+    /// open(2): the access the flags ask ([`perm::open_mask`]), then
+    /// `O_TRUNC` truncates a regular file (as an ftruncate: its write
+    /// permission was just checked).
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         if is_control(ino) && flags & libc::O_ACCMODE != libc::O_RDONLY {
             return reply.error(libc::EACCES);
@@ -384,8 +516,23 @@ impl Filesystem for MqfsFuse {
             self.snapshots.insert(fh, text.into_bytes());
             return reply.opened(fh, FOPEN_DIRECT_IO);
         }
-        let ctx = self.ctx(req.pid());
-        match ino_of(ino).and_then(|i| self.opened(ctx, i)) {
+        let r = ino_of(ino).and_then(|i| {
+            let (ctx, c) = (self.ctx(req.pid()), cred(req));
+            let a = self.permitted(ctx, move |fs| async move {
+                let a = fs.peek_attr(ctx, i).await?;
+                perm::may(&a, &c, perm::open_mask(flags))?;
+                Ok(a)
+            })?;
+            if flags & perm::O_TRUNC != 0 && a.ftype == mqfs::FileType::File {
+                let set = SetAttr {
+                    size: Some(0),
+                    ..SetAttr::default()
+                };
+                self.do_setattr(req, ino, set, (true, false))?;
+            }
+            self.opened(ctx, i)
+        });
+        match r {
             Ok(()) => reply.opened(0, 0),
             Err(e) => reply.error(e),
         }
@@ -438,12 +585,11 @@ impl Filesystem for MqfsFuse {
         }
         let r = u64::try_from(offset).map_err(|_| EINVAL).and_then(|off| {
             let (i, ctx, data) = (ino_of(ino)?, self.ctx(req.pid()), data.to_vec());
-            let r = Req::Write(i, off, data.len());
-            self.call(
-                ctx,
-                r,
-                move |fs| async move { fs.write(ctx, i, off, &data).await },
-            )
+            let (r, c) = (Req::Write(i, off, data.len()), cred(req));
+            self.call(ctx, r, move |fs| async move {
+                drop_privs(&fs, ctx, i, &c).await?;
+                fs.write(ctx, i, off, &data).await
+            })
         });
         match r {
             Ok(n) => reply.written(n as u32),
@@ -499,8 +645,11 @@ impl Filesystem for MqfsFuse {
             ])
         } else {
             ino_of(ino).and_then(|i| {
-                let ctx = self.ctx(req.pid());
-                let list = self.call(ctx, Req::Query, move |fs| async move { fs.readdir(ctx, i).await })?;
+                let (ctx, c) = (self.ctx(req.pid()), cred(req));
+                let list = self.call(ctx, Req::Query, move |fs| async move {
+                    perm::may(&fs.peek_attr(ctx, i).await?, &c, MAY_READ)?;
+                    fs.readdir(ctx, i).await
+                })?;
                 Ok(list
                     .into_iter()
                     .filter(|(n, _, _)| !reserved(ino, n))
@@ -568,16 +717,47 @@ impl Filesystem for MqfsFuse {
         reply: ReplyCreate,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.make(req, (parent, name), Make::File, move |fs, ctx, p, n| async move {
-            fs.create(ctx, p, &n, perm).await
-        }) {
+        match self.make(
+            req,
+            (parent, name),
+            Make::File,
+            move |fs, ctx, p, n, c| async move { fs.make_as(ctx, p, &n, NewInode::File, perm, &c).await },
+        ) {
             Ok(a) => {
                 let ctx = self.ctx(req.pid());
                 match from_fuse(a.ino).map_or(Ok(()), |i| self.opened(ctx, i)) {
-                    Ok(()) => reply.created(&TTL, &a, 0, 0, 0),
+                    Ok(()) => reply.created(&self.ttl, &a, 0, 0, 0),
                     Err(e) => reply.error(e),
                 }
             }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// access(2) and chdir(2) (the kernel asks for both when it does not
+    /// check permissions itself): `F_OK` for an inode that exists, else
+    /// [`perm::may`] for the caller (whose real uid and gid the kernel
+    /// puts in the request for access(2)).
+    fn access(&mut self, req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
+        let mask = (mask & 0o7) as u8;
+        if is_control(ino) {
+            let attr = self.control(ino, req);
+            let denied = mask & !((attr.perm & 0o7) as u8) != 0;
+            return if denied {
+                reply.error(libc::EACCES)
+            } else {
+                reply.ok()
+            };
+        }
+        let (ctx, c) = (self.ctx(req.pid()), cred(req));
+        let r = ino_of(ino).and_then(|i| {
+            self.permitted(ctx, move |fs| async move {
+                let a = fs.peek_attr(ctx, i).await?;
+                perm::may(&a, &c, mask)
+            })
+        });
+        match r {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
@@ -643,7 +823,11 @@ impl Filesystem for MqfsFuse {
                 _ if recording => return Err(EOPNOTSUPP),
                 _ => Req::Setattr(i, None),
             };
+            let c = cred(req);
             self.call(ctx, r, move |fs| async move {
+                // Linux `vfs_fallocate` calls `file_modified`, which clears
+                // set-ID bits as a write does.
+                drop_privs(&fs, ctx, i, &c).await?;
                 fs.fallocate(ctx, i, m, off, len).await
             })
         });
@@ -676,9 +860,10 @@ impl Filesystem for MqfsFuse {
             if position != 0 {
                 return Err(EINVAL);
             }
-            let v = value.to_vec();
+            let (v, c) = (value.to_vec(), cred(req));
             let ctx = self.ctx(req.pid());
             self.call(ctx, Req::Setattr(i, None), move |fs| async move {
+                perm::xattr_allowed(&fs.peek_attr(ctx, i).await?, &c, &n, true)?;
                 fs.setxattr(ctx, i, &n, &v, f).await
             })
         })();
@@ -693,13 +878,12 @@ impl Filesystem for MqfsFuse {
             return reply.error(ENODATA);
         }
         let r = ino_of(ino).and_then(|i| {
-            let n = name_of(name)?;
+            let (n, c) = (name_of(name)?, cred(req));
             let ctx = self.ctx(req.pid());
-            self.call(
-                ctx,
-                Req::Query,
-                move |fs| async move { fs.getxattr(ctx, i, &n).await },
-            )
+            self.call(ctx, Req::Query, move |fs| async move {
+                perm::xattr_allowed(&fs.peek_attr(ctx, i).await?, &c, &n, false)?;
+                fs.getxattr(ctx, i, &n).await
+            })
         });
         send_xattr(r, size, reply);
     }
@@ -709,12 +893,12 @@ impl Filesystem for MqfsFuse {
             return send_xattr(Ok(Vec::new()), size, reply);
         }
         let r = ino_of(ino).and_then(|i| {
-            let ctx = self.ctx(req.pid());
-            self.call(
-                ctx,
-                Req::Query,
-                move |fs| async move { fs.listxattr(ctx, i).await },
-            )
+            let (ctx, c) = (self.ctx(req.pid()), cred(req));
+            self.call(ctx, Req::Query, move |fs| async move {
+                let mut names = fs.listxattr(ctx, i).await?;
+                names.retain(|n| perm::xattr_listed(n, &c));
+                Ok(names)
+            })
         });
         send_xattr(r.map(|names| list_bytes(&names)), size, reply);
     }
@@ -724,9 +908,10 @@ impl Filesystem for MqfsFuse {
             return reply.error(EPERM);
         }
         let r = ino_of(ino).and_then(|i| {
-            let n = name_of(name)?;
+            let (n, c) = (name_of(name)?, cred(req));
             let ctx = self.ctx(req.pid());
             self.call(ctx, Req::Setattr(i, None), move |fs| async move {
+                perm::xattr_allowed(&fs.peek_attr(ctx, i).await?, &c, &n, true)?;
                 fs.removexattr(ctx, i, &n).await
             })
         });
