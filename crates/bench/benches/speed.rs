@@ -161,3 +161,8 @@ fn crash_states(c: &mut Criterion) {
 
 criterion_group!(benches, fsyncs, bus_events, crash_states);
 criterion_main!(benches);
+
+/// The allocator the `crashfuzz` binary runs with (its doc says why), so
+/// the speeds here are the ones a user sees.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
