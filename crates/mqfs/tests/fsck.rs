@@ -2,14 +2,17 @@
 //! stats the workload made, and deliberate damage is found with the
 //! right kind and severity.
 
+mod surgery;
+use surgery::{get, put, superblock};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use mqfs::fsck::{fsck, fsck_with, BlockSource, FindingKind, MetaKind, Options, Report, Severity};
+use mqfs::fsck::{fsck, fsck_with, FindingKind, MetaKind, Options, Report, Severity};
 use mqfs::layout::{
-    decode_dir_block, decode_node, encode_dir_block, encode_node, DirEntry, Extent, Inode, Superblock, BLOCK,
-    INODE_SIZE, ROOT_INO,
+    decode_dir_block, decode_node, encode_dir_block, encode_node, DirEntry, Extent, Inode, BLOCK, INODE_SIZE,
+    ROOT_INO,
 };
 use mqfs::testing::new_fs;
 use mqfs::{Ctx, FileType, Fs, FsError, Ino, Mode, StatFs};
@@ -217,20 +220,6 @@ fn base() -> &'static Populated {
 }
 
 // ---- image surgery ----
-
-fn get(img: &[u8], b: u64) -> Box<[u8; BLOCK]> {
-    let mut buf = Box::new([0u8; BLOCK]);
-    img.read(b, &mut buf);
-    buf
-}
-
-fn put(img: &mut [u8], b: u64, data: &[u8; BLOCK]) {
-    img[b as usize * BLOCK..(b as usize + 1) * BLOCK].copy_from_slice(data);
-}
-
-fn superblock(img: &[u8]) -> Superblock {
-    Superblock::decode(&get(img, 0)[..], img.blocks()).unwrap()
-}
 
 fn raw_inode(img: &[u8], ino: Ino) -> (u64, usize, [u8; INODE_SIZE]) {
     let (b, off) = superblock(img).inode_location(ino).unwrap();

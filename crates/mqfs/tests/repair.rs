@@ -3,14 +3,16 @@
 //! finds nothing and every file that survived reads as before; damage the
 //! repair cannot fix stays reported and harms nothing else.
 
+mod surgery;
+use surgery::{get, put, superblock};
+
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use ccnvme::BlockDevice;
 use mqfs::fsck::{fsck, BlockSource, FindingKind, Report};
 use mqfs::layout::{
-    decode_dir_block, encode_dir_block, encode_orphans, DirEntry, Inode, Superblock, BLOCK, INODE_SIZE,
-    ORPHAN_INO,
+    decode_dir_block, encode_dir_block, encode_orphans, DirEntry, Inode, BLOCK, INODE_SIZE, ORPHAN_INO,
 };
 use mqfs::testing::{machine_over, new_fs};
 use mqfs::{mount, probe_options, Ctx, FsProfile, Ino, Mode};
@@ -168,20 +170,6 @@ fn repair(mode: Mode, image: &[u8], paths: Vec<String>) -> After {
 }
 
 // ---- image surgery ----
-
-fn get(img: &[u8], b: u64) -> Box<[u8; BLOCK]> {
-    let mut buf = Box::new([0u8; BLOCK]);
-    img.read(b, &mut buf);
-    buf
-}
-
-fn put(img: &mut [u8], b: u64, data: &[u8; BLOCK]) {
-    img[b as usize * BLOCK..(b as usize + 1) * BLOCK].copy_from_slice(data);
-}
-
-fn superblock(img: &[u8]) -> Superblock {
-    Superblock::decode(&get(img, 0)[..], img.blocks()).unwrap()
-}
 
 /// Applies `f` to inode `ino` (checksum recomputed).
 fn edit_inode(img: &mut [u8], ino: Ino, f: impl FnOnce(&mut Inode)) {
