@@ -3,7 +3,7 @@
 //! right kind and severity.
 
 mod surgery;
-use surgery::{get, put, superblock};
+use surgery::{get, put, set_bit, superblock};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -279,17 +279,6 @@ fn put_inode(img: &mut [u8], ino: Ino, i: &Loaded) {
     for (leaf, depth, node) in inode.tree.take_dirty() {
         put(img, leaf, &encode_node(node, depth));
     }
-}
-
-fn set_bit(img: &mut [u8], block: u64, bit: u64, on: bool) {
-    let mut b = get(img, block);
-    let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
-    if on {
-        b[byte] |= mask;
-    } else {
-        b[byte] &= !mask;
-    }
-    put(img, block, &b);
 }
 
 fn bit(img: &[u8], block: u64, bit: u64) -> bool {

@@ -4,7 +4,7 @@
 //! repair cannot fix stays reported and harms nothing else.
 
 mod surgery;
-use surgery::{get, put, superblock};
+use surgery::{get, put, set_bit, superblock};
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -206,17 +206,6 @@ fn remove_entry(img: &mut [u8], dir: Ino, name: &str) {
         }
     }
     panic!("no entry {name} in {dir}");
-}
-
-fn set_bit(img: &mut [u8], block: u64, bit: u64, on: bool) {
-    let mut b = get(img, block);
-    let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
-    if on {
-        b[byte] |= mask;
-    } else {
-        b[byte] &= !mask;
-    }
-    put(img, block, &b);
 }
 
 /// A block `ino` maps (its first extent's first block).

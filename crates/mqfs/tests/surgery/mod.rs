@@ -21,3 +21,15 @@ pub fn put(img: &mut [u8], b: u64, data: &[u8; BLOCK]) {
 pub fn superblock(img: &[u8]) -> Superblock {
     Superblock::decode(&get(img, 0)[..], img.blocks()).unwrap()
 }
+
+/// Sets or clears bit `bit` of bitmap block `block`.
+pub fn set_bit(img: &mut [u8], block: u64, bit: u64, on: bool) {
+    let mut b = get(img, block);
+    let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
+    if on {
+        b[byte] |= mask;
+    } else {
+        b[byte] &= !mask;
+    }
+    put(img, block, &b);
+}
