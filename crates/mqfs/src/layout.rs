@@ -16,7 +16,8 @@
 //! extent may be *unwritten*
 //! (allocated by fallocate, read as zeros until written; bit 31 of its
 //! length word, Ext4's `ee_len > EXT_INIT_MAX_LEN`). Directories are Ext4
-//! linear blocks of entries with a checksum tail. Extended attributes live
+//! blocks of entries with a checksum tail: linear while one block holds
+//! them, then hash-indexed (ext4's `dir_index`, [`crate::htree`]). Extended attributes live
 //! in one external block per inode (Ext4's `i_file_acl` EA block,
 //! [`encode_xattr_block`]).
 //!
@@ -58,7 +59,8 @@
 //! Geometry, mode and mount state (see [`Superblock::encode`]); byte 104
 //! counts the damaged journal transactions recoveries dropped
 //! (`journal_damage`, `docs/decisions.md` E4). Images written before that
-//! field hold 0 there, which means none, so it needs no version.
+//! field hold 0 there, which means none, so it needs no version. Byte 112
+//! holds the directory-index hash seed (version 4).
 //!
 //! ## Versions
 //!
