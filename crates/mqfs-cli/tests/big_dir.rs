@@ -31,8 +31,24 @@ fn twenty_thousand_files_in_one_directory_take_seconds() {
         }
     }
     let created = start.elapsed();
-    let listed = std::fs::read_dir(&d).unwrap().count();
-    assert_eq!(listed, n);
+    // A listing interrupted by creates (and reaching past them: readdir
+    // is served in chunks) neither skips nor repeats an entry that
+    // existed throughout (POSIX readdir(3)).
+    let mut it = std::fs::read_dir(&d).unwrap();
+    let mut seen: Vec<String> = Vec::with_capacity(n);
+    for e in it.by_ref().take(n / 3) {
+        seen.push(e.unwrap().file_name().into_string().unwrap());
+    }
+    for i in 0..500 {
+        std::fs::File::create(d.join(format!("late{i:03}"))).unwrap();
+    }
+    seen.extend(it.map(|e| e.unwrap().file_name().into_string().unwrap()));
+    let mut old: Vec<&String> = seen.iter().filter(|s| s.starts_with("file")).collect();
+    old.sort();
+    let before = old.len();
+    old.dedup();
+    assert_eq!((before, old.len()), (n, n), "an entry skipped or repeated");
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), n + 500);
     for i in (0..n).step_by(997) {
         assert!(d.join(format!("file{i:06}")).exists(), "file{i:06}");
     }

@@ -67,8 +67,8 @@
 
 use crate::error::FsError;
 use crate::layout::{
-    crc, decode_dir_block, dirent_len, get_u16, get_u32, put_u16, put_u32, seal_dir_block, DirEntry,
-    FileType, BLOCK, DIR_SPACE,
+    decode_dir_block, dirent_len, get_u16, get_u32, put_u16, put_u32, seal_dir_block, DirEntry, FileType,
+    BLOCK, DIR_SPACE,
 };
 
 /// The hash version recorded in the dx_root: seeded CRC-32 (see the
@@ -169,11 +169,6 @@ fn decode_entries(b: &[u8], at: usize, limit: usize) -> Result<Vec<DxEntry>, FsE
     Ok(out)
 }
 
-/// Checks the tail and checksum as every directory block's.
-fn check_sealed(b: &[u8]) -> Result<Vec<DirEntry>, FsError> {
-    decode_dir_block(b)
-}
-
 /// Encodes the dx_root block.
 pub fn encode_dx_root(root: &DxRoot) -> Box<[u8; BLOCK]> {
     let mut b = Box::new([0u8; BLOCK]);
@@ -199,7 +194,7 @@ pub fn encode_dx_root(root: &DxRoot) -> Box<[u8; BLOCK]> {
 /// Decodes and checks a dx_root block (checksum, "." and ".." as ext4
 /// lays them out, the info header, the entries' count and order).
 pub fn decode_dx_root(b: &[u8]) -> Result<DxRoot, FsError> {
-    let ents = check_sealed(b)?;
+    let ents = decode_dir_block(b)?;
     if ents.len() != 2
         || ents[0].name != b"."
         || ents[1].name != b".."
@@ -238,7 +233,7 @@ pub fn encode_dx_node(entries: &[DxEntry]) -> Box<[u8; BLOCK]> {
 /// Decodes and checks a dx_node block. `lower` is the hash its parent
 /// entry gives it (entry 0's in-memory hash).
 pub fn decode_dx_node(b: &[u8], lower: u32) -> Result<Vec<DxEntry>, FsError> {
-    check_sealed(b)?;
+    decode_dir_block(b)?;
     if get_u32(b, 0) != 0 || get_u16(b, 4) as usize != DIR_SPACE || b[6] != 0 {
         return Err(bad("node without its empty entry"));
     }
@@ -248,12 +243,6 @@ pub fn decode_dx_node(b: &[u8], lower: u32) -> Result<Vec<DxEntry>, FsError> {
         return Err(bad("node hash below its parent's"));
     }
     Ok(e)
-}
-
-/// True if `b` is a sealed block whose checksum matches (used to tell a
-/// damaged block from a wrong one in messages).
-pub fn sealed(b: &[u8]) -> bool {
-    b.len() >= BLOCK && get_u32(b, DIR_SPACE + 8) == crc(&b[..DIR_SPACE])
 }
 
 /// The position in `entries` whose child covers `hash` (`dx_probe`'s
@@ -449,7 +438,7 @@ mod tests {
             .map(|(_, e)| dirent_len(e.name.len()))
             .sum();
         assert!(
-            upper <= DIR_SPACE / 2 + 16 && upper >= DIR_SPACE / 2 - 32,
+            (DIR_SPACE / 2 - 32..=DIR_SPACE / 2 + 16).contains(&upper),
             "upper {upper}"
         );
         assert!(in_range(h - 4, 0, Some(h)) && !in_range(h, 0, Some(h)));

@@ -175,7 +175,7 @@ fn pname(i: u16) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     /// A random sequence of create, unlink and rename in one directory
     /// matches a BTreeMap, through remount, and fsck finds the image clean.
     #[test]
@@ -187,7 +187,9 @@ proptest! {
             let c = Ctx::on(0);
             let d = fs.mkdir(c, ROOT, "d", 0o755).await?.ino;
             let mut model: BTreeMap<String, u32> = BTreeMap::new();
+            let mut most = 0;
             for op in ops {
+                most = most.max(model.len());
                 match op {
                     DirOp::Create(i) => {
                         let r = fs.create(c, d, &pname(i), 0o644).await;
@@ -215,6 +217,10 @@ proptest! {
                         }
                     }
                 }
+            }
+            // Past ~60 entries the directory was converted and split.
+            if most > 120 {
+                assert!(fs.getattr(c, d).await?.size >= 4 * 4096, "{most} entries, still linear?");
             }
             let fs = remount(fs, &m, c).await?;
             let listed: BTreeMap<String, u32> = fs
