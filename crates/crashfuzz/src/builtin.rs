@@ -635,6 +635,37 @@ pub fn extent_split() -> Workload {
     )
 }
 
+/// Directory index splits across a crash (Linux `fs/ext4/namei.c`,
+/// `mqfs::htree`): names of 100 bytes, 37 to a block. Setup fills most of
+/// `/d`'s one linear block; the workload's creates convert it to an
+/// indexed directory (`make_indexed_dir`: root and two leaves), then
+/// split leaves again and again, with fsyncs of new files, of a file
+/// synced before the splits moved its entry, and of the directory,
+/// unlinks and renames in between.
+pub fn dir_index() -> Workload {
+    let f = |i: usize| format!("/d/{i:03}{}", "n".repeat(97));
+    let mut setup = vec![Op::Mkdir(s("/d"))];
+    setup.extend((0..30).map(|i| Op::Create(f(i))));
+    setup.push(Op::Sync);
+    let mut ops = Vec::new();
+    for i in 30..110 {
+        ops.push(Op::Create(f(i)));
+        if i % 9 == 0 {
+            ops.push(Op::Fsync(f(i)));
+        }
+        if i == 60 {
+            ops.push(Op::Fsync(f(3)));
+        }
+    }
+    ops.push(Op::Unlink(f(5)));
+    ops.push(Op::Rename(f(40), f(200)));
+    ops.push(Op::Fsync(s("/d")));
+    ops.push(Op::Fsync(f(31)));
+    ops.push(Op::Rename(f(7), f(41)));
+    ops.push(Op::Fsync(f(41)));
+    Workload::single("dir_index", setup, ops)
+}
+
 /// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
 /// `random`, `m9_cross_queue` (and `ace1-*` / `ace2-*` for one member).
 pub fn by_name(name: &str) -> Option<Vec<Workload>> {
@@ -657,6 +688,7 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "fallocate_modes" => Some(vec![fallocate_modes()]),
         "xattrs" => Some(vec![xattrs()]),
         "extent_split" => Some(vec![extent_split()]),
+        "dir_index" => Some(vec![dir_index()]),
         n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("random-") => {
@@ -714,6 +746,7 @@ pub fn names() -> Vec<String> {
             "fallocate_modes",
             "xattrs",
             "extent_split",
+            "dir_index",
             "table4",
         ]
         .map(String::from),

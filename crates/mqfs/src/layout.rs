@@ -16,7 +16,8 @@
 //! extent may be *unwritten*
 //! (allocated by fallocate, read as zeros until written; bit 31 of its
 //! length word, Ext4's `ee_len > EXT_INIT_MAX_LEN`). Directories are Ext4
-//! linear blocks of entries with a checksum tail. Extended attributes live
+//! blocks of entries with a checksum tail: linear while one block holds
+//! them, then hash-indexed (ext4's `dir_index`, [`crate::htree`]). Extended attributes live
 //! in one external block per inode (Ext4's `i_file_acl` EA block,
 //! [`encode_xattr_block`]).
 //!
@@ -58,7 +59,8 @@
 //! Geometry, mode and mount state (see [`Superblock::encode`]); byte 104
 //! counts the damaged journal transactions recoveries dropped
 //! (`journal_damage`, `docs/decisions.md` E4). Images written before that
-//! field hold 0 there, which means none, so it needs no version.
+//! field hold 0 there, which means none, so it needs no version. Byte 112
+//! holds the directory-index hash seed (version 4).
 //!
 //! ## Versions
 //!
@@ -71,6 +73,11 @@
 //!   at depth > 0, tree blocks with the header above) replaces the single
 //!   leaf block of at most 255 extents (its pointer at byte 60 is now
 //!   reserved).
+//! - 4: indexed directories (ext4's `dir_index` htree, [`crate::htree`]):
+//!   the inode flag [`FLAG_INDEX`], the dx_root in block 0 behind "." and
+//!   "..", dx_node blocks, and the hash seed at superblock byte 112. A
+//!   version-3 reader would see an indexed directory's blocks as linear
+//!   ones and insert entries without the index, so the version is bumped.
 //!
 //! The superblock's newest time (byte 96, u64 ns since 1970,
 //! [`Superblock::newest_time`]) came with version 3 without a bump: older
@@ -94,7 +101,7 @@ pub const INODES_PER_BLOCK: u32 = (BLOCK / INODE_SIZE) as u32;
 /// Superblock magic ("MQFS0001").
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"MQFS0001");
 /// Layout version (see the module docs for what each one added).
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// The root directory's inode number.
 pub const ROOT_INO: u32 = 2;
 /// First inode number handed to files.
@@ -198,24 +205,24 @@ impl Mode {
     }
 }
 
-fn get_u16(b: &[u8], o: usize) -> u16 {
+pub(crate) fn get_u16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
 }
-fn get_u32(b: &[u8], o: usize) -> u32 {
+pub(crate) fn get_u32(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
-fn get_u64(b: &[u8], o: usize) -> u64 {
+pub(crate) fn get_u64(b: &[u8], o: usize) -> u64 {
     let mut x = [0u8; 8];
     x.copy_from_slice(&b[o..o + 8]);
     u64::from_le_bytes(x)
 }
-fn put_u16(b: &mut [u8], o: usize, v: u16) {
+pub(crate) fn put_u16(b: &mut [u8], o: usize, v: u16) {
     b[o..o + 2].copy_from_slice(&v.to_le_bytes());
 }
-fn put_u32(b: &mut [u8], o: usize, v: u32) {
+pub(crate) fn put_u32(b: &mut [u8], o: usize, v: u32) {
     b[o..o + 4].copy_from_slice(&v.to_le_bytes());
 }
-fn put_u64(b: &mut [u8], o: usize, v: u64) {
+pub(crate) fn put_u64(b: &mut [u8], o: usize, v: u64) {
     b[o..o + 8].copy_from_slice(&v.to_le_bytes());
 }
 
@@ -263,6 +270,9 @@ pub struct Superblock {
     /// commit, `fs/ext4/super.c`): files synced in them are lost, and fsck
     /// reports it. Byte 104; images written before it hold 0 there.
     pub journal_damage: u64,
+    /// Seed of the directory-index hash (ext4's `s_hash_seed`; byte 112,
+    /// version 4): set by mkfs, see [`crate::htree::name_hash`].
+    pub hash_seed: u32,
 }
 
 impl Superblock {
@@ -358,6 +368,7 @@ impl Superblock {
         put_u64(&mut b[..], 88, self.mounts);
         put_u64(&mut b[..], 96, self.newest_time);
         put_u64(&mut b[..], 104, self.journal_damage);
+        put_u32(&mut b[..], 112, self.hash_seed);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -393,6 +404,7 @@ impl Superblock {
             mounts: get_u64(b, 88),
             newest_time: get_u64(b, 96),
             journal_damage: get_u64(b, 104),
+            hash_seed: get_u32(b, 112),
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -573,6 +585,9 @@ pub fn merge_extents(extents: &mut Vec<Extent>) {
 
 /// Inode flag: the symlink target is stored in the inode.
 pub const FLAG_INLINE_SYMLINK: u32 = 1;
+/// Inode flag: the directory is indexed (ext4's `EXT4_INDEX_FL`, the same
+/// bit): block 0 holds the dx_root, see [`crate::htree`].
+pub const FLAG_INDEX: u32 = 0x1000;
 
 /// An inode (256 bytes on disk).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -1009,11 +1024,19 @@ pub fn encode_dir_block(entries: &[DirEntry]) -> Result<Box<[u8; BLOCK]>, FsErro
     if entries.is_empty() {
         put_u16(&mut b[..], 4, DIR_SPACE as u16);
     }
+    seal_dir_block(&mut b);
+    Ok(b)
+}
+
+/// Writes a directory block's checksum tail (ext4's
+/// `ext4_dir_entry_tail`: a fake entry of 12 bytes, type 0xDE, with the
+/// CRC of the bytes before it) over bytes `DIR_SPACE..`.
+pub fn seal_dir_block(b: &mut [u8; BLOCK]) {
+    b[DIR_SPACE..].fill(0);
     put_u16(&mut b[..], DIR_SPACE + 4, DIR_TAIL as u16);
     b[DIR_SPACE + 7] = 0xDE;
     let c = crc(&b[..DIR_SPACE]);
     put_u32(&mut b[..], DIR_SPACE + 8, c);
-    Ok(b)
 }
 
 /// Decodes a directory block into its live entries.
@@ -1078,6 +1101,7 @@ mod tests {
             mounts: 1,
             newest_time: 1_780_000_000_123_456_789,
             journal_damage: 0,
+            hash_seed: 0x5eed,
         }
     }
 

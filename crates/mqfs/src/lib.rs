@@ -1,7 +1,7 @@
 //! # MQFS: the file system, in the four modes the ccNVMe paper compares
 //!
-//! An Ext4-like file system (block groups, inodes, extents, linear
-//! directories, a buffer and a page cache) whose crash consistency comes
+//! An Ext4-like file system (block groups, inodes, extents, linear and
+//! hash-indexed directories ([`htree`]), a buffer and a page cache) whose crash consistency comes
 //! from one of four [`Mode`]s:
 //!
 //! - `none` (Ext4-NJ): fsync writes each kind of block in place, in turn,
@@ -48,12 +48,14 @@
 pub mod cache;
 pub mod data;
 pub mod dir;
+mod dir_index;
 pub mod direct;
 pub mod error;
 pub mod extent_tree;
 pub mod falloc;
 pub mod fs;
 pub mod fsck;
+pub mod htree;
 pub mod journal;
 pub mod layout;
 pub mod mount;

@@ -17,7 +17,7 @@ use crate::journal::jbd::Jbd;
 use crate::journal::mq;
 use crate::journal::Journal;
 use crate::layout::{
-    encode_dir_block, DirEntry, Extent, FileType, Inode, Mode, Superblock, BLOCK, FIRST_INO,
+    crc, encode_dir_block, DirEntry, Extent, FileType, Inode, Mode, Superblock, BLOCK, FIRST_INO,
     INODES_PER_BLOCK, ROOT_INO,
 };
 use crate::ops::GATE;
@@ -110,6 +110,13 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         mounts: 0,
         newest_time: 0,
         journal_damage: 0,
+        hash_seed: 0,
+    };
+    // A seed of its own per geometry, deterministic (no randomness in the
+    // emulator; ext4's mkfs draws `s_hash_seed` at random).
+    let sb = Superblock {
+        hash_seed: crc(&sb.encode()[..]),
+        ..sb
     };
     sb.validate(blocks)?;
     Ok(sb)
@@ -243,6 +250,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             mounts: 0,
             newest_time: 0,
             journal_damage: 0,
+            hash_seed: 0,
         }),
         profile,
         bufs: BufferCache::default(),

@@ -10,10 +10,11 @@ use std::sync::{Arc, OnceLock};
 
 use ccnvme::BlockDevice;
 use mqfs::extent_tree::{Entries, ExtentTree, IndexEntry};
-use mqfs::fsck::{fsck, fsck_with, MetaBlock, MetaKind, Options, Report};
+use mqfs::fsck::{fsck, fsck_with, FindingKind, MetaBlock, MetaKind, Options, Report};
+use mqfs::htree::{decode_dx_root, encode_dx_root, DxRoot};
 use mqfs::layout::{
-    crc, encode_dir_block, encode_node, DirEntry, Extent, Inode, Superblock, BLOCK, DIR_SPACE,
-    FLAG_INLINE_SYMLINK, INODE_SIZE, ROOT_INO,
+    crc, encode_dir_block, encode_node, seal_dir_block, DirEntry, Extent, Inode, Superblock, BLOCK,
+    DIR_SPACE, FLAG_INLINE_SYMLINK, INODE_SIZE, ROOT_INO,
 };
 use mqfs::testing::{machine_over, new_fs};
 use mqfs::{mount, probe_options, Ctx, FallocMode, FileType, Fs, FsError, FsProfile, Mode, XattrFlags};
@@ -80,6 +81,12 @@ fn populate(mode: Mode) -> Base {
             fs.write_path(c, &p, 0, format!("content {i}").as_bytes())
                 .await
                 .unwrap();
+        }
+        // An indexed directory (mqfs::htree): root and several leaves.
+        fs.mkdir_path(c, "/i").await.unwrap();
+        for i in 0..160 {
+            let p = format!("/i/an-indexed-entry-with-a-name-long-enough-to-split-leaves-{i:03}");
+            fs.create_path(c, &p).await.unwrap();
         }
         fs.create_path(c, "/a/many").await.unwrap();
         for i in 0..14u64 {
@@ -461,6 +468,64 @@ fn mount_without_magic_is_not_mqfs_and_with_a_bad_checksum_is_corrupt() {
         // The undamaged image mounts and reads without a failure.
         let w = mount_image(mode, |_| {}).unwrap();
         assert!(w.failures.is_empty() && w.ops > 40, "{w:?}");
+    }
+}
+
+/// Damage to an indexed directory's root, resealed so only the index
+/// check can see it: fsck reports `DirIndexCorrupt` (a typed finding),
+/// and mount and a walk never panic or hang.
+#[test]
+fn a_damaged_directory_index_is_a_finding_and_never_a_panic() {
+    for (ix, &mode) in modes().iter().enumerate() {
+        let b = base(ix);
+        let mut buf = [0u8; BLOCK];
+        let (root_block, root) = b
+            .meta
+            .iter()
+            .filter(|m| m.kind == MetaKind::Directory)
+            .find_map(|m| {
+                b.read(m.block, &mut buf);
+                decode_dx_root(&buf[..]).ok().map(|r| (m.block, r))
+            })
+            .unwrap_or_else(|| panic!("{mode:?}: no indexed directory in the image"));
+        assert!(root.entries.len() >= 3, "{mode:?}: {root:?}");
+        let with = |f: &dyn Fn(&mut DxRoot)| {
+            let mut r = root.clone();
+            f(&mut r);
+            *encode_dx_root(&r)
+        };
+        let damages: Vec<(&str, [u8; BLOCK])> = vec![
+            (
+                "leaves swapped",
+                with(&|r| {
+                    let (a, c) = (r.entries[0].block, r.entries[1].block);
+                    r.entries[0].block = c;
+                    r.entries[1].block = a;
+                }),
+            ),
+            ("child out of range", with(&|r| r.entries[1].block = 60_000)),
+            ("leaf twice", with(&|r| r.entries[2].block = r.entries[1].block)),
+            ("a level of nodes that are leaves", with(&|r| r.levels = 1)),
+            ("a hash out of order", with(&|r| r.entries[1].hash = u32::MAX - 1)),
+            ("the root itself as a child", with(&|r| r.entries[1].block = 0)),
+            ("count zero", {
+                let mut x = with(&|_| {});
+                x[34..36].fill(0);
+                seal_dir_block(&mut x);
+                x
+            }),
+        ];
+        for (what, block) in damages {
+            let delta = BTreeMap::from([(root_block, Arc::new(block))]);
+            let media = b.media(&delta);
+            let r = fsck(&media).unwrap_or_else(|e| panic!("{mode:?} {what}: fsck {e}"));
+            assert!(r.has(FindingKind::DirIndexCorrupt), "{mode:?} {what}: {r}");
+            match mount_and_walk(mode, b.media(&delta)) {
+                Err(e) => panic!("{mode:?} {what}: hung: {e}"),
+                Ok(Err(e)) => assert!(matches!(e, FsError::Corrupt(_)), "{mode:?} {what}: {e}"),
+                Ok(Ok(_)) => {}
+            }
+        }
     }
 }
 

@@ -429,6 +429,11 @@ impl<'a> Checker<'a> {
             s.kind = Kind::of(ft);
             s.links = inode.links;
         }
+        if inode.flags & FLAG_INDEX != 0 && ft != FileType::Dir {
+            self.flag(FindingKind::BadInode, Some(ino), None, || {
+                format!("index flag on a {ft:?}")
+            });
+        }
         let inline_flag = inode.flags & FLAG_INLINE_SYMLINK != 0;
         if inline_flag && ft != FileType::Symlink {
             self.flag(FindingKind::BadInode, Some(ino), None, || {
@@ -574,6 +579,7 @@ impl<'a> Checker<'a> {
                     ext_len: (self.dir_ext.len() - dir_at) as u32,
                     nblocks,
                     parent: 0,
+                    indexed: inode.flags & FLAG_INDEX != 0,
                 };
                 self.info[ino as usize].dir = self.dirs.len() as u32;
                 self.dirs.push(rec);

@@ -17,7 +17,8 @@
 //!    points to is claimed once, so a block owned twice is seen;
 //! 5. the namespace, from the root through every directory it reaches:
 //!    directory blocks, entries (inode numbers, types, names, duplicates,
-//!    "." and ".."), loops and directory hard links; inodes reached but
+//!    "." and ".."), an indexed directory's index (`dirindex`), loops and
+//!    directory hard links; inodes reached but
 //!    free in the bitmap are checked on the way;
 //! 6. link counts against the entries found, and both bitmaps against the
 //!    blocks and inodes found (leaks and orphans are warnings, a used block
@@ -46,11 +47,12 @@ use crate::extent_tree::ExtentTree;
 use crate::journal::format::AreaSuper;
 use crate::layout::{
     crc, decode_node, decode_orphans, decode_xattr_block, dirent_len, Extent, FileType, Inode, Mode,
-    Superblock, BLOCK, DIR_SPACE, DIR_TAIL, FIRST_INO, FLAG_INLINE_SYMLINK, INLINE_SYMLINK, INODES_PER_BLOCK,
-    INODE_SIZE, ORPHAN_INO, ROOT_INO,
+    Superblock, BLOCK, DIR_SPACE, DIR_TAIL, FIRST_INO, FLAG_INDEX, FLAG_INLINE_SYMLINK, INLINE_SYMLINK,
+    INODES_PER_BLOCK, INODE_SIZE, ORPHAN_INO, ROOT_INO,
 };
 
 mod checker;
+mod dirindex;
 mod namespace;
 pub mod repair;
 mod source;
@@ -134,6 +136,12 @@ pub enum FindingKind {
     /// lengths, file type, empty name): every entry in it is lost and every
     /// operation on the directory fails.
     DirBlockCorrupt,
+    /// **Error.** An indexed directory's index is damaged (root or node
+    /// undecodable, a child out of range or referenced twice, hashes out
+    /// of order, an entry in a leaf its hash does not lead to, a leaf
+    /// holding entries that no index entry reaches): lookups miss entries
+    /// that readdir lists, and a create could add a second one.
+    DirIndexCorrupt,
     /// **Error.** A directory's size is not a whole number of blocks (or is
     /// zero), a block inside it is unmapped, or a block is mapped past its
     /// size: the file system refuses the directory, or a later entry is

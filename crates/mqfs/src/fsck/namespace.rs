@@ -3,6 +3,7 @@
 //! directory hard links.
 
 use super::checker::Checker;
+use super::dirindex::IndexScan;
 use super::*;
 
 impl Checker<'_> {
@@ -87,6 +88,7 @@ impl Checker<'_> {
         let mut dots = 0u32;
         let mut dotdots = 0u32;
         let parent = rec.parent;
+        let mut index = rec.indexed.then(IndexScan::default);
         for k in rec.ext_at..rec.ext_at + rec.ext_len {
             let e = self.dir_ext[k as usize];
             let logical = e.logical as u64;
@@ -117,8 +119,20 @@ impl Checker<'_> {
                 for ent in &ents {
                     self.dir_entry(d, p, parent, ent, &mut dots, &mut dotdots);
                 }
+                if let Some(ix) = index.as_mut() {
+                    let names = &self.names;
+                    let seed = self.sb.hash_seed;
+                    let real = ents.iter().filter_map(|e| {
+                        let n = names.get(e.name_at as usize..e.name_at as usize + e.name_len as usize)?;
+                        (n != b"." && n != b"..").then_some(n)
+                    });
+                    ix.add(seed, (logical + j) as u32, p, &self.dbuf, real);
+                }
                 self.ents = ents;
             }
+        }
+        if let Some(ix) = index {
+            self.check_index(d, ix, rec.nblocks);
         }
         if dots == 0 {
             self.flag(FindingKind::DirMissingDot, Some(d), None, || {

@@ -357,4 +357,6 @@ pub(super) struct DirRec {
     pub(super) nblocks: u64,
     /// The directory it was first reached from (the root: itself).
     pub(super) parent: u32,
+    /// It has the index flag (`FLAG_INDEX`): its index is checked.
+    pub(super) indexed: bool,
 }
