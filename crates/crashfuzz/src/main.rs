@@ -123,8 +123,9 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["workload", "mode", "profile", "seed", "fault"])]
     trace: Vec<PathBuf>,
     /// Workloads: built-in names or workload files, comma-separated
-    /// (`default`: Table 4, ACE seq-1, the cross-queue, random and canary
-    /// workloads; `all`: those and ACE seq-2).
+    /// (`default`: Table 4, ACE seq-1, the cross-queue, random, stress,
+    /// I/O-path, xattr, extent-split, directory-index and canary workloads;
+    /// `all`: those and ACE seq-2).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
     workload: Vec<String>,
     /// Modes, comma-separated (none, classic, horae, mq, mq-atomic,
@@ -182,10 +183,12 @@ struct RunArgs {
     show: usize,
 }
 
-/// The default campaign's workloads (a few minutes on two cores).
+/// The default campaign's workloads (under a minute on two cores).
 /// `stress_scattered` is there for the cached drive: 24 scattered
-/// overwrites pending together until one Flush.
-const DEFAULT_WORKLOADS: [&str; 7] = [
+/// overwrites pending together until one Flush; `extent_split` and
+/// `dir_index` split extent-tree and directory-index blocks across a
+/// crash.
+const DEFAULT_WORKLOADS: [&str; 9] = [
     "table4",
     "ace1",
     "m9_cross_queue",
@@ -193,6 +196,8 @@ const DEFAULT_WORKLOADS: [&str; 7] = [
     "stress_scattered",
     "io",
     "xattrs",
+    "extent_split",
+    "dir_index",
 ];
 
 /// The default campaign's canaries (workloads shaped so that one ordering
