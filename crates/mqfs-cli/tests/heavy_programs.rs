@@ -3,8 +3,10 @@
 //! every write (files used to stop at about 1 MiB, EFBIG after 255
 //! extents, before the extent tree); an fsx-style random exerciser of one
 //! sparse file checked against an in-memory shadow, across a remount; and
-//! `make` rebuilding exactly what an edit made stale after a remount.
-//! After each, the image passes fsck.
+//! `make` rebuilding exactly what an edit made stale after a remount; and
+//! a flipped byte in a live journal block after a SIGKILL, which loses no
+//! earlier fsync and which fsck reports. After each, the image passes fsck
+//! (or, with the damaged journal, reports just that damage).
 //!
 //! The full-size fsx run (100,000 operations) is `#[ignore]`d for time; run
 //! it with
@@ -24,7 +26,7 @@ use common::{fsck_ok, mkfs, ok, output, require, Mount, TempDir};
 // ---------------------------------------------------------------- fio
 
 /// fio: `jobs` concurrent jobs, each writing `mib` MiB sequentially in
-/// 1 MiB writes with an fsync after each, then reading it back and
+/// `bs_kib` KiB writes with an fsync after each, then reading it back and
 /// checking every block's crc32c. Every file has its full length, and
 /// the image passes fsck after the unmount.
 fn fio_fsync_jobs(mode: &str, jobs: u64, mib: u64, bs_kib: u64) {
@@ -43,6 +45,8 @@ fn fio_fsync_jobs(mode: &str, jobs: u64, mib: u64, bs_kib: u64) {
             "--fallocate=none",
             "--verify=crc32c",
             "--do_verify=1",
+            // No verify state files in the working directory.
+            "--verify_state_save=0",
             "--group_reporting",
         ])
         .arg(format!("--bs={bs_kib}k"))
