@@ -145,11 +145,17 @@ fn errors_map_to_their_errno() {
         .arg("-c")
         .arg(format!("mkfifo {} 2>&1; echo $?", m.join("d/f").display())));
     assert!(fifo.contains("File exists"), "{fifo}");
+    // fallocate(2) reaches the file system: a mode it does not support
+    // (collapse-range) is EOPNOTSUPP, as Linux answers.
     let falloc = ok(std::process::Command::new("sh").arg("-c").arg(format!(
-        "fallocate -l 4096 {} 2>&1; echo $?",
+        "fallocate --collapse-range -o 0 -l 4096 {} 2>&1; echo $?",
         m.join("d/f").display()
     )));
     assert!(falloc.contains("not supported"), "{falloc}");
+    ok(std::process::Command::new("fallocate")
+        .args(["-l", "8192"])
+        .arg(m.join("d/f")));
+    assert_eq!(std::fs::metadata(m.join("d/f")).unwrap().len(), 8192);
     m.unmount();
     fsck_ok(&img);
 }
