@@ -397,26 +397,24 @@ fn enumerate_bounded(
     report: &mut ExploreReport,
 ) -> Result<f64, String> {
     let mut seen: BTreeSet<u128> = BTreeSet::new();
-    // (what the states are made of, promises in force, states, left out)
-    // at the last point enumerated.
-    let mut last: Option<((u64, u64), u128, u64, u64)> = None;
+    let mut points = NewPoints::default();
+    // (states, left out) at the last point enumerated.
+    let mut last = (0u64, 0u64);
     let mut waiting = 0f64;
-    for k in 0..explorer.points() {
-        let version = explorer.advance(k).map_err(|e| e.to_string())?;
-        let promised = crate::oracle::promises_key(promises, k + 1);
-        if let Some((v, p, n, left_out)) = last {
-            if v == version && p == promised {
-                // Same states, same promises: all already seen.
-                report.states_total += n;
-                report.states_deduplicated += n;
-                report.states_not_visited = report.states_not_visited.saturating_add(left_out);
-                continue;
-            }
-        }
+    loop {
+        let next = points.next(explorer, promises, || {
+            // Same states, same promises: all already seen.
+            report.states_total += last.0;
+            report.states_deduplicated += last.0;
+            report.states_not_visited = report.states_not_visited.saturating_add(last.1);
+        })?;
+        let Some((k, promised)) = next else {
+            break;
+        };
         let (choices, left_out) = explorer
             .choices_at(k, opts.bound_lines, opts.bound_blocks)
             .map_err(|e| e.to_string())?;
-        last = Some((version, promised, choices.len() as u64, left_out));
+        last = (choices.len() as u64, left_out);
         report.states_not_visited = report.states_not_visited.saturating_add(left_out);
         for choice in &choices {
             // One state at a time: a point can allow tens of thousands.
@@ -439,4 +437,39 @@ fn enumerate_bounded(
         }
     }
     Ok(waiting)
+}
+
+/// Walks a run's crash points in order, passing over each point whose
+/// states are those of the point before it: nothing persistent or pending
+/// changed ([`Explorer::advance`]) and the same promises hold, so every
+/// one of its states was judged there.
+#[derive(Debug, Default)]
+pub(crate) struct NewPoints {
+    next: usize,
+    last: Option<((u64, u64), u128)>,
+}
+
+impl NewPoints {
+    /// The next point with states of its own and its promises key (`None`
+    /// past the last point); `same` is called for each point passed over.
+    pub(crate) fn next(
+        &mut self,
+        explorer: &mut Explorer<'_>,
+        promises: &[crate::oracle::Promise],
+        mut same: impl FnMut(),
+    ) -> Result<Option<(usize, u128)>, String> {
+        while self.next < explorer.points() {
+            let k = self.next;
+            self.next += 1;
+            let version = explorer.advance(k).map_err(|e| e.to_string())?;
+            let promised = crate::oracle::promises_key(promises, k + 1);
+            if self.last == Some((version, promised)) {
+                same();
+                continue;
+            }
+            self.last = Some((version, promised));
+            return Ok(Some((k, promised)));
+        }
+        Ok(None)
+    }
 }

@@ -48,7 +48,7 @@ use std::time::Instant;
 use crossbeam::channel::{Receiver, Sender};
 use nvme_ctrl::crash::{Constraint, Explorer, PointItems, StateChoice, Unit};
 
-use crate::explore::{Checked, ExploreReport, Job};
+use crate::explore::{Checked, ExploreReport, Job, NewPoints};
 use crate::oracle::Promise;
 
 /// One crash point's tree: hands out node states to check and splits each
@@ -167,25 +167,23 @@ pub(crate) fn enumerate(
 ) -> Result<f64, String> {
     let mut seen: BTreeSet<u128> = BTreeSet::new();
     let mut waiting = 0f64;
-    // (what the states are made of, promises in force, states) at the
-    // last point explored.
-    let mut last: Option<((u64, u64), u128, u64)> = None;
-    for k in 0..explorer.points() {
-        let version = explorer.advance(k).map_err(|e| e.to_string())?;
-        let promised = crate::oracle::promises_key(promises, k + 1);
-        if let Some((v, p, n)) = last {
-            if v == version && p == promised {
-                // Same states, same promises: all judged already.
-                report.states_total = report.states_total.saturating_add(n);
-                report.states_by_read_set = report.states_by_read_set.saturating_add(n);
-                continue;
-            }
-        }
+    let mut points = NewPoints::default();
+    // States allowed at the last point explored.
+    let mut last = 0u64;
+    loop {
+        let next = points.next(explorer, promises, || {
+            // Same states, same promises: all judged already.
+            report.states_total = report.states_total.saturating_add(last);
+            report.states_by_read_set = report.states_by_read_set.saturating_add(last);
+        })?;
+        let Some((k, promised)) = next else {
+            break;
+        };
         // How many states the envelope allows here (the bounded
         // enumeration's count, without building them).
         let (one, left) = explorer.choices_at(k, 0, 0).map_err(|e| e.to_string())?;
         let allowed = (one.len() as u64).saturating_add(left);
-        last = Some((version, promised, allowed));
+        last = allowed;
         report.states_total = report.states_total.saturating_add(allowed);
         let items = explorer.items_at(k).map_err(|e| e.to_string())?;
         let mut tree = PointTree::new(explorer, items);
@@ -219,17 +217,26 @@ pub(crate) fn enumerate(
             if in_flight == 0 {
                 break;
             }
+            // Every check handed out is awaited and split in node order,
+            // so the tree (and where a budget cuts it) does not depend on
+            // which checker finished first.
             let t = Instant::now();
-            let done = rx.recv().map_err(|_| "the checkers stopped".to_string())?;
+            let mut wave = Vec::with_capacity(in_flight);
+            for _ in 0..in_flight {
+                wave.push(rx.recv().map_err(|_| "the checkers stopped".to_string())?);
+            }
             waiting += t.elapsed().as_secs_f64();
-            in_flight -= 1;
-            tree.read(done.tag, done.reads.as_deref().unwrap_or(&[]));
-            // Failures count once per distinct state, as without the
-            // reduction.
-            if first[done.tag] {
-                tally(done, report);
-            } else {
-                report.check_seconds += done.seconds;
+            in_flight = 0;
+            wave.sort_by_key(|d| d.tag);
+            for done in wave {
+                tree.read(done.tag, done.reads.as_deref().unwrap_or(&[]));
+                // Failures count once per distinct state, as without the
+                // reduction.
+                if first[done.tag] {
+                    tally(done, report);
+                } else {
+                    report.check_seconds += done.seconds;
+                }
             }
         }
         if tree.too_wide {

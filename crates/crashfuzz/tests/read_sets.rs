@@ -120,3 +120,36 @@ fn every_state_gets_its_leafs_verdict_on_a_cached_drive_and_the_pmr() {
     assert!(points > 50, "{points} points compared");
     assert!(checks < states, "the trees checked {checks} of {states} states");
 }
+
+#[test]
+fn a_tree_cut_by_the_budget_is_the_same_whatever_checker_finishes_first() {
+    let w = workload("m9_cross_queue");
+    let cfg = config(ModeName::Mq, "flash-vwc");
+    let run = |jobs| {
+        let o = crashfuzz::ExploreOptions {
+            node_budget: 16,
+            jobs,
+            ..common::opts()
+        };
+        crashfuzz::explore(&w, &cfg, &o, &w.name).expect("explore")
+    };
+    let one = run(1);
+    assert!(one.states_not_visited > 0, "the budget cut the tree: {one:?}");
+    for _ in 0..3 {
+        let two = run(2);
+        assert_eq!(
+            (
+                two.states_checked,
+                two.states_deduplicated,
+                two.states_by_read_set,
+                two.states_not_visited
+            ),
+            (
+                one.states_checked,
+                one.states_deduplicated,
+                one.states_by_read_set,
+                one.states_not_visited
+            )
+        );
+    }
+}
