@@ -401,16 +401,6 @@ impl Backend {
         *self.read_log.borrow_mut() = Some(Default::default());
     }
 
-    /// The blocks read since [`Backend::log_reads`] (or the last
-    /// [`Backend::take_reads`]) before being written, each once, in the
-    /// order first read (empty if not logging); logging goes on.
-    pub fn reads_logged(&self) -> Vec<u64> {
-        self.read_log
-            .borrow()
-            .as_ref()
-            .map_or_else(Vec::new, |l| l.reads().to_vec())
-    }
-
     /// The access log since [`Backend::log_reads`] or the last take;
     /// logging goes on with a fresh log. `None` if not logging.
     pub fn take_reads(&self) -> Option<AccessLog> {

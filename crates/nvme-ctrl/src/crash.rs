@@ -134,11 +134,6 @@ impl PointItems {
         self.units.contains_key(&u)
     }
 
-    /// Units some pending item writes.
-    pub fn units(&self) -> usize {
-        self.units.len()
-    }
-
     /// Every class of `u`, each as the constraint that says it (on `u`'s
     /// items only); `None` past [`MAX_CLASSES`].
     pub fn classes(&self, u: Unit) -> Option<Vec<Constraint>> {
