@@ -23,6 +23,7 @@ use nvme_ctrl::crash::{boot, written_terms, CrashState, Unit};
 use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
 use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
 
+use crate::blockwise::{BlockJudge, BlockJudgement};
 use crate::oracle::{check_with, sanity, Failure, Lookups, Promise};
 use crate::record::{fs_profile_for, probe_for, Fault, ModeName, Recording};
 use crate::reuse::{Recovered, RecoveryMemo};
@@ -38,6 +39,8 @@ pub struct Verdict {
     pub failures: Vec<Failure>,
     /// Units read after the mount, in the order first read.
     pub reads: Arc<[Unit]>,
+    /// Data blocks judged instead of read ([`crate::blockwise`]).
+    pub judgements: Arc<[BlockJudgement]>,
 }
 
 /// Verdicts by the key of a recovered image and the promises in force.
@@ -129,6 +132,22 @@ pub struct CheckOutcome {
     /// before writing them), if the context observes: any state that holds
     /// the same at these units gets the same verdict.
     pub reads: Option<Vec<Unit>>,
+    /// The data blocks judged instead of read that the check neither read
+    /// nor wrote otherwise (with `reads`): the explorer judges their other
+    /// classes ([`crate::blockwise`]). Their failures on this state are in
+    /// `failures` already.
+    pub judgements: Vec<BlockJudgement>,
+}
+
+/// The judgements of a check whose blocks it neither read (`reads`) nor
+/// had written in its recovery (`wrote`): those a state's class at the
+/// block decides.
+fn open_judgements(all: &[BlockJudgement], reads: &[Unit], wrote: &BTreeSet<Unit>) -> Vec<BlockJudgement> {
+    let read: BTreeSet<Unit> = reads.iter().copied().collect();
+    all.iter()
+        .filter(|j| !read.contains(&j.unit) && !wrote.contains(&j.unit))
+        .cloned()
+        .collect()
 }
 
 /// The units a check of a state read: its recovery's reads, then those of
@@ -184,12 +203,18 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             let mut log = rec.log.clone();
             log.push("recovery: as an earlier state that read the same content (not booted)".into());
             log.push("verdict: as an earlier state that recovered to the same image".into());
+            let reads = state_reads(&rec.reads, &rec.wrote, &v.reads);
             return CheckOutcome {
                 failures: v.failures,
                 log,
                 recovered_alike: true,
                 recovery_reused: true,
-                reads: cx.observe.then(|| state_reads(&rec.reads, &rec.wrote, &v.reads)),
+                judgements: if cx.observe {
+                    open_judgements(&v.judgements, &reads, &rec.wrote)
+                } else {
+                    Vec::new()
+                },
+                reads: cx.observe.then_some(reads),
             };
         }
     }
@@ -210,6 +235,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 recovered_alike: false,
                 recovery_reused: false,
                 reads: cx.observe.then(Vec::new),
+                judgements: Vec::new(),
             };
         }
     };
@@ -231,6 +257,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let st = state.clone();
     let (probe, fs_profile) = (probe_for(cx.mode, cx.fault), fs_profile_for(cx.mode, cx.fault));
     let sanity_on = cx.sanity;
+    let judge_blocks = cx.observe;
     let journaled = cx.mode != ModeName::None;
     let horae_mode = cx.mode == ModeName::Horae;
     let m2 = m.clone();
@@ -313,7 +340,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         if let Some(v) = known {
             log.push("verdict: as an earlier state that recovered to the same image".into());
             alike = true;
-            return (v.failures, log, alike, Some(v.reads));
+            return (v.failures, log, alike, Some((v.reads, v.judgements)));
         }
         match mqfs::fsck::fsck(&**ctrl2.backend()) {
             Ok(report) => {
@@ -330,7 +357,15 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 detail: e.to_string(),
             }),
         }
-        let mut looked = Lookups::default();
+        // Data blocks are judged, not read, where the reads are observed
+        // ([`crate::blockwise`]): a look at what the drive holds logs no
+        // read.
+        let peek = |b: u64, buf: &mut [u8; mqfs::layout::BLOCK]| ctrl2.backend().peek(b, buf);
+        let mut looked = if judge_blocks {
+            Lookups::judging(BlockJudge::new(&peek))
+        } else {
+            Lookups::default()
+        };
         for p in in_force.iter().map(|&i| &all_promises[i]) {
             match check_with(&fs, c, p, &mut looked).await {
                 Ok(Some(f)) => failures.push(f),
@@ -342,6 +377,9 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             }
         }
         log.push(format!("oracle: {} promise(s) checked", in_force.len()));
+        let judgements: Arc<[BlockJudgement]> = looked.into_judgements().into();
+        // The sanity check runs or not on the failures so far only: no
+        // step of the check may depend on a judged block's bytes.
         if sanity_on && failures.is_empty() {
             match sanity(&fs, c).await {
                 Ok(Some(f)) => failures.push(f),
@@ -357,26 +395,38 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         } else {
             Arc::from(Vec::new())
         };
+        failures.extend(
+            judgements
+                .iter()
+                .filter(|j| !j.own_ok)
+                .map(BlockJudgement::failure),
+        );
         if let Some(Ok(mut v)) = verdicts.as_ref().map(|v| v.lock()) {
             v.insert(
                 key,
                 Verdict {
                     failures: failures.clone(),
                     reads: after.clone(),
+                    judgements: judgements.clone(),
                 },
             );
         }
-        (failures, log, alike, Some(after))
+        (failures, log, alike, Some((after, judgements)))
     };
     let limit = SimTime::ZERO + RECOVERY_LIMIT;
     let outcome = ex.block_on_until(run, Some(limit));
     // What this check read: recovery's reads, then what the checks after
     // the mount read that recovery had not written; where the check ended
     // early, everything logged (more units only split states finer).
+    let mut judgements = Vec::new();
     let reads = cx.observe.then(|| {
         let recovery = recovery_access.borrow_mut().take();
         match (recovery, &outcome) {
-            (Some((r, w)), Ok((_, _, _, Some(after)))) => state_reads(&r, &w, after),
+            (Some((r, w)), Ok((_, _, _, Some((after, judged))))) => {
+                let reads = state_reads(&r, &w, after);
+                judgements = open_judgements(judged, &reads, &w);
+                reads
+            }
             (Some((mut r, _)), _) => {
                 r.extend(take_access(&m, &ctrl).0);
                 r
@@ -393,6 +443,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 recovered_alike,
                 recovery_reused: false,
                 reads,
+                judgements,
             }
         }
         Err(e) => CheckOutcome {
@@ -404,6 +455,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             recovered_alike: false,
             recovery_reused: false,
             reads,
+            judgements,
         },
     }
 }

@@ -59,7 +59,7 @@ impl Default for ExploreOptions {
             reuse_verdicts: true,
             reuse_recovery: true,
             read_sets: true,
-            node_budget: 1 << 8,
+            node_budget: 1 << 12,
         }
     }
 }
@@ -278,6 +278,7 @@ pub fn explore_recording(
                         recovered_alike: out.recovered_alike,
                         recovery_reused: out.recovery_reused,
                         reads: out.reads,
+                        judgements: out.judgements,
                     };
                     if rtx.send(done).is_err() {
                         return;
@@ -300,6 +301,7 @@ pub fn explore_recording(
             crate::observe::enumerate(
                 &mut explorer,
                 &cx.promises,
+                &cx.base,
                 opts.node_budget,
                 &tx,
                 &rrx,
@@ -383,6 +385,7 @@ pub(crate) struct Checked {
     pub(crate) recovered_alike: bool,
     pub(crate) recovery_reused: bool,
     pub(crate) reads: Option<Vec<nvme_ctrl::crash::Unit>>,
+    pub(crate) judgements: Vec<crate::blockwise::BlockJudgement>,
 }
 
 /// Enumerates every state up to the bounds (`--bound-lines`,

@@ -41,6 +41,7 @@
 //! - [`explore_saved`], [`explore_recording`], [`ExploreOptions`],
 //!   [`ExploreReport`] and [`Error`]: exploring what was recorded.
 
+pub mod blockwise;
 pub mod builtin;
 pub mod campaign;
 pub mod check;

@@ -162,6 +162,11 @@ struct RunArgs {
     /// (sets --bound-lines and --bound-blocks).
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
     bound: Option<u32>,
+    /// Most checks per crash point when states are enumerated by what the
+    /// checks read (the default): past it, each class of states not split
+    /// yet counts as (at least) one state not visited.
+    #[arg(long, default_value_t = 1 << 12, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
+    budget: u64,
     /// Skip CrashMonkey's sanity check (faster).
     #[arg(long)]
     no_sanity: bool,
@@ -222,7 +227,7 @@ fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
         reuse_verdicts: !a.brute_force,
         reuse_recovery: !a.brute_force,
         read_sets: !a.brute_force && !a.bounded,
-        node_budget: 1 << a.bound.unwrap_or(a.bound_blocks.max(a.bound_lines)).min(20),
+        node_budget: a.budget as usize,
         ..ExploreOptions::default()
     };
     if let Some(j) = a.jobs {

@@ -47,7 +47,9 @@ use std::time::Instant;
 
 use crossbeam::channel::{Receiver, Sender};
 use nvme_ctrl::crash::{Constraint, Explorer, PointItems, StateChoice, Unit};
+use nvme_ctrl::Image;
 
+use crate::blockwise::BlockJudgement;
 use crate::explore::{Checked, ExploreReport, Job, NewPoints};
 use crate::oracle::Promise;
 
@@ -57,20 +59,29 @@ use crate::oracle::Promise;
 pub struct PointTree<'e, 't> {
     explorer: &'e Explorer<'t>,
     items: PointItems,
+    base: &'e Image,
     open: Vec<Constraint>,
-    nodes: Vec<(Constraint, StateChoice)>,
+    /// Least states of a leaf in a class a judgement rejects
+    /// ([`crate::blockwise`]): checked, never split.
+    witnesses: Vec<Constraint>,
+    /// Per node handed out: its constraint, its state, and whether it is a
+    /// witness.
+    nodes: Vec<(Constraint, StateChoice, bool)>,
     /// A read unit had too many classes to split: states left unjudged.
     pub too_wide: bool,
 }
 
 impl<'e, 't> PointTree<'e, 't> {
     /// The tree of the explorer's current point, whose pending items are
-    /// `items` ([`Explorer::items_at`]).
-    pub fn new(explorer: &'e Explorer<'t>, items: PointItems) -> Self {
+    /// `items` ([`Explorer::items_at`]), over the run's starting image
+    /// `base`.
+    pub fn new(explorer: &'e Explorer<'t>, items: PointItems, base: &'e Image) -> Self {
         PointTree {
             explorer,
             items,
+            base,
             open: vec![Constraint::default()],
+            witnesses: Vec::new(),
             nodes: Vec::new(),
             too_wide: false,
         }
@@ -80,13 +91,12 @@ impl<'e, 't> PointTree<'e, 't> {
     /// least state meeting its constraint); `None` when no node is open
     /// (more may open as checks report their reads).
     pub fn next_node(&mut self) -> Option<(usize, StateChoice)> {
-        while let Some(c) = self.open.pop() {
-            if let Some(choice) = self.explorer.least(&c) {
-                self.nodes.push((c, choice.clone()));
-                return Some((self.nodes.len() - 1, choice));
-            }
-        }
-        None
+        let witness = !self.witnesses.is_empty();
+        let c = self.witnesses.pop().or_else(|| self.open.pop())?;
+        // Open nodes and witnesses are pushed only when a state meets them.
+        let choice = self.explorer.least(&c)?;
+        self.nodes.push((c, choice.clone(), witness));
+        Some((self.nodes.len() - 1, choice))
     }
 
     /// Nodes handed out so far.
@@ -94,15 +104,33 @@ impl<'e, 't> PointTree<'e, 't> {
         self.nodes.len()
     }
 
-    /// Nodes open (not handed out yet).
+    /// Nodes and witnesses open (not handed out yet).
     pub fn open(&self) -> usize {
-        self.open.len()
+        self.open.len() + self.witnesses.len()
+    }
+
+    /// True if node `id` is a witness: a state of a leaf already judged,
+    /// in a class one of its judgements rejects (checked, never split).
+    pub fn is_witness(&self, id: usize) -> bool {
+        self.nodes[id].2
+    }
+
+    /// Witnesses handed out so far.
+    pub fn witnesses(&self) -> usize {
+        self.nodes.iter().filter(|n| n.2).count()
     }
 
     /// Splits node `id` by what its check read: the states of the node that
-    /// differ from its state at a read unit become new open nodes.
-    pub fn read(&mut self, id: usize, reads: &[Unit]) {
-        let (c, choice) = &self.nodes[id];
+    /// differ from its state at a read unit become new open nodes. Then
+    /// judges the other classes of the blocks its check judged instead of
+    /// reading (`judged`, [`crate::blockwise`]): each class a judgement
+    /// rejects gives a witness. A witness's own check is not split (its
+    /// states are in its leaf's already).
+    pub fn read(&mut self, id: usize, reads: &[Unit], judged: &[BlockJudgement]) {
+        let (c, choice, witness) = &self.nodes[id];
+        if *witness {
+            return;
+        }
         let mut prefix = c.clone();
         for &u in reads {
             if !self.items.pending_at(u) {
@@ -124,13 +152,42 @@ impl<'e, 't> PointTree<'e, 't> {
             }
             prefix = prefix.and(&mine);
         }
+        // `prefix` is now the leaf: the node's states in its state's class
+        // at every unit read.
+        let mut buf = [0u8; mqfs::layout::BLOCK];
+        for j in judged {
+            let Unit::Block(lba) = j.unit else {
+                unreachable!("only media blocks are judged");
+            };
+            if !self.items.pending_at(j.unit) {
+                continue;
+            }
+            let mine = self.items.class_of(j.unit, choice);
+            let Some(classes) = self.items.classes(j.unit) else {
+                self.too_wide = true;
+                continue;
+            };
+            for other in classes {
+                if other == mine {
+                    continue;
+                }
+                let w = prefix.and(&other);
+                if self.explorer.least(&w).is_none() {
+                    continue;
+                }
+                self.explorer.block_in(lba, &other, self.base, &mut buf);
+                if !j.fits(&buf) && !self.witnesses.contains(&w) {
+                    self.witnesses.push(w);
+                }
+            }
+        }
     }
 
     /// True if the state `choice` is in node `id`'s leaf, given what the
     /// node's check read: it meets the node's constraint and is in the
     /// node's state's class at every read unit (for tests).
     pub fn in_leaf(&self, id: usize, reads: &[Unit], choice: &StateChoice) -> bool {
-        let (c, mine) = &self.nodes[id];
+        let (c, mine, _) = &self.nodes[id];
         let mut all = c.clone();
         for &u in reads {
             all = all.and(&self.items.class_of(u, mine));
@@ -156,9 +213,11 @@ fn meets(c: &Constraint, choice: &StateChoice) -> bool {
 /// checkers (`tx`) and splitting it by what the check read (`rx`); `tally`
 /// takes the result of every state not equal to one judged before.
 /// Returns the seconds spent waiting for checkers.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn enumerate(
     explorer: &mut Explorer<'_>,
     promises: &[Promise],
+    base: &Image,
     budget: usize,
     tx: &Sender<Job>,
     rx: &Receiver<Checked>,
@@ -186,7 +245,7 @@ pub(crate) fn enumerate(
         last = allowed;
         report.states_total = report.states_total.saturating_add(allowed);
         let items = explorer.items_at(k).map_err(|e| e.to_string())?;
-        let mut tree = PointTree::new(explorer, items);
+        let mut tree = PointTree::new(explorer, items, base);
         // Per node handed out: its state was not equal to one judged before.
         let mut first: Vec<bool> = Vec::new();
         let mut in_flight = 0usize;
@@ -229,7 +288,7 @@ pub(crate) fn enumerate(
             in_flight = 0;
             wave.sort_by_key(|d| d.tag);
             for done in wave {
-                tree.read(done.tag, done.reads.as_deref().unwrap_or(&[]));
+                tree.read(done.tag, done.reads.as_deref().unwrap_or(&[]), &done.judgements);
                 // Failures count once per distinct state, as without the
                 // reduction.
                 if first[done.tag] {
@@ -245,9 +304,11 @@ pub(crate) fn enumerate(
         // Past the budget, each node left open holds at least one state
         // not judged (a lower bound: how many it holds is not counted).
         report.states_not_visited = report.states_not_visited.saturating_add(tree.open() as u64);
+        // Witnesses are states of leaves counted already.
+        let judged_apart = (tree.nodes() - tree.witnesses()) as u64;
         report.states_by_read_set = report
             .states_by_read_set
-            .saturating_add(allowed.saturating_sub(tree.nodes() as u64));
+            .saturating_add(allowed.saturating_sub(judged_apart));
     }
     Ok(waiting)
 }

@@ -20,9 +20,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use mqfs::data::PageSource;
 use mqfs::{Ctx, FileType, Fs, FsError};
 use serde::{Deserialize, Serialize};
 
+use crate::blockwise::{block_fits, BlockJudge};
 use crate::model::Kind;
 
 /// A node's extended attributes: name (with its namespace prefix) ->
@@ -393,22 +395,46 @@ pub async fn check(fs: &Fs, c: Ctx, p: &Promise) -> Result<Option<Failure>, FsEr
 /// promises in force read each name and listing once: the checks only
 /// read, so the file system does not change between them.
 #[derive(Debug, Default)]
-pub struct Lookups {
+pub struct Lookups<'j> {
     names: BTreeMap<String, Option<Seen>>,
     listings: BTreeMap<String, Option<BTreeMap<String, Kind>>>,
+    judge: Option<BlockJudge<'j>>,
 }
 
-impl Lookups {
+impl<'j> Lookups<'j> {
+    /// Lookups that judge the data blocks of files promised block by
+    /// block instead of reading them ([`crate::blockwise`]).
+    pub fn judging(judge: BlockJudge<'j>) -> Self {
+        Lookups {
+            judge: Some(judge),
+            ..Lookups::default()
+        }
+    }
+
+    /// The block judgements made (none without a judge).
+    pub fn into_judgements(self) -> Vec<crate::blockwise::BlockJudgement> {
+        self.judge.map(|j| j.judgements).unwrap_or_default()
+    }
+
     /// `path` as [`seen`] finds it, from an earlier lookup if that one
     /// read what `wanted` needs.
     async fn seen(&mut self, fs: &Fs, c: Ctx, path: &str, wanted: Reads) -> Result<Option<&Seen>, FsError> {
+        // Page sources stand for bytes only where a judge takes them.
+        let pages = self.judge.is_some() && !wanted.bytes;
         let (fresh, had) = match self.names.get(path) {
             Some(Some(s)) => (
-                (wanted.content && s.kind == Kind::File && s.content.is_none())
+                (wanted.content
+                    && s.kind == Kind::File
+                    && match &s.content {
+                        None => true,
+                        Some(FileData::Pages { .. }) => !pages,
+                        Some(FileData::Bytes(_)) => false,
+                    })
                     || (wanted.xattrs && s.kind != Kind::Symlink && s.xattrs.is_none()),
                 Reads {
                     content: s.content.is_some(),
                     xattrs: s.xattrs.is_some(),
+                    bytes: false,
                 },
             ),
             Some(None) => (false, Reads::default()),
@@ -419,8 +445,9 @@ impl Lookups {
             let wanted = Reads {
                 content: wanted.content || had.content,
                 xattrs: wanted.xattrs || had.xattrs,
+                bytes: wanted.bytes,
             };
-            let s = seen(fs, c, path, wanted).await?;
+            let s = seen(fs, c, path, wanted, pages).await?;
             self.names.insert(path.to_string(), s);
         }
         Ok(self.names.get(path).and_then(Option::as_ref))
@@ -447,7 +474,7 @@ pub async fn check_with(
     fs: &Fs,
     c: Ctx,
     p: &Promise,
-    looked: &mut Lookups,
+    looked: &mut Lookups<'_>,
 ) -> Result<Option<Failure>, FsError> {
     Ok(match &p.expect {
         Expect::File {
@@ -553,8 +580,17 @@ struct Seen {
     nlink: u16,
     perm: u16,
     target: Option<String>,
-    content: Option<Vec<u8>>,
+    content: Option<FileData>,
     xattrs: Option<BTreeMap<String, Vec<u8>>>,
+}
+
+/// A recovered file's data as the oracle holds it: its bytes, or, for a
+/// judge ([`crate::blockwise`]), its size and where each block's bytes
+/// come from.
+#[derive(Debug)]
+enum FileData {
+    Bytes(Vec<u8>),
+    Pages { size: u64, pages: Vec<PageSource> },
 }
 
 /// What of a name the allowed states promise, beyond what `getattr`
@@ -563,6 +599,9 @@ struct Seen {
 struct Reads {
     content: bool,
     xattrs: bool,
+    /// The content as bytes even where a judge would take page sources
+    /// (a check that is not a conjunction over blocks).
+    bytes: bool,
 }
 
 impl Reads {
@@ -572,23 +611,28 @@ impl Reads {
         Reads {
             content: nodes().any(|n| matches!(n, Node::File { content: Some(_), .. })),
             xattrs: nodes().any(|n| n.xattrs().is_some()),
+            bytes: false,
         }
     }
 }
 
-/// Looks `path` up; reads a file's bytes and a node's attributes
-/// (listxattr(2), then getxattr(2) of each) only as `wanted`.
-async fn seen(fs: &Fs, c: Ctx, path: &str, wanted: Reads) -> Result<Option<Seen>, FsError> {
+/// Looks `path` up; reads a file's bytes (or, with `pages`, where they
+/// come from) and a node's attributes (listxattr(2), then getxattr(2) of
+/// each) only as `wanted`.
+async fn seen(fs: &Fs, c: Ctx, path: &str, wanted: Reads, pages: bool) -> Result<Option<Seen>, FsError> {
     let ino = match fs.resolve(c, path).await {
         Ok(i) => i,
         Err(FsError::NotFound) | Err(FsError::NotDir) => return Ok(None),
         Err(e) => return Err(e),
     };
     let a = fs.getattr(c, ino).await?;
-    let content = if wanted.content && a.ftype == FileType::File {
-        Some(fs.read(c, ino, 0, a.size as usize).await?)
-    } else {
+    let content = if !wanted.content || a.ftype != FileType::File {
         None
+    } else if pages {
+        let (size, pages) = fs.page_sources(c, ino).await?;
+        Some(FileData::Pages { size, pages })
+    } else {
+        Some(FileData::Bytes(fs.read(c, ino, 0, a.size as usize).await?))
     };
     let target = if a.ftype == FileType::Symlink {
         Some(fs.readlink(c, ino).await?)
@@ -625,41 +669,77 @@ async fn seen(fs: &Fs, c: Ctx, path: &str, wanted: Reads) -> Result<Option<Seen>
 /// blocks reach the media independently and a block write may be torn
 /// from its neighbours. With one version this is equality.
 pub fn content_allowed(got: &[u8], versions: &[&[u8]]) -> Result<(), String> {
-    const B: usize = mqfs::layout::BLOCK;
+    size_allowed(got.len(), versions)?;
+    for start in (0..got.len()).step_by(BLOCK) {
+        let end = (start + BLOCK).min(got.len());
+        block_allowed(&got[start..end], start, got.len(), versions)?;
+    }
+    Ok(())
+}
+
+const BLOCK: usize = mqfs::layout::BLOCK;
+
+/// The size half of [`content_allowed`].
+fn size_allowed(size: usize, versions: &[&[u8]]) -> Result<(), String> {
     let (lo, hi) = (
         versions.iter().map(|v| v.len()).min().unwrap_or(0),
         versions.iter().map(|v| v.len()).max().unwrap_or(0),
     );
-    let size_ok = versions.iter().any(|v| v.len() == got.len())
-        || (got.len() % B == 0 && lo < got.len() && got.len() < hi);
-    if !size_ok {
-        let mut sizes: Vec<usize> = versions.iter().map(|v| v.len()).collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        return Err(format!(
-            "{} bytes, expected one of the sizes {sizes:?}",
-            got.len()
-        ));
+    if versions.iter().any(|v| v.len() == size) || (size % BLOCK == 0 && lo < size && size < hi) {
+        return Ok(());
     }
-    // The version's bytes of the block, zeros past its end (slices
-    // compare as memcmp: this runs for every block of every state).
-    let block_of = |v: &[u8], start: usize, end: usize| -> bool {
-        let (g, have) = (&got[start..end], v.get(start..end.min(v.len())).unwrap_or(&[]));
-        g[..have.len()] == *have && g[have.len()..].iter().all(|&b| b == 0)
-    };
-    for start in (0..got.len()).step_by(B) {
-        let end = (start + B).min(got.len());
-        if !versions.iter().any(|v| block_of(v, start, end)) {
-            let hint = versions
-                .first()
-                .map(|v| diff_hint(&got[start..end], v.get(start..end.min(v.len())).unwrap_or(&[])))
-                .unwrap_or_default();
-            return Err(format!(
-                "{} bytes; block {} (bytes {start}..{end}) is in none of its {} version(s){hint}",
-                got.len(),
-                start / B,
-                versions.len()
-            ));
+    let mut sizes: Vec<usize> = versions.iter().map(|v| v.len()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    Err(format!("{size} bytes, expected one of the sizes {sizes:?}"))
+}
+
+/// The rule of [`content_allowed`] for the block at byte `start` of a
+/// file of `size` bytes holding `got`.
+fn block_allowed(got: &[u8], start: usize, size: usize, versions: &[&[u8]]) -> Result<(), String> {
+    if versions.iter().any(|v| block_fits(got, v, start)) {
+        return Ok(());
+    }
+    let end = start + got.len();
+    let hint = versions
+        .first()
+        .map(|v| diff_hint(got, v.get(start..end.min(v.len())).unwrap_or(&[])))
+        .unwrap_or_default();
+    Err(format!(
+        "{size} bytes; block {} (bytes {start}..{end}) is in none of its {} version(s){hint}",
+        start / BLOCK,
+        versions.len()
+    ))
+}
+
+/// [`content_allowed`] over page sources: blocks in the page cache or
+/// holes are judged here, device blocks are left to `judge`.
+fn pages_allowed(
+    size: u64,
+    pages: &[PageSource],
+    same_kind: &[&Node],
+    judge: &mut BlockJudge<'_>,
+    what: &str,
+) -> Result<(), String> {
+    let owned: Arc<[Arc<Vec<u8>>]> = same_kind
+        .iter()
+        .filter_map(|n| match n {
+            Node::File { content: Some(c), .. } => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    let versions: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
+    let size = size as usize;
+    size_allowed(size, &versions)?;
+    let what: Arc<str> = what.into();
+    let zeros = [0u8; BLOCK];
+    for (i, p) in pages.iter().enumerate() {
+        let start = i * BLOCK;
+        let len = BLOCK.min(size - start);
+        match p {
+            PageSource::Cached(page) => block_allowed(&page.data()[..len], start, size, &versions)?,
+            PageSource::Zeros => block_allowed(&zeros[..len], start, size, &versions)?,
+            PageSource::Device(b) => judge.judge(*b, &owned, start, len, &what),
         }
     }
     Ok(())
@@ -667,7 +747,15 @@ pub fn content_allowed(got: &[u8], versions: &[&[u8]]) -> Result<(), String> {
 
 /// Why a recovered name is in none of its allowed states (`None`: it is
 /// in one), and the check that fails.
-fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'static str, String)> {
+///
+/// With `defer`, a judge and the promise's text, device blocks of a file
+/// read as page sources are judged there ([`crate::blockwise`]); without,
+/// a file's content must have been read as bytes.
+fn state_mismatch(
+    got: Option<&Seen>,
+    allowed: &[Option<Node>],
+    defer: Option<(&mut BlockJudge<'_>, &str)>,
+) -> Option<(&'static str, String)> {
     let Some(got) = got else {
         if allowed.contains(&None) {
             return None;
@@ -745,10 +833,15 @@ fn state_mismatch(got: Option<&Seen>, allowed: &[Option<Node>]) -> Option<(&'sta
                     _ => None,
                 })
                 .collect();
-            match (versions, &got.content) {
-                (Some(v), Some(data)) => content_allowed(data, &v).err().map(|e| ("durable-data", e)),
+            let err = match (versions, &got.content) {
+                (Some(v), Some(FileData::Bytes(data))) => content_allowed(data, &v).err(),
+                (Some(_), Some(FileData::Pages { size, pages })) => match defer {
+                    Some((judge, what)) => pages_allowed(*size, pages, &same_kind, judge, what).err(),
+                    None => unreachable!("a file is read as page sources only for a judge's conjunction"),
+                },
                 _ => None,
-            }
+            };
+            err.map(|e| ("durable-data", e))
         }
     }
 }
@@ -784,21 +877,23 @@ async fn check_states(
     c: Ctx,
     st: &States,
     op: &str,
-    looked: &mut Lookups,
+    looked: &mut Lookups<'_>,
 ) -> Result<Option<Failure>, FsError> {
     // Names under a directory that is absent, as allowed, are absent
     // with it (an fdatasync of a directory does not promise its name).
     let mut gone: Vec<&str> = Vec::new();
     for (path, allowed) in &st.paths {
-        let got = looked.seen(fs, c, path, Reads::of(allowed)).await?;
-        if got.is_none() {
+        if looked.seen(fs, c, path, Reads::of(allowed)).await?.is_none() {
             let under_gone = gone.iter().any(|g| path.starts_with(&format!("{g}/")));
             if under_gone || allowed.contains(&None) {
                 gone.push(path);
                 continue;
             }
         }
-        if let Some((check, why)) = state_mismatch(got, allowed) {
+        let got = looked.names.get(path.as_str()).and_then(Option::as_ref);
+        let what = format!("{path} after `{op}`");
+        let defer = looked.judge.as_mut().map(|j| (j, what.as_str()));
+        if let Some((check, why)) = state_mismatch(got, allowed, defer) {
             return Ok(Some(fail(check, format!("{path} after `{op}`: {why}"))));
         }
     }
@@ -828,7 +923,7 @@ fn tuple_fits(got: &[Option<&Seen>], tuples: &[Vec<Option<Node>>]) -> bool {
             && got
                 .iter()
                 .zip(t)
-                .all(|(g, n)| state_mismatch(*g, std::slice::from_ref(n)).is_none())
+                .all(|(g, n)| state_mismatch(*g, std::slice::from_ref(n), None).is_none())
     })
 }
 
@@ -839,11 +934,16 @@ async fn check_one_of(
     paths: &[String],
     tuples: &[Vec<Option<Node>>],
     op: &str,
-    looked: &mut Lookups,
+    looked: &mut Lookups<'_>,
 ) -> Result<Option<Failure>, FsError> {
     for (i, p) in paths.iter().enumerate() {
         let column: Vec<Option<Node>> = tuples.iter().filter_map(|t| t.get(i).cloned()).collect();
-        looked.seen(fs, c, p, Reads::of(&column)).await?;
+        // A disjunction of combinations: the bytes, not judgements.
+        let wanted = Reads {
+            bytes: true,
+            ..Reads::of(&column)
+        };
+        looked.seen(fs, c, p, wanted).await?;
     }
     let got: Vec<Option<&Seen>> = paths
         .iter()
@@ -932,7 +1032,7 @@ mod tests {
             nlink,
             perm: 0o644,
             target: None,
-            content: Some(content.to_vec()),
+            content: Some(FileData::Bytes(content.to_vec())),
             xattrs: None,
         }
     }
@@ -972,26 +1072,29 @@ mod tests {
         // The old oracle (Expect::File) compared bytes only: a file whose
         // link count recovered wrong passed.
         let allowed = [promised(b"x", 2)];
-        assert_eq!(state_mismatch(Some(&file(b"x", 2)), &allowed), None);
-        let (check, why) = state_mismatch(Some(&file(b"x", 1)), &allowed).expect("caught");
+        assert_eq!(state_mismatch(Some(&file(b"x", 2)), &allowed, None), None);
+        let (check, why) = state_mismatch(Some(&file(b"x", 1)), &allowed, None).expect("caught");
         assert_eq!(check, "durable-meta");
         assert!(why.contains("link count 1"), "{why}");
         // Mode too.
         let mut wrong_mode = file(b"x", 2);
         wrong_mode.perm = 0o600;
         assert_eq!(
-            state_mismatch(Some(&wrong_mode), &allowed).map(|x| x.0),
+            state_mismatch(Some(&wrong_mode), &allowed, None).map(|x| x.0),
             Some("durable-meta")
         );
         // A later link widened it: either count.
         let widened = [promised(b"x", 2), promised(b"x", 3)];
-        assert_eq!(state_mismatch(Some(&file(b"x", 3)), &widened), None);
+        assert_eq!(state_mismatch(Some(&file(b"x", 3)), &widened, None), None);
         // Lost, unless a later operation removed it.
-        assert_eq!(state_mismatch(None, &allowed).map(|x| x.0), Some("durable-data"));
-        assert_eq!(state_mismatch(None, &[promised(b"x", 2), None]), None);
+        assert_eq!(
+            state_mismatch(None, &allowed, None).map(|x| x.0),
+            Some("durable-data")
+        );
+        assert_eq!(state_mismatch(None, &[promised(b"x", 2), None], None), None);
         // A directory's entry promises no bytes.
         let entry = [Some(promised(b"x", 2).unwrap().as_entry())];
-        assert_eq!(state_mismatch(Some(&file(b"other", 2)), &entry), None);
+        assert_eq!(state_mismatch(Some(&file(b"other", 2)), &entry, None), None);
     }
 
     #[test]

@@ -7,6 +7,18 @@ use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
 use crate::layout::{FileType, BLOCK};
 
+/// Where a file block's bytes come from when it is read
+/// ([`Fs::page_sources`]).
+#[derive(Debug, Clone)]
+pub enum PageSource {
+    /// Its page in the page cache.
+    Cached(Rc<CachedBlock>),
+    /// The device block it is mapped to (written).
+    Device(u64),
+    /// Zeros: a hole, or a block allocated but not written.
+    Zeros,
+}
+
 /// Largest file: file blocks are 32-bit, the last one `2^32 - 2` so that
 /// an extent's end fits too (Ext4's `ext4_max_size` for extent files,
 /// `(2^32 - 1) << blkbits`).
@@ -21,13 +33,10 @@ impl Fs {
         st: &InodeState,
         fb: u32,
     ) -> Result<Rc<CachedBlock>, FsError> {
-        if let Some(p) = st.pages.get(fb) {
-            return Ok(p);
-        }
-        // Holes and unwritten (preallocated) blocks read as zeros.
-        let data = match Fs::bmap_written(st, fb) {
-            Some(b) => self.read_raw(ctx, b).await?,
-            None => Box::new([0u8; BLOCK]),
+        let data = match Fs::page_source(st, fb) {
+            PageSource::Cached(p) => return Ok(p),
+            PageSource::Device(b) => self.read_raw(ctx, b).await?,
+            PageSource::Zeros => Box::new([0u8; BLOCK]),
         };
         if let Some(p) = st.pages.get(fb) {
             return Ok(p);
@@ -35,6 +44,38 @@ impl Fs {
         let p = CachedBlock::new(data);
         st.pages.insert(fb, p.clone());
         Ok(p)
+    }
+
+    /// Where the bytes of file block `fb` come from when it is read: its
+    /// cached page, its device block, or zeros (a hole or an unwritten,
+    /// preallocated block). The one rule [`Fs::read`] follows.
+    fn page_source(st: &InodeState, fb: u32) -> PageSource {
+        if let Some(p) = st.pages.get(fb) {
+            return PageSource::Cached(p);
+        }
+        match Fs::bmap_written(st, fb) {
+            Some(b) => PageSource::Device(b),
+            None => PageSource::Zeros,
+        }
+    }
+
+    /// The size of file `ino` and where each of its blocks' bytes come
+    /// from, as a read of the whole file would find them, without reading
+    /// any data block (the inode and its extent tree are read). For a
+    /// crash checker that judges data blocks one by one; a read of
+    /// [`PageSource::Device`] block `b` returns what the drive holds at `b`
+    /// (no layer below the page cache keeps file data).
+    pub async fn page_sources(&self, ctx: Ctx, ino: Ino) -> Result<(u64, Vec<PageSource>), FsError> {
+        let st = self.iget(ctx, ino).await?;
+        match st.inode.borrow().file_type() {
+            Some(FileType::Dir) => return Err(FsError::IsDir),
+            Some(FileType::File) => {}
+            _ => return Err(FsError::Invalid("read of a non-file".into())),
+        }
+        let _g = st.lock.lock().await;
+        let size = st.inode.borrow().size;
+        let blocks = size.div_ceil(BLOCK as u64) as u32;
+        Ok((size, (0..blocks).map(|fb| Fs::page_source(&st, fb)).collect()))
     }
 
     /// Reads up to `len` bytes at `off`.

@@ -401,6 +401,26 @@ impl<'t> Explorer<'t> {
         })
     }
 
+    /// The bytes media block `lba` holds in the states of the current
+    /// point in class `class` ([`PointItems::classes`]): the newest
+    /// version `class` lands, else what is durable there (over `base`, the
+    /// run's starting image). Cheaper than building a state to read one
+    /// block.
+    pub fn block_in(&self, lba: u64, class: &Constraint, base: &Image, buf: &mut [u8; crate::media::BLOCK]) {
+        let landed = self.current.as_ref().and_then(|cur| {
+            class
+                .media_in
+                .iter()
+                .filter_map(|&i| cur.blocks.get(i))
+                .filter(|b| b.block == lba)
+                .max_by_key(|b| b.data_in)
+        });
+        match landed.map(|b| &b.data).or_else(|| self.media.durable().get(&lba)) {
+            Some(d) => buf.copy_from_slice(&d[..]),
+            None => base.read(lba, buf),
+        }
+    }
+
     /// Builds the state after entry `k` given by `choice`; `k` must be the
     /// point of the last [`Explorer::choices_at`]. A choice that names
     /// items not pending there is an error.

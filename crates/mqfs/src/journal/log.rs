@@ -322,10 +322,15 @@ async fn scan_tx(
     };
     let mut next = pos;
     let mut used = 0u64;
-    // The first copy that failed its tag's checksum: (offset, home). The
-    // scan goes on to the transaction's end, which tells a damaged copy
-    // (the end is there) from one a crash left unwritten (it is not).
-    let mut bad_copy: Option<(u64, u64)> = None;
+    // The copies (offset, tag checksum, home), read only once the
+    // transaction's end is found: a copy failing its checksum then is
+    // damage, while a transaction without its end is the end of the log
+    // whatever its copies hold. Like JBD2, whose scan pass skips the
+    // blocks a descriptor tags and whose replay pass verifies each copy
+    // (`do_one_pass` in fs/jbd2/recovery.c): a recovery then reads no copy
+    // of a transaction it does not replay, so a crash checker need not
+    // tell apart the states of copies nothing reads.
+    let mut copies: Vec<(u64, u32, u64)> = Vec::new();
     // Reads the block at `next`, within the budget.
     macro_rules! read_next {
         () => {{
@@ -351,13 +356,11 @@ async fn scan_tx(
         };
         next = ring.advance(next, 1);
         for t in &d.tags {
-            if t.journal != next {
+            if t.journal != next || used >= budget {
                 return Ok(TxScan::End);
             }
-            let copy = read_next!();
-            if check == CopyCheck::Verify && bad_copy.is_none() && crc(&copy[..]) != t.crc {
-                bad_copy = Some((next, t.home));
-            }
+            used += 1;
+            copies.push((next, t.crc, t.home));
             found.tags.push((t.home, t.journal));
             next = ring.advance(next, 1);
         }
@@ -366,22 +369,14 @@ async fn scan_tx(
             break;
         }
     }
-    // The transaction is whole up to its end: damaged if a copy failed.
-    let whole = |found: Found, next: u64, used: u64| match bad_copy {
-        Some((offset, home)) => TxScan::Damaged {
-            txid: Some(found.txid),
-            offset,
-            kind: DamageKind::Copy { home },
-        },
-        None => TxScan::Whole(found, next, used),
-    };
-    // Revokes, then the end.
-    loop {
+    // Revokes, then the end: `ended` is the offset after the transaction
+    // and the blocks it took, if its end is there.
+    let ended = loop {
         if used >= budget {
-            return Ok(match end {
-                End::LastDescriptor => whole(found, next, used),
-                End::CommitBlock => TxScan::End,
-            });
+            match end {
+                End::LastDescriptor => break (next, used),
+                End::CommitBlock => return Ok(TxScan::End),
+            }
         }
         let b = read_next!();
         if let Some(r) = Revoke::decode(&b[..]).filter(|r| r.seq == seq) {
@@ -396,12 +391,13 @@ async fn scan_tx(
                 kind: DamageKind::Revoke,
             });
         }
-        return Ok(match end {
-            End::LastDescriptor => whole(found, next, used - 1),
+        match end {
+            End::LastDescriptor => break (next, used - 1),
             End::CommitBlock => {
                 if Commit::decode(&b[..]).is_some_and(|c| c.seq == seq && u64::from(c.blocks) == used - 1) {
-                    whole(found, ring.advance(next, 1), used)
-                } else if claim(&b[..], magic::COMMIT, seq) == Claim::Damaged {
+                    break (ring.advance(next, 1), used);
+                }
+                return Ok(if claim(&b[..], magic::COMMIT, seq) == Claim::Damaged {
                     TxScan::Damaged {
                         txid: Some(found.txid),
                         offset: next,
@@ -409,10 +405,24 @@ async fn scan_tx(
                     }
                 } else {
                     TxScan::End
-                }
+                });
             }
-        });
+        }
+    };
+    // The transaction is whole up to its end: damaged if a copy fails its
+    // tag's checksum.
+    if check == CopyCheck::Verify {
+        for &(offset, sum, home) in &copies {
+            if crc(&fs.read_raw(ctx, ring.start + offset).await?[..]) != sum {
+                return Ok(TxScan::Damaged {
+                    txid: Some(found.txid),
+                    offset,
+                    kind: DamageKind::Copy { home },
+                });
+            }
+        }
     }
+    Ok(TxScan::Whole(found, ended.0, ended.1))
 }
 
 /// Which transactions a revoke hides.
@@ -537,6 +547,17 @@ mod tests {
         spoil: impl Fn(&[u64]) -> u64 + 'static,
         check: CopyCheck,
     ) -> Scanned {
+        write_scan_and_log(txs, end, spoil, check).0
+    }
+
+    /// [`write_and_scan_checked`], also giving the log offsets the scan
+    /// read.
+    fn write_scan_and_log(
+        txs: &[(Vec<Write>, Vec<u64>)],
+        end: End,
+        spoil: impl Fn(&[u64]) -> u64 + 'static,
+        check: CopyCheck,
+    ) -> (Scanned, Vec<u64>) {
         let t = crate::testing::new_fs(
             crate::Mode::Classic,
             nvme_ctrl::SsdProfile::optane_905p(),
@@ -546,6 +567,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("new_fs: {e}"));
         let fs = t.fs.clone();
         let txs = txs.to_vec();
+        let ctrl = t.ctrl.clone();
         let run = async move {
             let ctx = Ctx::on(0);
             let ring = {
@@ -575,11 +597,36 @@ mod tests {
                 }
             }
             fs.write_all(ctx, &writes, BioFlags::NONE).await?;
-            scan_checked(&fs, ctx, 0, ring, 1, 10, end, check).await
+            ctrl.backend().log_reads();
+            let scanned = scan_checked(&fs, ctx, 0, ring, 1, 10, end, check).await?;
+            let read = ctrl.backend().take_reads().unwrap_or_default();
+            let offsets = read.reads().iter().map(|b| b - ring.start).collect();
+            Ok::<_, FsError>((scanned, offsets))
         };
         t.ex.block_on(run)
             .unwrap_or_else(|e| panic!("{e}"))
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As JBD2's scan pass skips the blocks a descriptor tags: a
+    /// transaction whose commit block is missing has none of its copies
+    /// read (what they hold cannot matter), one with its commit block has
+    /// each read once, to verify it.
+    #[test]
+    fn the_copies_of_a_transaction_without_its_end_are_not_read() {
+        let txs = vec![(vec![copy(7, 1)], vec![]), (vec![copy(8, 2), copy(9, 3)], vec![])];
+        // Offsets: tx 10 at 1 (desc), 2 (copy), 3 (commit); tx 11 at 4
+        // (desc), 5, 6 (copies), 7 (commit).
+        let (whole, read) = write_scan_and_log(&txs, End::CommitBlock, |_| 0, CopyCheck::Verify);
+        assert_eq!(whole.txs.len(), 2);
+        assert_eq!(read, vec![1, 3, 2, 4, 7, 5, 6, 8]);
+        let (cut, read) = write_scan_and_log(&txs, End::CommitBlock, |st| st[1] + 3, CopyCheck::Verify);
+        assert_eq!(cut.txs.len(), 1);
+        assert_eq!(
+            read,
+            vec![1, 3, 2, 4, 7],
+            "no copy of the transaction without its commit"
+        );
     }
 
     #[test]
