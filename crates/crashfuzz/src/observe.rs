@@ -132,19 +132,12 @@ impl<'e, 't> PointTree<'e, 't> {
             return;
         }
         let mut prefix = c.clone();
+        let choice = choice.clone();
         for &u in reads {
-            if !self.items.pending_at(u) {
-                continue;
-            }
-            let mine = self.items.class_of(u, choice);
-            let Some(classes) = self.items.classes(u) else {
-                self.too_wide = true;
+            let Some((mine, others)) = self.other_classes(u, &choice) else {
                 continue;
             };
-            for other in classes {
-                if other == mine {
-                    continue;
-                }
+            for other in others {
                 let child = prefix.and(&other);
                 if self.explorer.least(&child).is_some() {
                     self.open.push(child);
@@ -159,18 +152,10 @@ impl<'e, 't> PointTree<'e, 't> {
             let Unit::Block(lba) = j.unit else {
                 unreachable!("only media blocks are judged");
             };
-            if !self.items.pending_at(j.unit) {
-                continue;
-            }
-            let mine = self.items.class_of(j.unit, choice);
-            let Some(classes) = self.items.classes(j.unit) else {
-                self.too_wide = true;
+            let Some((_, others)) = self.other_classes(j.unit, &choice) else {
                 continue;
             };
-            for other in classes {
-                if other == mine {
-                    continue;
-                }
+            for other in others {
                 let w = prefix.and(&other);
                 if self.explorer.least(&w).is_none() {
                     continue;
@@ -181,6 +166,22 @@ impl<'e, 't> PointTree<'e, 't> {
                 }
             }
         }
+    }
+
+    /// The class `choice` puts unit `u` in and `u`'s other classes; `None`
+    /// if no pending item writes `u` (one class), or if it has too many
+    /// classes to split (noted in [`PointTree::too_wide`]).
+    fn other_classes(&mut self, u: Unit, choice: &StateChoice) -> Option<(Constraint, Vec<Constraint>)> {
+        if !self.items.pending_at(u) {
+            return None;
+        }
+        let mine = self.items.class_of(u, choice);
+        let Some(mut classes) = self.items.classes(u) else {
+            self.too_wide = true;
+            return None;
+        };
+        classes.retain(|c| *c != mine);
+        Some((mine, classes))
     }
 
     /// True if the state `choice` is in node `id`'s leaf, given what the

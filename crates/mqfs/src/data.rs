@@ -66,12 +66,7 @@ impl Fs {
     /// [`PageSource::Device`] block `b` returns what the drive holds at `b`
     /// (no layer below the page cache keeps file data).
     pub async fn page_sources(&self, ctx: Ctx, ino: Ino) -> Result<(u64, Vec<PageSource>), FsError> {
-        let st = self.iget(ctx, ino).await?;
-        match st.inode.borrow().file_type() {
-            Some(FileType::Dir) => return Err(FsError::IsDir),
-            Some(FileType::File) => {}
-            _ => return Err(FsError::Invalid("read of a non-file".into())),
-        }
+        let st = self.regular_file(ctx, ino).await?;
         let _g = st.lock.lock().await;
         let size = st.inode.borrow().size;
         let blocks = size.div_ceil(BLOCK as u64) as u32;
@@ -81,14 +76,21 @@ impl Fs {
     /// Reads up to `len` bytes at `off`.
     pub async fn read(&self, ctx: Ctx, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>, FsError> {
         self.cpu(ctx, self.profile.syscall).await;
-        let st = self.iget(ctx, ino).await?;
-        match st.inode.borrow().file_type() {
-            Some(FileType::Dir) => return Err(FsError::IsDir),
-            Some(FileType::File) => {}
-            _ => return Err(FsError::Invalid("read of a non-file".into())),
-        }
+        let st = self.regular_file(ctx, ino).await?;
         let _g = st.lock.lock().await;
         self.read_inner(ctx, &st, off, len).await
+    }
+
+    /// The in-memory state of `ino`, which must be a regular file to be
+    /// read (read(2): EISDIR for a directory).
+    async fn regular_file(&self, ctx: Ctx, ino: Ino) -> Result<Rc<InodeState>, FsError> {
+        let st = self.iget(ctx, ino).await?;
+        let ftype = st.inode.borrow().file_type();
+        match ftype {
+            Some(FileType::Dir) => Err(FsError::IsDir),
+            Some(FileType::File) => Ok(st),
+            _ => Err(FsError::Invalid("read of a non-file".into())),
+        }
     }
 
     pub(crate) async fn read_inner(
