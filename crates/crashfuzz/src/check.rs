@@ -132,6 +132,10 @@ pub struct CheckOutcome {
     /// before writing them), if the context observes: any state that holds
     /// the same at these units gets the same verdict.
     pub reads: Option<Vec<Unit>>,
+    /// How many of `reads` (the first ones) recovery read: the probe and
+    /// the mount; the rest are fsck's, the oracle's and the sanity
+    /// check's.
+    pub recovery_reads: usize,
     /// The data blocks judged instead of read that the check neither read
     /// nor wrote otherwise (with `reads`): the explorer judges their other
     /// classes ([`crate::blockwise`]). Their failures on this state are in
@@ -215,6 +219,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                     Vec::new()
                 },
                 reads: cx.observe.then_some(reads),
+                recovery_reads: rec.reads.len(),
             };
         }
     }
@@ -235,6 +240,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 recovered_alike: false,
                 recovery_reused: false,
                 reads: cx.observe.then(Vec::new),
+                recovery_reads: 0,
                 judgements: Vec::new(),
             };
         }
@@ -419,8 +425,10 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     // the mount read that recovery had not written; where the check ended
     // early, everything logged (more units only split states finer).
     let mut judgements = Vec::new();
+    let mut recovery_reads = 0;
     let reads = cx.observe.then(|| {
         let recovery = recovery_access.borrow_mut().take();
+        recovery_reads = recovery.as_ref().map_or(0, |(r, _)| r.len());
         match (recovery, &outcome) {
             (Some((r, w)), Ok((_, _, _, Some((after, judged))))) => {
                 let reads = state_reads(&r, &w, after);
@@ -431,7 +439,11 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 r.extend(take_access(&m, &ctrl).0);
                 r
             }
-            (None, _) => take_access(&m, &ctrl).0,
+            (None, _) => {
+                let all = take_access(&m, &ctrl).0;
+                recovery_reads = all.len();
+                all
+            }
         }
     });
     match outcome {
@@ -443,6 +455,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 recovered_alike,
                 recovery_reused: false,
                 reads,
+                recovery_reads,
                 judgements,
             }
         }
@@ -455,6 +468,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             recovered_alike: false,
             recovery_reused: false,
             reads,
+            recovery_reads,
             judgements,
         },
     }

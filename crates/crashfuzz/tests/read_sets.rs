@@ -22,7 +22,7 @@ use nvme_ctrl::Image;
 
 /// Points compared, states compared, checks the trees made.
 fn compare(w: &Workload, cfg: &RunConfig) -> (usize, usize, usize) {
-    let (points, states, checks, wrong) = compare_judging(w, cfg, true);
+    let (points, states, checks, wrong) = compare_judging(w, cfg, Keep::All);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     (points, states, checks)
 }
@@ -53,9 +53,19 @@ fn predicted(failures: &[Failure], judged: &[BlockJudgement], st: &CrashState, b
     out
 }
 
-/// [`compare`], with the judgements passed to the trees (`judging`) or
-/// not, returning what went wrong instead of failing.
-fn compare_judging(w: &Workload, cfg: &RunConfig, judging: bool) -> (usize, usize, usize, Vec<String>) {
+/// What of a check's observations the trees are given: all of them, all
+/// but the judgements, or only what recovery read (to show that the
+/// reads of fsck and the oracle matter too).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    All,
+    NoJudgements,
+    RecoveryReads,
+}
+
+/// [`compare`], giving the trees what `keep` says of each check's
+/// observations, returning what went wrong instead of failing.
+fn compare_judging(w: &Workload, cfg: &RunConfig, keep: Keep) -> (usize, usize, usize, Vec<String>) {
     let rec = record(w, cfg).expect("record");
     let saved = SavedConfig::of_run(w, cfg);
     let brute = CheckContext {
@@ -101,14 +111,21 @@ fn compare_judging(w: &Workload, cfg: &RunConfig, judging: bool) -> (usize, usiz
         while let Some((id, choice)) = tree.next_node() {
             let st = ex.build(k, &choice).expect("build");
             let out = check_state(&observing, &st);
-            let reads = out.reads.expect("observed");
+            let mut reads = out.reads.expect("observed");
+            if keep == Keep::RecoveryReads {
+                reads.truncate(out.recovery_reads);
+            }
             if tree.is_witness(id) {
                 if out.failures.is_empty() {
                     wrong.push(format!("{} point {k}: witness {choice:?} passes", w.name));
                 }
                 continue;
             }
-            let judged = if judging { out.judgements } else { Vec::new() };
+            let judged = if keep == Keep::All {
+                out.judgements
+            } else {
+                Vec::new()
+            };
             tree.read(id, &reads, &judged);
             leaves.push((id, reads, out.failures, judged));
         }
@@ -204,11 +221,26 @@ fn judged_blocks_keep_every_verdict_and_ignoring_them_is_caught() {
         .find(|s| s.fault == crashfuzz::record::Fault::NoDataFlush)
         .expect("the no-data-flush self-check");
     let (w, cfg) = sc.config(true).expect("self-check");
-    let (_, states, checks, wrong) = compare_judging(&w, &cfg, true);
+    let (_, states, checks, wrong) = compare_judging(&w, &cfg, Keep::All);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(checks < states);
-    let (_, _, _, wrong) = compare_judging(&w, &cfg, false);
+    let (_, _, _, wrong) = compare_judging(&w, &cfg, Keep::NoJudgements);
     assert!(!wrong.is_empty(), "ignoring the judgements went unnoticed");
+}
+
+/// A tree split only by what recovery read, not by what fsck, the oracle
+/// and the sanity check read after the mount, takes a leaf's verdict for
+/// states that do not deserve it: the comparison sees it.
+#[test]
+fn ignoring_the_reads_after_the_mount_is_caught() {
+    let caught = SELF_CHECKS.iter().any(|sc| {
+        let (w, cfg) = sc.config(true).expect("self-check");
+        !compare_judging(&w, &cfg, Keep::RecoveryReads).3.is_empty()
+    });
+    assert!(
+        caught,
+        "no self-check run showed the reads after the mount to matter"
+    );
 }
 
 #[test]
