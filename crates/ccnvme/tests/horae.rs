@@ -11,10 +11,8 @@ use std::sync::Arc;
 use ccnvme::horae::ORDERING_QUEUE;
 use ccnvme::horae::{self, layout, EntryId, OrderedWrite, OrderingQueue, RawEntry};
 use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, ProbeOptions, Traffic};
-use nvme_ctrl::{Controller, ControllerConfig, Image, Media, MediaCursor, SsdProfile, BLOCK};
-use pcie_sim::{
-    CrashCursor, EventKind, Executor, HostAddr, Machine, MachineProfile, PageStore, Purpose, TraceMode,
-};
+use nvme_ctrl::{Image, Media, MediaCursor, SsdProfile, BLOCK};
+use pcie_sim::{CrashCursor, EventKind, Executor, HostAddr, Machine, PageStore, Purpose, TraceMode};
 
 const BLOCKS: u64 = 4096;
 
@@ -26,24 +24,20 @@ fn horae_opts() -> ProbeOptions {
     }
 }
 
-/// A machine with one controller over `media` and `pmr`.
+mod common;
+
+use common::probe;
+
+/// A machine with one controller over `media` and `pmr` (the executor
+/// seeded as these tests were written).
 fn machine(
     profile: &SsdProfile,
     media: Media,
     pmr: Option<PageStore>,
     mode: TraceMode,
 ) -> (Executor, Machine) {
-    let ex = Executor::new(7);
-    let m = Machine::new(&ex, MachineProfile::default(), mode);
-    Controller::attach(&m, ControllerConfig::new(profile.clone()), media, pmr).unwrap();
+    let (ex, m, _) = common::machine_seeded(7, profile.clone(), media, pmr, mode);
     (ex, m)
-}
-
-fn probe(ex: &Executor, m: &Machine, opts: ProbeOptions) -> Rc<BlockDevice> {
-    let m2 = m.clone();
-    ex.block_on(async move { BlockDevice::probe(&m2, 0, opts).await })
-        .unwrap()
-        .unwrap()
 }
 
 fn attach(

@@ -15,7 +15,18 @@ pub fn machine(
     pmr: Option<PageStore>,
     mode: TraceMode,
 ) -> (Executor, Machine, Rc<Controller>) {
-    let ex = Executor::new(5);
+    machine_seeded(5, profile, media, pmr, mode)
+}
+
+/// [`machine`] with the executor's seed `seed`.
+pub fn machine_seeded(
+    seed: u64,
+    profile: SsdProfile,
+    media: Media,
+    pmr: Option<PageStore>,
+    mode: TraceMode,
+) -> (Executor, Machine, Rc<Controller>) {
+    let ex = Executor::new(seed);
     let m = Machine::new(&ex, MachineProfile::default(), mode);
     let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, pmr).unwrap();
     (ex, m, ctrl)
