@@ -108,6 +108,14 @@ pub struct ExploreReport {
     /// wherever their class's checked state was read, to that state.
     #[serde(default)]
     pub states_by_read_set: u64,
+    /// Classes of judged data blocks evaluated apart from their leaf's
+    /// check ([`crate::blockwise`]).
+    #[serde(default)]
+    pub blocks_judged: u64,
+    /// Witnesses checked: states of a leaf in a class a judgement
+    /// rejected.
+    #[serde(default)]
+    pub witnesses: u64,
     /// The reductions this run applied (each keeps every verdict; see
     /// `docs/architecture.md` 6.2).
     #[serde(default)]
@@ -330,6 +338,7 @@ pub fn explore_recording(
     report.reductions = [
         (true, "equal-content"),
         (opts.read_sets, "read-set"),
+        (opts.read_sets, "block-judgement"),
         (opts.reuse_verdicts, "recovered-alike"),
         (opts.reuse_verdicts && opts.reuse_recovery, "recovery-reuse"),
     ]

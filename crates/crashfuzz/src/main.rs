@@ -522,6 +522,7 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
     let mut unexpected: Vec<String> = Vec::new();
     let mut refused = 0usize;
     let (mut alike, mut reused) = (0u64, 0u64);
+    let (mut blocks_judged, mut witnesses) = (0u64, 0u64);
     let mut caught = 0usize;
     let mut none_runs = 0usize;
     let (mut states, mut secs) = (0u64, 0f64);
@@ -573,6 +574,8 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
         refused += r.refused.len();
         states += r.states_checked;
         alike += r.states_recovered_alike;
+        blocks_judged += r.blocks_judged;
+        witnesses += r.witnesses;
         reused += r.states_recovery_reused;
         secs += r.wall_seconds;
         let _ = writeln!(
@@ -621,6 +624,10 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
     let _ = writeln!(
         out,
         "{alike} of them recovered to an image already judged; {reused} of those without booting (a recovery that read the same content was reused)"
+    );
+    let _ = writeln!(
+        out,
+        "{blocks_judged} other class(es) of data blocks judged apart from their checks; {witnesses} witness state(s) checked for those rejected"
     );
     let _ = writeln!(
         out,

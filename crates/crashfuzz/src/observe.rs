@@ -69,6 +69,8 @@ pub struct PointTree<'e, 't> {
     nodes: Vec<(Constraint, StateChoice, bool)>,
     /// A read unit had too many classes to split: states left unjudged.
     pub too_wide: bool,
+    /// Classes of judged blocks evaluated ([`PointTree::read`]).
+    pub judged_classes: u64,
 }
 
 impl<'e, 't> PointTree<'e, 't> {
@@ -84,6 +86,7 @@ impl<'e, 't> PointTree<'e, 't> {
             witnesses: Vec::new(),
             nodes: Vec::new(),
             too_wide: false,
+            judged_classes: 0,
         }
     }
 
@@ -161,6 +164,7 @@ impl<'e, 't> PointTree<'e, 't> {
                     continue;
                 }
                 self.explorer.block_in(lba, &other, self.base, &mut buf);
+                self.judged_classes += 1;
                 if !j.fits(&buf) && !self.witnesses.contains(&w) {
                     self.witnesses.push(w);
                 }
@@ -305,6 +309,8 @@ pub(crate) fn enumerate(
         // Past the budget, each node left open holds at least one state
         // not judged (a lower bound: how many it holds is not counted).
         report.states_not_visited = report.states_not_visited.saturating_add(tree.open() as u64);
+        report.blocks_judged += tree.judged_classes;
+        report.witnesses += tree.witnesses() as u64;
         // Witnesses are states of leaves counted already.
         let judged_apart = (tree.nodes() - tree.witnesses()) as u64;
         report.states_by_read_set = report
