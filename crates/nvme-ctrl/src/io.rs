@@ -104,7 +104,7 @@ impl Controller {
         match &data[..] {
             // One media block (the common 4 KiB read): sent from the block
             // itself, without gathering it into a buffer first.
-            [blk] => self.dma_to_host(&segs, &blk[range], traffic::DATA_BLOCK, a)?,
+            [blk] => self.dma_block_to_host(&segs, blk, range, traffic::DATA_BLOCK, a)?,
             _ => {
                 let mut out = Vec::with_capacity(data.len() * BLOCK);
                 for blk in &data {

@@ -116,6 +116,29 @@ impl Controller {
         Ok(out)
     }
 
+    /// Writes bytes `range` of a stored media block to host memory along
+    /// `segs`, as [`Controller::dma_to_host`] does; one segment (a read
+    /// into one host page, the common case) is sent from the block itself
+    /// ([`pcie_sim::port::DevicePort::dma_write_shared`]), without a copy.
+    pub(crate) fn dma_block_to_host(
+        &self,
+        segs: &[(u64, u64)],
+        block: &crate::media::Block,
+        range: std::ops::Range<usize>,
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), Status> {
+        match segs {
+            [(a, n)] if !range.is_empty() && *n as usize >= range.len() => {
+                self.port
+                    .dma_write_shared(BusAddr(*a), block, range, purpose, attr)
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+                Ok(())
+            }
+            _ => self.dma_to_host(segs, &block[range], purpose, attr),
+        }
+    }
+
     /// Writes `data` to host memory along `segs` (one DMA per segment).
     pub(crate) fn dma_to_host(
         &self,
