@@ -128,8 +128,20 @@ impl Controller {
         }
         let segs = self.prp_segments(sqe.prp1(), sqe.prp2(), bytes, a).await?;
         self.sim.sleep(self.profile.write_overhead).await;
-        let data = self.dma_from_host(&segs, traffic::DATA_BLOCK, a).await?;
-        let blocks = self.merge(slba, count, Some(&data)).await;
+        let lpb = self.lbas_per_block();
+        let blocks =
+            if slba % lpb == 0 && count == lpb && segs.iter().map(|s| s.1).sum::<u64>() == BLOCK as u64 {
+                // Exactly one whole media block (the common 4 KiB write): the
+                // DMA reads land in the new block itself (no gather buffer, no
+                // merge copy); same transfers as the general path.
+                let mut blk = crate::media::zero_block();
+                self.dma_from_host_into(&segs, &mut Arc::make_mut(&mut blk)[..], traffic::DATA_BLOCK, a)
+                    .await?;
+                vec![(slba / lpb, blk)]
+            } else {
+                let data = self.dma_from_host(&segs, traffic::DATA_BLOCK, a).await?;
+                self.merge(slba, count, Some(&data)).await
+            };
         self.backend.write(blocks, sqe.fua(), a).await;
         let mut s = self.smart.borrow_mut();
         s.host_writes += 1;
