@@ -16,7 +16,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use std::sync::Arc;
 
 use pcie_sim::observe::{AccessLog, WHOLE};
 use pcie_sim::{DevicePort, Sim, SimDuration, SimTime, TraceMode};
@@ -358,13 +357,7 @@ impl Backend {
         let media = self.media.borrow();
         out.into_iter()
             .zip(blocks)
-            .map(|(o, b)| {
-                o.unwrap_or_else(|| {
-                    let mut buf = [0u8; BLOCK];
-                    media.read(*b, &mut buf);
-                    Arc::new(buf)
-                })
-            })
+            .map(|(o, b)| o.unwrap_or_else(|| media.block(*b)))
             .collect()
     }
 
@@ -445,6 +438,7 @@ mod tests {
     use super::*;
     use pcie_sim::testing::RegisterFile;
     use pcie_sim::{Executor, Machine, MachineProfile};
+    use std::sync::Arc;
 
     /// Writes two versions of block 5 and one of block 6 to a drive with a
     /// power-loss-protected cache; returns the media store's block 5 and 6

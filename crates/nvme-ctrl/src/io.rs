@@ -100,12 +100,19 @@ impl Controller {
         let data = self.backend.read_blocks(&blocks).await;
         let lba = self.lba_size as usize;
         let first = (slba % self.lbas_per_block()) as usize * lba;
-        let mut out = Vec::with_capacity(bytes as usize);
-        for blk in &data {
-            out.extend_from_slice(&blk[..]);
+        let range = first..first + bytes as usize;
+        match &data[..] {
+            // One media block (the common 4 KiB read): sent from the block
+            // itself, without gathering it into a buffer first.
+            [blk] => self.dma_block_to_host(&segs, blk, range, traffic::DATA_BLOCK, a)?,
+            _ => {
+                let mut out = Vec::with_capacity(data.len() * BLOCK);
+                for blk in &data {
+                    out.extend_from_slice(&blk[..]);
+                }
+                self.dma_to_host(&segs, &out[range], traffic::DATA_BLOCK, a)?;
+            }
         }
-        let out = &out[first..first + bytes as usize];
-        self.dma_to_host(&segs, out, traffic::DATA_BLOCK, a)?;
         let mut s = self.smart.borrow_mut();
         s.host_reads += 1;
         s.data_units_read += (bytes as u128).div_ceil(512_000);
@@ -121,8 +128,20 @@ impl Controller {
         }
         let segs = self.prp_segments(sqe.prp1(), sqe.prp2(), bytes, a).await?;
         self.sim.sleep(self.profile.write_overhead).await;
-        let data = self.dma_from_host(&segs, traffic::DATA_BLOCK, a).await?;
-        let blocks = self.merge(slba, count, Some(&data)).await;
+        let lpb = self.lbas_per_block();
+        let blocks =
+            if slba % lpb == 0 && count == lpb && segs.iter().map(|s| s.1).sum::<u64>() == BLOCK as u64 {
+                // Exactly one whole media block (the common 4 KiB write): the
+                // DMA reads land in the new block itself (no gather buffer, no
+                // merge copy); same transfers as the general path.
+                let mut blk = crate::media::zero_block();
+                self.dma_from_host_into(&segs, &mut Arc::make_mut(&mut blk)[..], traffic::DATA_BLOCK, a)
+                    .await?;
+                vec![(slba / lpb, blk)]
+            } else {
+                let data = self.dma_from_host(&segs, traffic::DATA_BLOCK, a).await?;
+                self.merge(slba, count, Some(&data)).await
+            };
         self.backend.write(blocks, sqe.fua(), a).await;
         let mut s = self.smart.borrow_mut();
         s.host_writes += 1;
@@ -182,12 +201,19 @@ impl Controller {
             let lo = slba.max(first_lba);
             let hi = (slba + count).min(first_lba + lpb);
             let whole = lo == first_lba && hi == first_lba + lpb;
-            let mut buf: [u8; BLOCK] = if whole {
-                [0u8; BLOCK]
+            // The new block is built in its own allocation (no 4 KiB value
+            // moved through the stack): a whole block starts zeroed, a
+            // partial one from the current content (copied if shared).
+            let mut blk: Block = if whole {
+                crate::media::zero_block()
             } else {
-                let cur = self.backend.read_blocks(&[b]).await;
-                *cur[0]
+                let mut cur = self.backend.read_blocks(&[b]).await;
+                match cur.pop() {
+                    Some(c) => c,
+                    None => unreachable!("read_blocks returns one block per block asked"),
+                }
             };
+            let buf = Arc::make_mut(&mut blk);
             let dst = ((lo - first_lba) * lba) as usize..((hi - first_lba) * lba) as usize;
             match data {
                 Some(d) => {
@@ -197,7 +223,7 @@ impl Controller {
                 }
                 None => buf[dst].fill(0),
             }
-            out.push((b, Arc::new(buf)));
+            out.push((b, blk));
         }
         out
     }

@@ -25,6 +25,13 @@ pub fn zero_block() -> Block {
     Arc::new([0u8; BLOCK])
 }
 
+/// The zero-filled block every sparse image shares for its holes (one
+/// allocation per process instead of one per read of a hole).
+fn shared_zero_block() -> Block {
+    static ZERO: std::sync::OnceLock<Block> = std::sync::OnceLock::new();
+    ZERO.get_or_init(zero_block).clone()
+}
+
 /// A read-only media image, shareable across threads.
 #[derive(Debug)]
 pub struct Image {
@@ -79,6 +86,19 @@ impl Image {
     /// Size in blocks.
     pub fn blocks(&self) -> u64 {
         self.blocks
+    }
+
+    /// Block `b` (zeros past the end): shared with the image where it
+    /// holds the block in memory, copied out of a mapped file otherwise.
+    pub fn block(&self, b: u64) -> Block {
+        match &self.data {
+            ImageData::Sparse(m) => m.get(&b).cloned().unwrap_or_else(shared_zero_block),
+            ImageData::Mapped(_) => {
+                let mut buf = Arc::new([0u8; BLOCK]);
+                self.read(b, Arc::make_mut(&mut buf));
+                buf
+            }
+        }
     }
 
     /// Copies block `b` into `buf` (zeros past the end).
@@ -167,6 +187,22 @@ impl Media {
     /// Size in blocks.
     pub fn blocks(&self) -> u64 {
         self.blocks
+    }
+
+    /// Block `b`: shared with the copy-on-write layer or its base image
+    /// where they hold it in memory (no 4 KiB copy), copied otherwise.
+    pub fn block(&self, b: u64) -> Block {
+        match &self.layer {
+            Layer::Cow { base, delta } => match delta.get(&b) {
+                Some(blk) => blk.clone(),
+                None => base.block(b),
+            },
+            Layer::File { .. } => {
+                let mut buf = Arc::new([0u8; BLOCK]);
+                self.read(b, Arc::make_mut(&mut buf));
+                buf
+            }
+        }
     }
 
     /// Copies block `b` into `buf`.

@@ -105,15 +105,54 @@ impl Controller {
     ) -> Result<Vec<u8>, Status> {
         let total: u64 = segs.iter().map(|s| s.1).sum();
         let mut out = vec![0u8; total as usize];
+        self.dma_from_host_into(segs, &mut out, purpose, attr).await?;
+        Ok(out)
+    }
+
+    /// Reads the data of `segs` from host memory into `out` (one DMA per
+    /// segment; `out` holds their total).
+    pub(crate) async fn dma_from_host_into(
+        &self,
+        segs: &[(u64, u64)],
+        out: &mut [u8],
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), Status> {
         let mut off = 0usize;
         for &(a, n) in segs {
+            let Some(dst) = out.get_mut(off..off + n as usize) else {
+                unreachable!("the buffer holds every segment (callers size it by their total)");
+            };
             self.port
-                .dma_read(BusAddr(a), &mut out[off..off + n as usize], purpose, attr)
+                .dma_read(BusAddr(a), dst, purpose, attr)
                 .await
                 .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
             off += n as usize;
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Writes bytes `range` of a stored media block to host memory along
+    /// `segs`, as [`Controller::dma_to_host`] does; one segment (a read
+    /// into one host page, the common case) is sent from the block itself
+    /// ([`pcie_sim::port::DevicePort::dma_write_shared`]), without a copy.
+    pub(crate) fn dma_block_to_host(
+        &self,
+        segs: &[(u64, u64)],
+        block: &crate::media::Block,
+        range: std::ops::Range<usize>,
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<(), Status> {
+        match segs {
+            [(a, n)] if !range.is_empty() && *n as usize >= range.len() => {
+                self.port
+                    .dma_write_shared(BusAddr(*a), block, range, purpose, attr)
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+                Ok(())
+            }
+            _ => self.dma_to_host(segs, &block[range], purpose, attr),
+        }
     }
 
     /// Writes `data` to host memory along `segs` (one DMA per segment).

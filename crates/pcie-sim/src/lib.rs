@@ -88,7 +88,7 @@ pub use executor::{join_all, Executor, JoinHandle, RunError, Sim};
 pub use host_mem::{HostMemory, PAGE_SIZE};
 pub use irq::InterruptController;
 pub use link::{Encoding, LinkProfile};
-pub use machine::{BusLayout, Machine, PmrWriteHook, PortLayout};
+pub use machine::{BusLayout, Machine, PmrWriteHook, PortLayout, SharedPage};
 pub use observe::AccessLog;
 pub use pmr::{PageStore, PmrTiming};
 pub use port::DevicePort;

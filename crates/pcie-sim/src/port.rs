@@ -8,7 +8,7 @@ use crate::error::PcieError;
 use crate::executor::Sim;
 use crate::irq::MSI_ADDRESS;
 use crate::link::TlpKind;
-use crate::machine::{Action, Inner, Payload, ReadDone};
+use crate::machine::{Action, Inner, Payload, ReadDone, SharedPage};
 use crate::time::SimTime;
 use crate::trace::{EventKind, Purpose, TraceEntry, TraceMode, NO_PAYLOAD};
 
@@ -140,6 +140,40 @@ impl DevicePort {
         purpose: Purpose,
         attr: u32,
     ) -> Result<SimTime, PcieError> {
+        self.dma_write_with(addr, data, purpose, attr, || Payload::new(data))
+    }
+
+    /// [`DevicePort::dma_write`] of bytes `range` of a page the device
+    /// keeps and never writes in place (a stored media block): the same
+    /// TLPs, trace and effect, but the bytes wait for their arrival in the
+    /// shared page instead of a copy of it.
+    pub fn dma_write_shared(
+        &self,
+        addr: BusAddr,
+        page: &SharedPage,
+        range: std::ops::Range<usize>,
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<SimTime, PcieError> {
+        let Some(data) = page.get(range.clone()) else {
+            return Err(PcieError::TooLarge {
+                len: range.end as u64,
+                max: page.len() as u64,
+            });
+        };
+        self.dma_write_with(addr, data, purpose, attr, || Payload::Shared(page.clone(), range))
+    }
+
+    /// [`DevicePort::dma_write`] of `data`, carried to its arrival as
+    /// `payload` makes it.
+    fn dma_write_with(
+        &self,
+        addr: BusAddr,
+        data: &[u8],
+        purpose: Purpose,
+        attr: u32,
+        payload: impl FnOnce() -> Payload,
+    ) -> Result<SimTime, PcieError> {
         let m = &self.machine;
         if !m.mem.contains(HostAddr(addr.0), data.len() as u64) {
             m.trace.borrow_mut().count_unsupported();
@@ -187,7 +221,7 @@ impl DevicePort {
             last,
             Action::HostWrite {
                 addr: addr.0,
-                data: Payload::new(data),
+                data: payload(),
             },
         );
         Ok(last)

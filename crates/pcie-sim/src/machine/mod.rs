@@ -81,7 +81,13 @@ impl BusLayout {
 pub(crate) enum Payload {
     Inline(u8, [u8; 64]),
     Heap(Vec<u8>),
+    /// A range of a page the sender shares (a device's stored block sent
+    /// by DMA without a copy); the page is never written while shared.
+    Shared(SharedPage, std::ops::Range<usize>),
 }
+
+/// A 4 KiB page shared read-only between a device and a bus action.
+pub type SharedPage = std::sync::Arc<[u8; crate::host_mem::PAGE_SIZE as usize]>;
 
 impl Payload {
     pub(crate) fn new(data: &[u8]) -> Self {
@@ -97,6 +103,7 @@ impl Payload {
         match self {
             Payload::Inline(n, b) => &b[..*n as usize],
             Payload::Heap(v) => v,
+            Payload::Shared(p, r) => &p[r.clone()],
         }
     }
 }
