@@ -34,6 +34,9 @@ fn c(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
 }
 
+/// A system call to make, returning its result.
+type Call = Box<dyn Fn() -> libc::c_int>;
+
 /// open(2), closing what it opened; the result is open's.
 fn open_close(p: &CString, flags: libc::c_int, mode: libc::c_uint) -> libc::c_int {
     // SAFETY: `p` is a NUL-terminated string living across the call; the
@@ -184,13 +187,11 @@ fn calls_mark_the_times_posix_names_a_second_later() {
             .truncate(true)
             .open(&otrunc)
             .unwrap();
-        std::fs::OpenOptions::new().append(true).open(&written).unwrap();
         std::fs::write(&written, b"new").unwrap();
+        let touched_c = c(&touched);
         // SAFETY: a NUL-terminated path and a NULL times pointer.
-        assert_eq!(
-            unsafe { libc::utimensat(libc::AT_FDCWD, c(&touched).as_ptr(), std::ptr::null(), 0) },
-            0
-        );
+        let r = unsafe { libc::utimensat(libc::AT_FDCWD, touched_c.as_ptr(), std::ptr::null(), 0) };
+        assert_eq!(r, 0);
         std::fs::create_dir(dirs[0].join("x")).unwrap();
         // SAFETY: NUL-terminated paths living across the calls.
         unsafe {
@@ -244,7 +245,7 @@ fn path_and_type_rules_give_posix_errnos() {
         std::os::unix::fs::symlink("loop1", m.join("loop2")).unwrap();
         let long = "x".repeat(256);
         let max = "y".repeat(255);
-        let cases: Vec<(&str, i32, Box<dyn Fn() -> libc::c_int>)> = vec![
+        let cases: Vec<(&str, i32, Call)> = vec![
             ("create 256 bytes", libc::ENAMETOOLONG, {
                 let q = p(&long);
                 Box::new(move || open_close(&q, libc::O_CREAT | libc::O_WRONLY, 0o644))
