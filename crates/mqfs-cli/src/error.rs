@@ -132,7 +132,7 @@ impl CliError {
                 | CliError::Exists(_)
                 | CliError::Image { .. }
                 | CliError::RecordFile { .. }
-                | CliError::Fs(FsError::NotMqfs | FsError::Corrupt(_))
+                | CliError::Fs(FsError::NotMqfs | FsError::Corrupt(_) | FsError::LayoutVersion { .. })
         )
     }
 

@@ -561,6 +561,63 @@ fn chown_and_chmod_rules() {
     });
 }
 
+/// chown(2) with owner and group both -1 still clears the set-ID bits of a
+/// non-directory as any chown does (Linux `chown_common`, fs/open.c,
+/// asks for `ATTR_KILL_SUID` and `setattr_should_drop_sgid`, fs/attr.c,
+/// on every chown): `S_ISUID` always, `S_ISGID` when group execute is set
+/// (for root also when it is outside the file's group; for others the
+/// kernel's request is the same as before a write, whose rule keeps it:
+/// see `chown_unchanged` in the FUSE adapter); root is treated like
+/// others (chown(2): "since Linux 2.2.13, root is treated like other
+/// users"); directories keep both; a file with no such bit is left alone,
+/// even by a caller who neither owns it nor is root (chown -1 -1 needs no
+/// privilege). A FIFO follows the file rules.
+#[test]
+fn chown_with_both_ids_unchanged_still_clears_set_id_bits() {
+    each_mode("chown-keep", |m| {
+        let owner = User {
+            groups: vec![G],
+            ..user(U, U)
+        };
+        let root = user(0, 0);
+        let p = m.join("w/f");
+        let f = file(&p, 0o6755, U, G);
+        assert_eq!(as_user(&owner, || chown(&f, None, None)), 0);
+        assert_eq!(mode_of(&p), 0o755, "group execute: both bits go");
+        set_mode(&p, 0o6745);
+        assert_eq!(as_user(&owner, || chown(&f, None, None)), 0);
+        assert_eq!(mode_of(&p), 0o2745, "no group execute, caller in the group");
+        assert_eq!(as_user(&user(U, U), || chown(&f, None, None)), 0);
+        assert_eq!(mode_of(&p), 0o2745, "no group execute, the write rule");
+        set_owner(&p, U, G);
+        set_mode(&p, 0o6745);
+        assert_eq!(as_user(&root, || chown(&f, None, None)), 0);
+        assert_eq!(mode_of(&p), 0o2745, "root is in every group");
+        set_mode(&p, 0o4755);
+        assert_eq!(as_user(&root, || chown(&f, None, None)), 0);
+        assert_eq!(mode_of(&p), 0o755, "root too");
+        // Nothing to clear: anyone may, and nothing changes.
+        set_mode(&p, 0o644);
+        assert_eq!(as_user(&user(V, V), || chown(&f, None, None)), 0);
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!((md.mode() & 0o7777, md.uid(), md.gid()), (0o644, U, G));
+        // A FIFO: an unprivileged owner's chown to its own group.
+        let q = m.join("w/fifo");
+        assert_eq!(call1("mkfifo", &c(&q), 0o644), 0);
+        set_owner(&q, U, U);
+        set_mode(&q, 0o6555);
+        assert_eq!(as_user(&owner, || chown(&c(&q), None, Some(G))), 0);
+        assert_eq!(mode_of(&q), 0o555);
+        // A directory keeps its bits.
+        let d = m.join("w/d");
+        std::fs::create_dir(&d).unwrap();
+        set_owner(&d, U, G);
+        set_mode(&d, 0o6755);
+        assert_eq!(as_user(&owner, || chown(&c(&d), None, None)), 0);
+        assert_eq!(mode_of(&d), 0o6755);
+    });
+}
+
 /// utimensat(2): times NULL or both UTIME_NOW need "the effective user ID
 /// of the caller must match the owner of the file; or the caller must have
 /// write access to the file; or the caller must be privileged" (else

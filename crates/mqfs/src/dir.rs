@@ -308,21 +308,30 @@ impl Fs {
     }
 
     /// Records a directory block change on behalf of the directory and the
-    /// entry's inode. The inode also inherits what the directory has not
-    /// synced yet (its ancestors' changes come with it transitively), so
-    /// syncing the inode persists the whole path to it (ccNVMe 5.3's path
-    /// snapshot, `docs/decisions.md` M11).
+    /// entry's inode, so syncing the inode persists the whole path to it
+    /// (ccNVMe 5.3's path snapshot, `docs/decisions.md` M11; see
+    /// [`Fs::inherit_dir_meta`]).
     pub(crate) fn dirtied_dir(&self, b: u64, dir: &InodeState, child: Option<&InodeState>) {
         match child {
             Some(c) => {
                 self.dirtied(b, &[dir, c]);
-                if c.ino != dir.ino {
-                    c.dirty_meta
-                        .borrow_mut()
-                        .extend(dir.dirty_meta.borrow().iter().copied());
-                }
+                self.inherit_dir_meta(c, dir);
             }
             None => self.dirtied(b, &[dir]),
+        }
+    }
+
+    /// `child` inherits what `dir` has not synced (M11's path snapshot)
+    /// where its own fsync writes only its own set: in `none` mode. In
+    /// `mq` nothing is copied: the entanglement closure reaches `dir`
+    /// through the entry block both own and takes `dir`'s whole set (and,
+    /// the same way, its ancestors'), so a copy only made the sets of a
+    /// directory's children grow with the directory (quadratic in its
+    /// unsynced creates). JBD2's modes commit every dirty block and use
+    /// no per-inode set.
+    pub(crate) fn inherit_dir_meta(&self, child: &InodeState, dir: &InodeState) {
+        if child.ino != dir.ino && self.mode() == crate::layout::Mode::None {
+            child.dirty_meta.absorb(&dir.dirty_meta);
         }
     }
 }

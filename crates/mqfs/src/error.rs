@@ -86,6 +86,15 @@ pub enum FsError {
     /// [`crate::perm`]).
     #[error("permission denied")]
     Access,
+    /// An MQFS image of another layout version than this build reads (the
+    /// layout is not converted: make the image again with `mqfs mkfs`).
+    #[error("MQFS image of layout version {found}, this build reads version {supported} only (make it again with mkfs)")]
+    LayoutVersion {
+        /// The version in the image's superblock.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
 }
 
 impl FsError {
@@ -138,7 +147,7 @@ impl FsError {
             FsError::NotEmpty => 39,    // ENOTEMPTY
             FsError::NoData => 61,      // ENODATA
             FsError::Unsupported(_) => 95, // EOPNOTSUPP
-            FsError::NotMqfs | FsError::Corrupt(_) => 117, // EUCLEAN
+            FsError::NotMqfs | FsError::Corrupt(_) | FsError::LayoutVersion { .. } => 117, // EUCLEAN
         }
     }
 }
@@ -172,6 +181,10 @@ mod tests {
             FsError::NotPermitted,
             FsError::NotRegular,
             FsError::Access,
+            FsError::LayoutVersion {
+                found: 4,
+                supported: 5,
+            },
         ];
         for e in &all {
             match e {
@@ -195,7 +208,8 @@ mod tests {
                 | FsError::ArgTooBig
                 | FsError::NotPermitted
                 | FsError::NotRegular
-                | FsError::Access => {}
+                | FsError::Access
+                | FsError::LayoutVersion { .. } => {}
                 // The same errno as Io: EIO.
                 FsError::Driver(_) | FsError::Bus(_) | FsError::Sim(_) => {}
             }
@@ -216,6 +230,6 @@ mod tests {
         assert!(names.contains(&(34, "ERANGE")) && names.contains(&(7, "E2BIG")));
         assert!(names.contains(&(1, "EPERM")) && names.contains(&(19, "ENODEV")));
         assert!(names.contains(&(13, "EACCES")));
-        assert_eq!(names.len(), 21);
+        assert_eq!(names.len(), 22);
     }
 }

@@ -10,6 +10,7 @@ use pcie_sim::{HostAddr, Machine, SimDuration};
 use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
 use crate::cache::{BufferCache, CachedBlock, FilePages};
+use crate::dirty::{DirtyIndex, DirtyMeta};
 use crate::error::FsError;
 use crate::extent_tree::ExtentTree;
 use crate::journal::Journal;
@@ -48,7 +49,7 @@ pub struct InodeState {
     pub pages: FilePages,
     /// Metadata blocks changed on behalf of this inode and not yet synced
     /// (what an `mq` or `none` fsync of it must persist).
-    pub dirty_meta: RefCell<BTreeSet<u64>>,
+    pub dirty_meta: DirtyMeta,
     /// Fields other than timestamps changed since the last sync (decides
     /// whether fdatasync / fdataatomic must include the inode).
     pub size_dirty: Cell<bool>,
@@ -76,6 +77,8 @@ pub struct Fs {
     pub(crate) profile: FsProfile,
     pub(crate) bufs: BufferCache,
     pub(crate) inodes: RefCell<BTreeMap<Ino, Rc<InodeState>>>,
+    /// Which cached inodes own each unsynced metadata block.
+    pub(crate) dirty_index: Rc<DirtyIndex>,
     pub(crate) journal: RefCell<Option<Journal>>,
     /// Global transaction id counter (ccNVMe 5.1 linearization point).
     pub(crate) next_txid: Cell<u64>,
@@ -184,6 +187,20 @@ impl Fs {
     pub fn now_ns(&self) -> u64 {
         let since_mount = (self.machine.sim().now().as_ps() / 1000).saturating_sub(self.clock_start.get());
         self.clock_base.get().saturating_add(since_mount)
+    }
+
+    /// Moves the clock forward to at least `ns` (never back; simulated time
+    /// is not touched): a front end serving real programs calls it with
+    /// the host's time before each request, so the clock runs while the
+    /// simulation idles between requests as a kernel's does (a program
+    /// that sleeps a second between two changes sees their ctimes a second
+    /// apart, as POSIX conformance suites check). `docs/decisions.md` M17.
+    pub fn clock_at_least(&self, ns: u64) {
+        let now = self.now_ns();
+        if ns > now {
+            self.clock_base
+                .set(self.clock_base.get().saturating_add(ns - now));
+        }
     }
 
     /// Starts the clock at mount: base `max(profile base, newest + 1)`
@@ -328,7 +345,7 @@ impl Fs {
     /// Records that metadata block `b` changed on behalf of `owners`.
     pub(crate) fn dirtied(&self, b: u64, owners: &[&InodeState]) {
         for o in owners {
-            o.dirty_meta.borrow_mut().insert(b);
+            o.dirty_meta.insert(b);
         }
         if let Some(j) = self.journal.borrow().as_ref() {
             let inos: Vec<Ino> = owners.iter().map(|o| o.ino).collect();
@@ -374,7 +391,7 @@ impl Fs {
             inode: RefCell::new(inode),
             lock: Mutex::new(()),
             pages: FilePages::default(),
-            dirty_meta: RefCell::new(BTreeSet::new()),
+            dirty_meta: DirtyMeta::new(&self.dirty_index, ino),
             size_dirty: Cell::new(false),
             new_blocks: RefCell::new(BTreeSet::new()),
             revokes: RefCell::new(BTreeSet::new()),

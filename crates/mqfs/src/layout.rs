@@ -101,7 +101,7 @@ pub const INODES_PER_BLOCK: u32 = (BLOCK / INODE_SIZE) as u32;
 /// Superblock magic ("MQFS0001").
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"MQFS0001");
 /// Layout version (see the module docs for what each one added).
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// The root directory's inode number.
 pub const ROOT_INO: u32 = 2;
 /// First inode number handed to files.
@@ -231,6 +231,14 @@ pub fn crc(data: &[u8]) -> u32 {
     crc32fast::hash(data)
 }
 
+/// CRC-32 of `data` continuing from `seed` (a CRC already computed, as
+/// [`Superblock::journal_csum_seed`]).
+pub fn crc_seeded(seed: u32, data: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(seed);
+    h.update(data);
+    h.finalize()
+}
+
 /// The superblock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
@@ -273,6 +281,10 @@ pub struct Superblock {
     /// Seed of the directory-index hash (ext4's `s_hash_seed`; byte 112,
     /// version 4): set by mkfs, see [`crate::htree::name_hash`].
     pub hash_seed: u32,
+    /// The file system's UUID (ext4's `s_uuid`; bytes 116..132, version
+    /// 5): set by mkfs. It seeds the journal checksums
+    /// ([`Superblock::journal_csum_seed`]).
+    pub uuid: [u8; 16],
 }
 
 impl Superblock {
@@ -342,6 +354,16 @@ impl Superblock {
         self.group_of(b).is_some_and(|g| b >= self.first_data(g))
     }
 
+    /// The seed of every journal checksum but the area superblocks': the
+    /// CRC of the UUID, as JBD2's checksum v3 seeds its crc32c with
+    /// `j_csum_seed = crc32c(~0, s_uuid)` (Linux `fs/jbd2/journal.c`,
+    /// `jbd2_journal_load`), so a journal block of another file system
+    /// (an image copied over, a stale partition) never verifies here.
+    /// Deviation: CRC-32, not crc32c, as every MQFS checksum.
+    pub fn journal_csum_seed(&self) -> u32 {
+        crc(&self.uuid)
+    }
+
     /// First block of journal area `a`.
     pub fn area_start(&self, a: u32) -> u64 {
         self.journal_start + a as u64 * self.area_blocks
@@ -369,6 +391,7 @@ impl Superblock {
         put_u64(&mut b[..], 96, self.newest_time);
         put_u64(&mut b[..], 104, self.journal_damage);
         put_u32(&mut b[..], 112, self.hash_seed);
+        b[116..132].copy_from_slice(&self.uuid);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -384,7 +407,10 @@ impl Superblock {
             return Err(bad("checksum mismatch"));
         }
         if get_u32(b, 8) != VERSION {
-            return Err(bad("unknown version"));
+            return Err(FsError::LayoutVersion {
+                found: get_u32(b, 8),
+                supported: VERSION,
+            });
         }
         if get_u32(b, 12) != BLOCK as u32 || get_u32(b, 36) != INODE_SIZE as u32 {
             return Err(bad("block or inode size"));
@@ -405,6 +431,11 @@ impl Superblock {
             newest_time: get_u64(b, 96),
             journal_damage: get_u64(b, 104),
             hash_seed: get_u32(b, 112),
+            uuid: {
+                let mut u = [0u8; 16];
+                u.copy_from_slice(&b[116..132]);
+                u
+            },
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -1102,7 +1133,31 @@ mod tests {
             newest_time: 1_780_000_000_123_456_789,
             journal_damage: 0,
             hash_seed: 0x5eed,
+            uuid: *b"0123456789abcdef",
         }
+    }
+
+    /// An image of an older layout (version 4: no UUID, unseeded journal
+    /// checksums) is refused with a typed error naming both versions, in
+    /// one line.
+    #[test]
+    fn an_older_layout_is_a_typed_error() {
+        let mut b = sb().encode();
+        put_u32(&mut b[..], 8, 4);
+        let c = crc(&b[..BLOCK - 4]);
+        put_u32(&mut b[..], BLOCK - 4, c);
+        let e = Superblock::decode(&b[..], 16384).unwrap_err();
+        assert_eq!(
+            e,
+            FsError::LayoutVersion {
+                found: 4,
+                supported: VERSION
+            }
+        );
+        assert!(
+            !e.to_string().contains('\n') && e.to_string().contains("version 4"),
+            "{e}"
+        );
     }
 
     #[test]

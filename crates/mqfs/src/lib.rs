@@ -50,6 +50,7 @@ pub mod data;
 pub mod dir;
 mod dir_index;
 pub mod direct;
+pub mod dirty;
 pub mod error;
 pub mod extent_tree;
 pub mod falloc;

@@ -44,6 +44,12 @@ pub struct MkfsOptions {
     /// inode-table block is written with zeros, so stale inodes of an
     /// earlier file system cannot show through.
     pub zeroed: bool,
+    /// The file system's UUID (`Superblock::uuid`, the seed of its journal
+    /// checksums). `None` (the default): derived from the geometry, the
+    /// same for every image of one geometry, as the emulator draws nothing
+    /// at random; `mqfs mkfs` gives each image its own (mke2fs draws it at
+    /// random).
+    pub uuid: Option<[u8; 16]>,
 }
 
 impl MkfsOptions {
@@ -55,6 +61,7 @@ impl MkfsOptions {
             journal_blocks: None,
             bytes_per_inode: 16384,
             zeroed: false,
+            uuid: None,
         }
     }
 }
@@ -111,6 +118,7 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         newest_time: 0,
         journal_damage: 0,
         hash_seed: 0,
+        uuid: [0; 16],
     };
     // A seed of its own per geometry, deterministic (no randomness in the
     // emulator; ext4's mkfs draws `s_hash_seed` at random).
@@ -118,6 +126,15 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         hash_seed: crc(&sb.encode()[..]),
         ..sb
     };
+    let uuid = opts.uuid.unwrap_or_else(|| {
+        let h = crc(&sb.encode()[..]);
+        let mut u = [0u8; 16];
+        for (i, chunk) in u.chunks_mut(4).enumerate() {
+            chunk.copy_from_slice(&h.rotate_left(8 * i as u32).to_le_bytes());
+        }
+        u
+    });
+    let sb = Superblock { uuid, ..sb };
     sb.validate(blocks)?;
     Ok(sb)
 }
@@ -251,10 +268,12 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             newest_time: 0,
             journal_damage: 0,
             hash_seed: 0,
+            uuid: [0; 16],
         }),
         profile,
         bufs: BufferCache::default(),
         inodes: RefCell::new(BTreeMap::new()),
+        dirty_index: crate::dirty::DirtyIndex::new(),
         journal: RefCell::new(None),
         next_txid: Cell::new(1),
         readonly: Cell::new(false),

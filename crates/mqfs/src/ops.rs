@@ -169,9 +169,7 @@ impl Fs {
     /// Attributes of `ino`.
     pub async fn getattr(&self, ctx: Ctx, ino: Ino) -> Result<Attr, FsError> {
         self.cpu(ctx, self.profile.syscall).await;
-        let st = self.iget(ctx, ino).await?;
-        let i = st.inode.borrow();
-        attr_of(ino, &i)
+        self.peek_attr(ctx, ino).await
     }
 
     /// Looks `name` up in directory `parent`.
@@ -195,11 +193,7 @@ impl Fs {
         check_name(name)?;
         let dir = self.iget(ctx, parent).await?;
         match self.dir_lookup(ctx, &dir, name).await? {
-            Some((ino, _)) => {
-                let st = self.iget(ctx, ino).await?;
-                let i = st.inode.borrow();
-                attr_of(ino, &i)
-            }
+            Some((ino, _)) => self.peek_attr(ctx, ino).await,
             None => Err(FsError::NotFound),
         }
     }
@@ -364,9 +358,7 @@ impl Fs {
             d.ctime = now;
         }
         self.write_inode(ctx, &dir).await?;
-        st.dirty_meta
-            .borrow_mut()
-            .extend(dir.dirty_meta.borrow().iter().copied());
+        self.inherit_dir_meta(&st, &dir);
         let i = st.inode.borrow();
         attr_of(ino, &i)
     }
@@ -405,7 +397,7 @@ impl Fs {
             inode: std::cell::RefCell::new(inode),
             lock: tokio::sync::Mutex::new(()),
             pages: Default::default(),
-            dirty_meta: Default::default(),
+            dirty_meta: crate::dirty::DirtyMeta::new(&self.dirty_index, ino),
             size_dirty: std::cell::Cell::new(true),
             new_blocks: Default::default(),
             revokes: Default::default(),
@@ -415,9 +407,7 @@ impl Fs {
         self.inodes.borrow_mut().insert(ino, st.clone());
         // The allocation was made on behalf of the directory; the new inode
         // owns it too.
-        for b in dir.dirty_meta.borrow().iter() {
-            st.dirty_meta.borrow_mut().insert(*b);
-        }
+        self.inherit_dir_meta(&st, dir);
         Ok(st)
     }
 
@@ -457,9 +447,7 @@ impl Fs {
             }
             self.write_tree(ctx, &st).await?;
             st.pages.truncate(0);
-            dir.dirty_meta
-                .borrow_mut()
-                .extend(st.dirty_meta.borrow().iter().copied());
+            dir.dirty_meta.absorb(&st.dirty_meta);
             dir.revokes
                 .borrow_mut()
                 .extend(st.revokes.borrow().iter().copied());
@@ -557,9 +545,7 @@ impl Fs {
             d.ctime = now;
         }
         self.write_inode(ctx, &dir).await?;
-        st.dirty_meta
-            .borrow_mut()
-            .extend(dir.dirty_meta.borrow().iter().copied());
+        self.inherit_dir_meta(&st, &dir);
         let i = st.inode.borrow();
         attr_of(ino, &i)
     }
@@ -669,9 +655,7 @@ impl Fs {
         let generation = st.inode.borrow().generation;
         self.write_free_slot(ctx, st.ino, generation, st).await?;
         self.free_ino(ctx, st, st.ino).await?;
-        heir.dirty_meta
-            .borrow_mut()
-            .extend(st.dirty_meta.borrow().iter().copied());
+        heir.dirty_meta.absorb(&st.dirty_meta);
         heir.revokes
             .borrow_mut()
             .extend(st.revokes.borrow().iter().copied());
@@ -768,9 +752,7 @@ impl Fs {
                 self.dir_replace(ctx, &dst_dir, newname, ino, ftype, Some(&st))
                     .await?;
                 // The replaced inode owns the entry block too.
-                tst.dirty_meta
-                    .borrow_mut()
-                    .extend(st.dirty_meta.borrow().iter().copied());
+                tst.dirty_meta.absorb(&st.dirty_meta);
                 if tt == FileType::Dir {
                     dst_dir.inode.borrow_mut().links -= 1;
                 }
@@ -803,10 +785,10 @@ impl Fs {
         // changes: syncing any of them persists the rename whole (atomic).
         let all: Vec<u64> = [&src_dir, &dst_dir, &st]
             .iter()
-            .flat_map(|d| d.dirty_meta.borrow().iter().copied().collect::<Vec<_>>())
+            .flat_map(|d| d.dirty_meta.blocks().iter().copied().collect::<Vec<_>>())
             .collect();
         for d in [&src_dir, &dst_dir, &st] {
-            d.dirty_meta.borrow_mut().extend(all.iter().copied());
+            d.dirty_meta.extend(all.iter().copied());
         }
         Ok(())
     }

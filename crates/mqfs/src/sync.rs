@@ -104,7 +104,7 @@ impl Fs {
             }
         }
         st.size_dirty.set(false);
-        st.dirty_meta.borrow_mut().clear();
+        st.dirty_meta.clear();
         Ok(())
     }
 
@@ -139,7 +139,7 @@ impl Fs {
             self.write_meta_home(ctx, &[iblk]).await?;
             let rest: Vec<u64> = st
                 .dirty_meta
-                .borrow()
+                .blocks()
                 .iter()
                 .copied()
                 .filter(|b| *b != iblk)
@@ -222,7 +222,7 @@ impl Fs {
                 if !left.is_empty() {
                     let root = self.iget(ctx, crate::layout::ROOT_INO).await?;
                     let _g = root.lock.lock().await;
-                    root.dirty_meta.borrow_mut().extend(left);
+                    root.dirty_meta.extend(left);
                     m.sync_inode(self, ctx, &root, SyncKind::Fsync).await?;
                 }
             }
@@ -232,7 +232,7 @@ impl Fs {
         }
         for st in &inodes {
             st.size_dirty.set(false);
-            st.dirty_meta.borrow_mut().clear();
+            st.dirty_meta.clear();
         }
         Ok(())
     }

@@ -98,9 +98,9 @@ fn a_moved_indexed_directory_keeps_its_index_and_rmdir_empties_it() {
 /// 100,000 creates in one directory: after the conversion, the simulated
 /// time of the last 1,000 creates is at most twice the first 1,000's (a
 /// linear directory's would be ~50 times). In `classic` (`MQFS_BIG_DIR_MODE`
-/// picks another): `mq`'s unmount of 100,000 unsynced creates spends
-/// minutes of host time in its entanglement closure (`docs/decisions.md`
-/// M22). `MQFS_BIG_DIR` sets the count.
+/// picks another; `mq` takes about 5 s of host time for the whole test
+/// since its entanglement closure is indexed, `docs/decisions.md` M22).
+/// `MQFS_BIG_DIR` sets the count.
 #[test]
 fn create_cost_stays_flat_to_100k_entries() {
     let n: usize = std::env::var("MQFS_BIG_DIR")

@@ -14,6 +14,12 @@
 //! and the damaged block, and after an unmount fsck reports
 //! [`FindingKind::JournalDamaged`] and no other error.
 //!
+//! A block of the same transaction taken from another file system's
+//! journal (same workload, another UUID) ends replay the same way: the
+//! journal checksums are seeded with the UUID (JBD2 csum v3's
+//! `j_csum_seed`), and without the seed the two blocks are byte for byte
+//! the same (so that block would verify and replay).
+//!
 //! Before the checksum report, the same image mounted silently with the
 //! damaged transaction (and, in classic, everything after it) dropped and
 //! fsck found nothing; `without_the_copy_check_a_damaged_copy_is_replayed`
@@ -29,7 +35,7 @@ use mqfs::layout::{Superblock, BLOCK};
 use mqfs::testing::{format_and_mount, machine, machine_after};
 use mqfs::{mount, probe_options, Ctx, DamageKind, FsError, FsProfile, Mode};
 use nvme_ctrl::{Media, SsdProfile};
-use pcie_sim::TraceMode;
+use pcie_sim::{PageStore, TraceMode};
 
 const C: Ctx = Ctx { core: 0 };
 const BLOCKS: u64 = 4096;
@@ -49,7 +55,14 @@ enum Target {
     Commit,
     Descriptor,
     Copy,
+    /// The newest transaction's commit block (classic, HoraeFS) or last
+    /// descriptor (MQFS) replaced by the same block of another file
+    /// system's journal.
+    Foreign,
 }
+
+/// The UUID of the other file system of [`Target::Foreign`].
+const OTHER_UUID: [u8; 16] = [0xab; 16];
 
 /// One transaction found in the log: device blocks of its last
 /// descriptor, its copies (with their homes) and its commit block.
@@ -78,7 +91,9 @@ fn logged(read: &dyn Fn(u64) -> Box<[u8; BLOCK]>, sb: &Superblock, with_commit: 
             if pos >= sb.area_blocks {
                 break 'txs;
             }
-            let Some(d) = Descriptor::decode(&read(start + pos)[..]).filter(|d| d.seq == seq) else {
+            let Some(d) =
+                Descriptor::decode(&read(start + pos)[..], sb.journal_csum_seed()).filter(|d| d.seq == seq)
+            else {
                 break 'txs;
             };
             tx.descriptor = start + pos;
@@ -91,7 +106,7 @@ fn logged(read: &dyn Fn(u64) -> Box<[u8; BLOCK]>, sb: &Superblock, with_commit: 
         }
         // Skip revokes (none expected), then the commit block.
         if with_commit {
-            match Commit::decode(&read(start + pos)[..]) {
+            match Commit::decode(&read(start + pos)[..], sb.journal_csum_seed()) {
                 Some(c) if c.seq == seq => tx.commit = Some(start + pos),
                 _ => break,
             }
@@ -103,15 +118,19 @@ fn logged(read: &dyn Fn(u64) -> Box<[u8; BLOCK]>, sb: &Superblock, with_commit: 
     out
 }
 
-/// Runs the scenario for `mode`, damaging `target`.
-fn damaged_newest_transaction(mode: Mode, target: Target) {
+/// The image (blocks and PMR) of a machine stopped with the journal live
+/// after the workload, on a file system of `mode` made with `uuid`
+/// (`None`: mkfs's default); `None` if the mode is not built.
+#[allow(clippy::type_complexity)]
+fn crashed_image(mode: Mode, uuid: Option<[u8; 16]>) -> Option<(Vec<Box<[u8; BLOCK]>>, Option<PageStore>)> {
     let profile = SsdProfile::optane_905p();
     assert!(!profile.volatile_cache());
-    let (ex, m, ctrl) = machine(profile.clone(), BLOCKS, 1, TraceMode::Off, 1);
+    let (ex, m, ctrl) = machine(profile, BLOCKS, 1, TraceMode::Off, 1);
     let m2 = m.clone();
     let made = ex
         .block_on(async move {
-            let (_dev, fs) = match format_and_mount(&m2, mode, BLOCKS, |_| {}, FsProfile::default()).await {
+            let tune = move |o: &mut mqfs::MkfsOptions| o.uuid = uuid.or(o.uuid);
+            let (_dev, fs) = match format_and_mount(&m2, mode, BLOCKS, tune, FsProfile::default()).await {
                 Ok(x) => x,
                 Err(FsError::Unsupported(_)) => return false,
                 Err(e) => panic!("{mode:?}: {e}"),
@@ -128,14 +147,28 @@ fn damaged_newest_transaction(mode: Mode, target: Target) {
         })
         .unwrap();
     if !made {
+        return None;
+    }
+    let blocks = (0..BLOCKS)
+        .map(|b| {
+            let mut buf = Box::new([0u8; BLOCK]);
+            ctrl.backend().peek(b, &mut buf);
+            buf
+        })
+        .collect();
+    let pmr = m.pmr_image(0);
+    drop(ex);
+    Some((blocks, pmr))
+}
+
+/// Runs the scenario for `mode`, damaging `target`.
+fn damaged_newest_transaction(mode: Mode, target: Target) {
+    let profile = SsdProfile::optane_905p();
+    let Some((blocks, pmr)) = crashed_image(mode, None) else {
         eprintln!("{mode:?}: skipped");
         return;
-    }
-    let read = |b: u64| {
-        let mut buf = Box::new([0u8; BLOCK]);
-        ctrl.backend().peek(b, &mut buf);
-        buf
     };
+    let read = |b: u64| blocks[b as usize].clone();
     let sb = Superblock::decode(&read(0)[..], BLOCKS).unwrap();
     assert!(!sb.clean, "{mode:?}: the image must be a crashed one");
     let txs = logged(&read, &sb, mode != Mode::Mq);
@@ -149,17 +182,30 @@ fn damaged_newest_transaction(mode: Mode, target: Target) {
         Target::Commit => newest.commit.unwrap(),
         Target::Descriptor => newest.descriptor,
         Target::Copy => newest.copies.first().unwrap().0,
+        Target::Foreign => newest.commit.unwrap_or(newest.descriptor),
     };
+    let foreign = (target == Target::Foreign).then(|| {
+        let theirs = |uuid| crashed_image(mode, Some(uuid)).unwrap().0[victim as usize].clone();
+        let other = theirs(OTHER_UUID);
+        assert_ne!(other, read(victim), "{mode:?}: another UUID, another seal");
+        assert_eq!(
+            theirs(sb.uuid),
+            read(victim),
+            "{mode:?}: only the seed tells them apart"
+        );
+        other
+    });
     let mut media = Media::memory(BLOCKS);
     for b in 0..BLOCKS {
         let mut x = read(b);
         if b == victim {
-            x[1000] ^= 0x10;
+            match &foreign {
+                Some(other) => x = other.clone(),
+                None => x[1000] ^= 0x10,
+            }
         }
         media.write(b, &std::sync::Arc::new(*x));
     }
-    let pmr = m.pmr_image(0);
-    drop(ex);
     let (ex, m, ctrl) = machine_after(profile, media, pmr, 1, TraceMode::Off, 2);
     let newest_seq = newest.seq;
     let want_kind = match target {
@@ -169,6 +215,8 @@ fn damaged_newest_transaction(mode: Mode, target: Target) {
         Target::Copy => Some(DamageKind::Copy {
             home: newest.copies[0].1,
         }),
+        Target::Foreign if newest.commit.is_some() => Some(DamageKind::Commit),
+        Target::Foreign => Some(DamageKind::Descriptor),
     };
     ex.block_on(async move {
         let dev = BlockDevice::probe(&m, 0, probe_options(mode)).await.unwrap();
@@ -215,21 +263,33 @@ fn damaged_newest_transaction(mode: Mode, target: Target) {
 
 #[test]
 fn classic_survives_a_damaged_commit_descriptor_or_copy() {
-    for t in [Target::Nothing, Target::Commit, Target::Descriptor, Target::Copy] {
+    for t in [
+        Target::Nothing,
+        Target::Commit,
+        Target::Descriptor,
+        Target::Copy,
+        Target::Foreign,
+    ] {
         damaged_newest_transaction(Mode::Classic, t);
     }
 }
 
 #[test]
 fn horae_survives_a_damaged_commit_descriptor_or_copy() {
-    for t in [Target::Nothing, Target::Commit, Target::Descriptor, Target::Copy] {
+    for t in [
+        Target::Nothing,
+        Target::Commit,
+        Target::Descriptor,
+        Target::Copy,
+        Target::Foreign,
+    ] {
         damaged_newest_transaction(Mode::Horae, t);
     }
 }
 
 #[test]
 fn mq_survives_a_damaged_jh_or_copy() {
-    for t in [Target::Nothing, Target::Descriptor, Target::Copy] {
+    for t in [Target::Nothing, Target::Descriptor, Target::Copy, Target::Foreign] {
         damaged_newest_transaction(Mode::Mq, t);
     }
 }

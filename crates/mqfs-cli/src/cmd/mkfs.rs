@@ -79,6 +79,20 @@ pub fn header_of(args: &MkfsArgs) -> Result<Header, CliError> {
     Ok(header)
 }
 
+/// A UUID of its own for the image at `path` made at host time `now_ns`
+/// (mke2fs draws one at random; a UUID seeds the journal checksums, so a
+/// journal block of one image never verifies in another): the time, then
+/// the CRC of the path, then the CRC of both.
+fn uuid_for(path: &std::path::Path, now_ns: u64) -> [u8; 16] {
+    let p = path.as_os_str().as_encoded_bytes();
+    let mut u = [0u8; 16];
+    u[..8].copy_from_slice(&now_ns.to_le_bytes());
+    u[8..12].copy_from_slice(&mqfs::layout::crc(p).to_le_bytes());
+    let both = mqfs::layout::crc(&[&u[..12], p].concat());
+    u[12..].copy_from_slice(&both.to_le_bytes());
+    u
+}
+
 /// Makes the image; returns a summary.
 pub fn run(args: &MkfsArgs) -> Result<String, CliError> {
     let header = header_of(args)?;
@@ -90,6 +104,7 @@ pub fn run(args: &MkfsArgs) -> Result<String, CliError> {
     // The media file was just made sparse (`LockedImage::create`): it
     // reads zeros, so only metadata blocks are written.
     opts.zeroed = true;
+    opts.uuid = Some(uuid_for(&args.image, super::mount::host_time_ns()));
     let d = dev.clone();
     let sb = rig.run_fs(async move { mqfs::mkfs(&d, Ctx::on(0), &opts).await })?;
     let d = dev.clone();

@@ -157,6 +157,8 @@ impl MqfsFuse {
             .mounted
             .as_mut()
             .ok_or_else(|| CliError::Fs(FsError::Unsupported("not mounted".into())))?;
+        // The clock runs with the host's while the simulation idles.
+        m.fs.clock_at_least(crate::cmd::mount::host_time_ns());
         let machine = &m.rig.machine;
         let begun = m
             .rec

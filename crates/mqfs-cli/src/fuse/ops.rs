@@ -93,6 +93,42 @@ fn checked_setattr(
     Ok(set)
 }
 
+/// A setattr that changes nothing, as `c` sends it on `a`: with
+/// `FUSE_HANDLE_KILLPRIV` the kernel leaves the set-ID bits to the file
+/// system and `fuse_setattr` drops `ATTR_KILL_SUID`, `ATTR_KILL_SGID` and
+/// the mode they made, so what reaches here is a request to clear them
+/// from one of two calls it cannot tell apart (utimensat(2) with both
+/// times `UTIME_OMIT` returns before reaching the file system): chown(2)
+/// with owner and group both -1 (fchown, lchown too; Linux `chown_common`,
+/// fs/open.c, asks for the removal on every chown of a non-directory) and
+/// the `file_remove_privs` (fs/inode.c) before a write by a caller
+/// without `CAP_FSETID`, which is never root. Root's is a chown: the bits
+/// [`perm::mode_after_chown`] keeps. Anyone else's is cleared by the rule
+/// both share, with no permission check (`ATTR_FORCE`): `S_ISUID`, and
+/// `S_ISGID` when group execute is set. Deviation: a chown -1 -1 by a
+/// caller outside the file's group keeps an `S_ISGID` without group
+/// execute, which Linux `setattr_should_drop_sgid` would drop (chown(2)
+/// leaves what -1 -1 does to the bits unspecified).
+fn chown_unchanged(a: &Attr, c: &Cred) -> Result<SetAttr, FsError> {
+    let perm = if c.is_root() {
+        perm::mode_after_chown(a, c)
+    } else {
+        // As a member of the file's group: only the shared rule.
+        let member = Cred {
+            groups: vec![a.gid],
+            ..c.clone()
+        };
+        perm::mode_after_chown(a, &member)
+    };
+    if perm == a.perm {
+        return Ok(SetAttr::default());
+    }
+    Ok(SetAttr {
+        perm: Some(perm),
+        ..SetAttr::default()
+    })
+}
+
 /// `S_IFMT` of `st_mode`: the file type bits.
 const S_IFMT: u32 = 0o170000;
 
@@ -166,14 +202,17 @@ impl MqfsFuse {
         (by_fd, touch): (bool, bool),
     ) -> Result<FileAttr, i32> {
         let (i, ctx, c) = (ino_of(ino)?, self.ctx(req.pid()), cred(req));
+        let set = self.permitted(ctx, move |fs| async move {
+            let a = fs.peek_attr(ctx, i).await?;
+            if set == SetAttr::default() {
+                return chown_unchanged(&a, &c);
+            }
+            checked_setattr(&a, &c, set, by_fd, touch)
+        })?;
         if set == SetAttr::default() {
             let a = self.call(ctx, Req::Query, move |fs| async move { fs.getattr(ctx, i).await })?;
             return Ok(file_attr(&a));
         }
-        let set = self.permitted(ctx, move |fs| async move {
-            let a = fs.peek_attr(ctx, i).await?;
-            checked_setattr(&a, &c, set, by_fd, touch)
-        })?;
         let a = self.call(ctx, Req::Setattr(i, set.size), move |fs| async move {
             fs.setattr(ctx, i, &set).await
         })?;

@@ -3,7 +3,11 @@
 //! blocks (JBD2's descriptor; MQFS's last one is its JH, ccNVMe 5.1, with
 //! the global transaction id), revoke blocks and commit blocks (JBD2
 //! only). Each is one 4 KiB block, little-endian, sealed by a CRC-32 of
-//! bytes 0..4092 in bytes 4092..4096, and opens with the same header: an
+//! bytes 0..4092 in bytes 4092..4096 (all but the area superblock's, and
+//! every tag's CRC, computed from the file system's checksum seed, JBD2
+//! csum v3's `j_csum_seed`: see
+//! [`Superblock::journal_csum_seed`](crate::layout::Superblock::journal_csum_seed)),
+//! and opens with the same header: an
 //! 8-byte magic naming its type at 0 and, but for the superblock, the
 //! sequence number of its transaction in its area at 8. Every journaled
 //! copy's CRC is in its descriptor tag (JBD2's checksum v3), so a torn or
@@ -37,7 +41,7 @@
 //! commit block has no timestamp.
 
 use crate::error::FsError;
-use crate::layout::{crc, BLOCK};
+use crate::layout::{crc_seeded, BLOCK};
 
 const JSB_MAGIC: u64 = u64::from_le_bytes(*b"MQJSB001");
 const DESC_MAGIC: u64 = u64::from_le_bytes(*b"MQJDESC1");
@@ -61,12 +65,16 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     x.copy_from_slice(&b[o..o + 8]);
     u64::from_le_bytes(x)
 }
-fn seal(b: &mut [u8; BLOCK]) {
-    let c = crc(&b[..BLOCK - 4]);
+/// Seals `b` with its CRC from `seed` (the file system's
+/// [`journal_csum_seed`](crate::layout::Superblock::journal_csum_seed); 0,
+/// a plain CRC, for the area superblock, as JBD2 seeds its superblock's
+/// checksum with ~0 alone).
+fn seal(b: &mut [u8; BLOCK], seed: u32) {
+    let c = crc_seeded(seed, &b[..BLOCK - 4]);
     b[BLOCK - 4..].copy_from_slice(&c.to_le_bytes());
 }
-fn sealed(b: &[u8]) -> bool {
-    b.len() >= BLOCK && u32_at(b, BLOCK - 4) == crc(&b[..BLOCK - 4])
+fn sealed(b: &[u8], seed: u32) -> bool {
+    b.len() >= BLOCK && u32_at(b, BLOCK - 4) == crc_seeded(seed, &b[..BLOCK - 4])
 }
 
 /// A block opening with the common header: `magic` at 0 and, if given,
@@ -80,9 +88,9 @@ fn with_header(magic: u64, seq: Option<u64>) -> Box<[u8; BLOCK]> {
     b
 }
 
-/// True if `b` is a whole sealed block of type `magic`.
-fn is_block(b: &[u8], magic: u64) -> bool {
-    b.len() >= BLOCK && u64_at(b, 0) == magic && sealed(b)
+/// True if `b` is a whole block of type `magic` sealed from `seed`.
+fn is_block(b: &[u8], magic: u64, seed: u32) -> bool {
+    b.len() >= BLOCK && u64_at(b, 0) == magic && sealed(b, seed)
 }
 
 /// What a block the scanner expects to be of transaction `seq` is.
@@ -100,11 +108,14 @@ pub(crate) enum Claim {
     Other,
 }
 
-/// How block `b` relates to type `magic` of transaction `seq`.
-pub(crate) fn claim(b: &[u8], magic: u64, seq: u64) -> Claim {
+/// How block `b` relates to type `magic` of transaction `seq`, in a
+/// journal whose checksums start from `seed`. A block of another file
+/// system's journal (another seed) with this transaction's sequence
+/// number is `Damaged`: it ends the scan as damage does.
+pub(crate) fn claim(b: &[u8], magic: u64, seq: u64, seed: u32) -> Claim {
     if b.len() < BLOCK || u64_at(b, 0) != magic {
         Claim::Other
-    } else if sealed(b) {
+    } else if sealed(b, seed) {
         Claim::Sealed
     } else if u64_at(b, 8) == seq {
         Claim::Damaged
@@ -148,13 +159,13 @@ impl AreaSuper {
         b[16..24].copy_from_slice(&self.head.to_le_bytes());
         b[24..32].copy_from_slice(&self.seq.to_le_bytes());
         b[32..40].copy_from_slice(&self.home_below.to_le_bytes());
-        seal(&mut b);
+        seal(&mut b, 0);
         b
     }
 
     /// Decodes and checks it against the area's size.
     pub fn decode(b: &[u8], area: u32, area_blocks: u64) -> Result<AreaSuper, FsError> {
-        if !is_block(b, JSB_MAGIC) {
+        if !is_block(b, JSB_MAGIC, 0) {
             return Err(FsError::Corrupt(format!("journal area {area}: bad superblock")));
         }
         let s = AreaSuper {
@@ -178,7 +189,7 @@ pub struct Tag {
     pub home: u64,
     /// Offset of the copy in the area.
     pub journal: u64,
-    /// CRC-32 of the copy.
+    /// CRC-32 of the copy, from the journal's checksum seed.
     pub crc: u32,
 }
 
@@ -197,8 +208,9 @@ pub struct Descriptor {
 }
 
 impl Descriptor {
-    /// Encodes into a block (at most [`TAGS_PER_DESC`] tags).
-    pub fn encode(&self) -> Box<[u8; BLOCK]> {
+    /// Encodes into a block (at most [`TAGS_PER_DESC`] tags), sealed from
+    /// the journal's checksum `seed`.
+    pub fn encode(&self, seed: u32) -> Box<[u8; BLOCK]> {
         let mut b = with_header(DESC_MAGIC, Some(self.seq));
         b[16..24].copy_from_slice(&self.txid.to_le_bytes());
         let n = self.tags.len().min(TAGS_PER_DESC);
@@ -210,13 +222,14 @@ impl Descriptor {
             b[o + 8..o + 16].copy_from_slice(&t.journal.to_le_bytes());
             b[o + 16..o + 20].copy_from_slice(&t.crc.to_le_bytes());
         }
-        seal(&mut b);
+        seal(&mut b, seed);
         b
     }
 
-    /// Decodes; `None` if the block is not a sealed descriptor.
-    pub fn decode(b: &[u8]) -> Option<Descriptor> {
-        if !is_block(b, DESC_MAGIC) {
+    /// Decodes; `None` if the block is not a descriptor sealed from
+    /// `seed`.
+    pub fn decode(b: &[u8], seed: u32) -> Option<Descriptor> {
+        if !is_block(b, DESC_MAGIC, seed) {
             return None;
         }
         let n = u32_at(b, 24) as usize;
@@ -252,21 +265,21 @@ pub struct Revoke {
 }
 
 impl Revoke {
-    /// Encodes (at most [`REVOKES_PER_BLOCK`] blocks).
-    pub fn encode(&self) -> Box<[u8; BLOCK]> {
+    /// Encodes (at most [`REVOKES_PER_BLOCK`] blocks), sealed from `seed`.
+    pub fn encode(&self, seed: u32) -> Box<[u8; BLOCK]> {
         let mut b = with_header(REVOKE_MAGIC, Some(self.seq));
         let n = self.blocks.len().min(REVOKES_PER_BLOCK);
         b[16..20].copy_from_slice(&(n as u32).to_le_bytes());
         for (i, x) in self.blocks.iter().take(n).enumerate() {
             b[24 + i * 8..32 + i * 8].copy_from_slice(&x.to_le_bytes());
         }
-        seal(&mut b);
+        seal(&mut b, seed);
         b
     }
 
-    /// Decodes; `None` if not a sealed revoke block.
-    pub fn decode(b: &[u8]) -> Option<Revoke> {
-        if !is_block(b, REVOKE_MAGIC) {
+    /// Decodes; `None` if not a revoke block sealed from `seed`.
+    pub fn decode(b: &[u8], seed: u32) -> Option<Revoke> {
+        if !is_block(b, REVOKE_MAGIC, seed) {
             return None;
         }
         let n = u32_at(b, 16) as usize;
@@ -290,17 +303,17 @@ pub struct Commit {
 }
 
 impl Commit {
-    /// Encodes into a block.
-    pub fn encode(&self) -> Box<[u8; BLOCK]> {
+    /// Encodes into a block sealed from `seed`.
+    pub fn encode(&self, seed: u32) -> Box<[u8; BLOCK]> {
         let mut b = with_header(COMMIT_MAGIC, Some(self.seq));
         b[16..20].copy_from_slice(&self.blocks.to_le_bytes());
-        seal(&mut b);
+        seal(&mut b, seed);
         b
     }
 
-    /// Decodes; `None` if not a sealed commit block.
-    pub fn decode(b: &[u8]) -> Option<Commit> {
-        if !is_block(b, COMMIT_MAGIC) {
+    /// Decodes; `None` if not a commit block sealed from `seed`.
+    pub fn decode(b: &[u8], seed: u32) -> Option<Commit> {
+        if !is_block(b, COMMIT_MAGIC, seed) {
             return None;
         }
         Some(Commit {
@@ -314,6 +327,8 @@ impl Commit {
 mod tests {
     use super::*;
 
+    const SEED: u32 = 0x1234_5678;
+
     #[test]
     fn formats_round_trip_and_reject_each_other() {
         let d = Descriptor {
@@ -326,20 +341,20 @@ mod tests {
                 crc: 0xdead,
             }],
         };
-        let db = d.encode();
-        assert_eq!(Descriptor::decode(&db[..]), Some(d));
-        assert_eq!(Commit::decode(&db[..]), None);
+        let db = d.encode(SEED);
+        assert_eq!(Descriptor::decode(&db[..], SEED), Some(d));
+        assert_eq!(Commit::decode(&db[..], SEED), None);
         let r = Revoke {
             seq: 3,
             blocks: vec![1, 2, 3],
         };
-        assert_eq!(Revoke::decode(&r.encode()[..]), Some(r));
+        assert_eq!(Revoke::decode(&r.encode(SEED)[..], SEED), Some(r));
         let c = Commit { seq: 4, blocks: 10 };
-        let mut cb = c.encode();
-        assert_eq!(Commit::decode(&cb[..]), Some(c));
+        let mut cb = c.encode(SEED);
+        assert_eq!(Commit::decode(&cb[..], SEED), Some(c));
         cb[9] ^= 1;
         assert_eq!(
-            Commit::decode(&cb[..]),
+            Commit::decode(&cb[..], SEED),
             None,
             "a torn commit block is not a commit"
         );
@@ -351,5 +366,18 @@ mod tests {
         };
         assert_eq!(AreaSuper::decode(&s.encode()[..], 2, 64).unwrap(), s);
         assert!(AreaSuper::decode(&s.encode()[..], 3, 64).is_err());
+    }
+
+    /// A block sealed from another file system's seed is not a block of
+    /// this journal, and with this transaction's sequence number it is
+    /// damage, not the log's end.
+    #[test]
+    fn another_seed_does_not_verify() {
+        let c = Commit { seq: 4, blocks: 10 };
+        let theirs = c.encode(SEED ^ 1);
+        assert_eq!(Commit::decode(&theirs[..], SEED), None);
+        assert_eq!(claim(&theirs[..], COMMIT_MAGIC, 4, SEED), Claim::Damaged);
+        assert_eq!(claim(&theirs[..], COMMIT_MAGIC, 5, SEED), Claim::Other);
+        assert_eq!(claim(&c.encode(SEED)[..], COMMIT_MAGIC, 4, SEED), Claim::Sealed);
     }
 }

@@ -165,10 +165,7 @@ impl Jbd {
         let s = fs.sb.borrow();
         let (tail, seq) = next.unwrap_or((sb.head, sb.seq));
         Rc::new(Jbd {
-            ring: Ring {
-                start: s.area_start(0),
-                blocks: s.area_blocks,
-            },
+            ring: Ring::of(&s, 0),
             horae,
             st: RefCell::new(State {
                 running: Running::default(),
@@ -547,7 +544,7 @@ impl Jbd {
                 seq,
                 blocks: log.len() as u32,
             }
-            .encode(),
+            .encode(self.ring.seed),
         );
         let pos = self.ring.advance(laid.end, 1);
         let remember = |this: &Self, snapshots: Vec<(u64, Box<[u8; BLOCK]>)>| {
@@ -761,13 +758,7 @@ impl Jbd {
     /// transaction ends the log there and is recorded
     /// ([`Fs::journal_damage`]); the log restarts at its first block.
     pub(crate) async fn recover(fs: &Fs, ctx: Ctx, jsb: &AreaSuper) -> Result<(u64, u64), FsError> {
-        let ring = {
-            let s = fs.sb.borrow();
-            Ring {
-                start: s.area_start(0),
-                blocks: s.area_blocks,
-            }
-        };
+        let ring = Ring::of(&fs.sb.borrow(), 0);
         let found = log::scan(fs, ctx, 0, ring, jsb.head, jsb.seq, End::CommitBlock).await?;
         if let Some(d) = found.damage.clone() {
             fs.note_journal_damage(d);

@@ -62,7 +62,7 @@ use crate::journal::format::{
     claim, magic, AreaSuper, Claim, Commit, Descriptor, Revoke, Tag, REVOKES_PER_BLOCK, TAGS_PER_DESC,
 };
 use crate::journal::{DamageKind, JournalDamage};
-use crate::layout::{crc, BLOCK};
+use crate::layout::{crc_seeded, BLOCK};
 
 /// A block and its content, addressed on the device.
 pub(crate) type Write = (u64, Box<[u8; BLOCK]>);
@@ -74,9 +74,21 @@ pub(crate) struct Ring {
     pub start: u64,
     /// Blocks in the area, superblock included.
     pub blocks: u64,
+    /// The seed of its checksums
+    /// ([`Superblock::journal_csum_seed`](crate::layout::Superblock::journal_csum_seed)).
+    pub seed: u32,
 }
 
 impl Ring {
+    /// The ring of journal area `a` of the file system `sb` describes.
+    pub fn of(sb: &crate::layout::Superblock, a: u32) -> Ring {
+        Ring {
+            start: sb.area_start(a),
+            blocks: sb.area_blocks,
+            seed: sb.journal_csum_seed(),
+        }
+    }
+
     /// Log blocks (the ring is offsets `1..blocks`).
     pub fn len(&self) -> u64 {
         self.blocks - 1
@@ -145,7 +157,7 @@ pub(crate) fn lay_out(
             tags.push(Tag {
                 home: *home,
                 journal: pos,
-                crc: crc(&data[..]),
+                crc: crc_seeded(ring.seed, &data[..]),
             });
             body.push((ring.start + pos, data.clone()));
             pos = ring.advance(pos, 1);
@@ -160,7 +172,7 @@ pub(crate) fn lay_out(
             last: is_last,
             tags,
         };
-        blocks.push((ring.start + desc_pos, d.encode()));
+        blocks.push((ring.start + desc_pos, d.encode(ring.seed)));
         blocks.extend(body);
     }
     for chunk in revokes.chunks(REVOKES_PER_BLOCK) {
@@ -168,7 +180,7 @@ pub(crate) fn lay_out(
             seq,
             blocks: chunk.to_vec(),
         };
-        blocks.push((ring.start + pos, r.encode()));
+        blocks.push((ring.start + pos, r.encode(ring.seed)));
         pos = ring.advance(pos, 1);
     }
     Layout {
@@ -344,8 +356,8 @@ async fn scan_tx(
     // Descriptors and their copies, up to the last descriptor.
     loop {
         let b = read_next!();
-        let Some(d) = Descriptor::decode(&b[..]).filter(|d| d.seq == seq) else {
-            if claim(&b[..], magic::DESCRIPTOR, seq) == Claim::Damaged {
+        let Some(d) = Descriptor::decode(&b[..], ring.seed).filter(|d| d.seq == seq) else {
+            if claim(&b[..], magic::DESCRIPTOR, seq, ring.seed) == Claim::Damaged {
                 return Ok(TxScan::Damaged {
                     txid: None,
                     offset: next,
@@ -379,12 +391,12 @@ async fn scan_tx(
             }
         }
         let b = read_next!();
-        if let Some(r) = Revoke::decode(&b[..]).filter(|r| r.seq == seq) {
+        if let Some(r) = Revoke::decode(&b[..], ring.seed).filter(|r| r.seq == seq) {
             found.revokes.extend(r.blocks);
             next = ring.advance(next, 1);
             continue;
         }
-        if claim(&b[..], magic::REVOKE, seq) == Claim::Damaged {
+        if claim(&b[..], magic::REVOKE, seq, ring.seed) == Claim::Damaged {
             return Ok(TxScan::Damaged {
                 txid: Some(found.txid),
                 offset: next,
@@ -394,10 +406,12 @@ async fn scan_tx(
         match end {
             End::LastDescriptor => break (next, used - 1),
             End::CommitBlock => {
-                if Commit::decode(&b[..]).is_some_and(|c| c.seq == seq && u64::from(c.blocks) == used - 1) {
+                if Commit::decode(&b[..], ring.seed)
+                    .is_some_and(|c| c.seq == seq && u64::from(c.blocks) == used - 1)
+                {
                     break (ring.advance(next, 1), used);
                 }
-                return Ok(if claim(&b[..], magic::COMMIT, seq) == Claim::Damaged {
+                return Ok(if claim(&b[..], magic::COMMIT, seq, ring.seed) == Claim::Damaged {
                     TxScan::Damaged {
                         txid: Some(found.txid),
                         offset: next,
@@ -413,7 +427,7 @@ async fn scan_tx(
     // tag's checksum.
     if check == CopyCheck::Verify {
         for &(offset, sum, home) in &copies {
-            if crc(&fs.read_raw(ctx, ring.start + offset).await?[..]) != sum {
+            if crc_seeded(ring.seed, &fs.read_raw(ctx, ring.start + offset).await?[..]) != sum {
                 return Ok(TxScan::Damaged {
                     txid: Some(found.txid),
                     offset,
@@ -503,6 +517,7 @@ mod tests {
         let ring = Ring {
             start: 1000,
             blocks: 8,
+            seed: 7,
         };
         let copies: Vec<Write> = (0..3).map(|i| copy(10 + i, i as u8)).collect();
         // Offset 6 of a 7-block ring: the copies wrap to offsets 7, 1, 2.
@@ -511,7 +526,8 @@ mod tests {
         assert_eq!(at, vec![6, 7, 1, 2, 3]);
         assert_eq!(l.end, 4);
         assert_eq!(l.last, 0);
-        let d = Descriptor::decode(&l.blocks[0].1[..]).unwrap_or_else(|| panic!("not a descriptor"));
+        let d =
+            Descriptor::decode(&l.blocks[0].1[..], ring.seed).unwrap_or_else(|| panic!("not a descriptor"));
         assert!(d.last);
         assert_eq!(d.txid, 40);
         assert_eq!(
@@ -519,14 +535,16 @@ mod tests {
             vec![7, 1, 2]
         );
         assert_eq!(
-            Revoke::decode(&l.blocks[4].1[..]).map(|r| r.blocks),
+            Revoke::decode(&l.blocks[4].1[..], ring.seed).map(|r| r.blocks),
             Some(vec![99])
         );
         assert_eq!(log_blocks(3, 1), 5);
         // Without copies, an empty last descriptor still opens it.
         let l = lay_out(ring, 1, 1, 1, &[], &[5]);
         assert_eq!(l.blocks.len() as u64, log_blocks(0, 1));
-        assert!(Descriptor::decode(&l.blocks[0].1[..]).is_some_and(|d| d.last && d.tags.is_empty()));
+        assert!(
+            Descriptor::decode(&l.blocks[0].1[..], ring.seed).is_some_and(|d| d.last && d.tags.is_empty())
+        );
     }
 
     /// Writes `txs` (copies, revokes) from offset 1 of area 0 of a fresh
@@ -570,13 +588,7 @@ mod tests {
         let ctrl = t.ctrl.clone();
         let run = async move {
             let ctx = Ctx::on(0);
-            let ring = {
-                let sb = fs.sb.borrow();
-                Ring {
-                    start: sb.area_start(0),
-                    blocks: sb.area_blocks,
-                }
-            };
+            let ring = Ring::of(&fs.sb.borrow(), 0);
             let (mut pos, mut starts, mut writes) = (1, Vec::new(), Vec::new());
             for (i, (copies, revokes)) in txs.iter().enumerate() {
                 let seq = 10 + i as u64;
@@ -586,7 +598,7 @@ mod tests {
                 let n = l.blocks.len() as u32;
                 writes.extend(l.blocks);
                 if end == End::CommitBlock {
-                    writes.push((ring.start + pos, Commit { seq, blocks: n }.encode()));
+                    writes.push((ring.start + pos, Commit { seq, blocks: n }.encode(ring.seed)));
                     pos = ring.advance(pos, 1);
                 }
             }

@@ -31,10 +31,7 @@ pub(crate) async fn recover(
     // Ids at or above this are not replayed: a damaged transaction's.
     let mut damaged_below = u64::MAX;
     for a in 0..sb.journal_areas {
-        let ring = Ring {
-            start: sb.area_start(a),
-            blocks: sb.area_blocks,
-        };
+        let ring = Ring::of(&sb, a);
         let raw = fs.read_raw(ctx, ring.start).await?;
         let jsb = AreaSuper::decode(&raw[..], a, sb.area_blocks)?;
         home_below = home_below.max(jsb.home_below);
@@ -82,10 +79,7 @@ pub(crate) async fn recover(
             seq: *seq,
             home_below: next_id,
         };
-        let ring = Ring {
-            start: sb.area_start(a as u32),
-            blocks: sb.area_blocks,
-        };
+        let ring = Ring::of(&sb, a as u32);
         log::write_super(fs, ctx, ring, &jsb).await?;
     }
     Ok((starts, next_id - 1))
