@@ -275,3 +275,77 @@ fn a_tree_cut_by_the_budget_is_the_same_whatever_checker_finishes_first() {
         );
     }
 }
+
+/// The witness mechanism itself: a judgement that allows only what the
+/// node's own state holds at a pending data block rejects the block's
+/// other classes, and each rejected class becomes a witness: the least
+/// state of the leaf holding that class, handed out as a witness and never
+/// split.
+#[test]
+fn a_rejected_class_of_a_judged_block_gives_a_witness_in_that_class() {
+    let w = workload("sfr_writeback");
+    let cfg = config(ModeName::Mq, "flash-vwc");
+    let rec = record(&w, &cfg).expect("record");
+    let saved = SavedConfig::of_run(&w, &cfg);
+    let cx = CheckContext {
+        verdicts: None,
+        recoveries: None,
+        observe: true,
+        ..CheckContext::for_run(&saved, &rec, true)
+    };
+    let base = rec.base_media.clone();
+    let mut ex = Explorer::new(
+        &rec.trace,
+        rec.layout.clone(),
+        vec![rec.base_pmr.clone()],
+        0,
+        cfg.profile.volatile_cache(),
+    )
+    .expect("explorer");
+    let mut witnessed = 0;
+    for k in 0..ex.points() {
+        let items = ex.items_at(k).expect("items");
+        let mut tree = PointTree::new(&ex, items.clone(), &base);
+        let Some((id, choice)) = tree.next_node() else {
+            continue;
+        };
+        let st = ex.build(k, &choice).expect("build");
+        let out = check_state(&cx, &st);
+        let Some(j) = out.judgements.iter().find(|j| items.pending_at(j.unit)) else {
+            continue;
+        };
+        let Unit::Block(lba) = j.unit else {
+            unreachable!("blocks only");
+        };
+        // Only the node's own bytes are allowed.
+        let own = block_of(&st, &base, lba);
+        let strict = BlockJudgement {
+            versions: vec![std::sync::Arc::new(own[..j.start % BLOCK + j.len].to_vec())].into(),
+            start: 0,
+            own_ok: true,
+            ..j.clone()
+        };
+        assert!(strict.fits(&own));
+        let reads = out.reads.expect("observed");
+        let before = tree.open();
+        tree.read(id, &reads, std::slice::from_ref(&strict));
+        let added = tree.open() - before;
+        if added == 0 {
+            continue;
+        }
+        // Witnesses are handed out first, flagged, hold a rejected class,
+        // and are not split.
+        let (wid, wchoice) = tree.next_node().expect("a witness");
+        assert!(tree.is_witness(wid));
+        let wst = ex.build(k, &wchoice).expect("build");
+        assert!(
+            !strict.fits(&block_of(&wst, &base, lba)),
+            "the witness holds a rejected class"
+        );
+        let open = tree.open();
+        tree.read(wid, &reads, std::slice::from_ref(&strict));
+        assert_eq!(tree.open(), open, "a witness is not split");
+        witnessed += 1;
+    }
+    assert!(witnessed > 0, "no point had a judged block with another class");
+}

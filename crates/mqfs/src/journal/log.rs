@@ -411,15 +411,17 @@ async fn scan_tx(
                 {
                     break (ring.advance(next, 1), used);
                 }
-                return Ok(if claim(&b[..], magic::COMMIT, seq, ring.seed) == Claim::Damaged {
-                    TxScan::Damaged {
-                        txid: Some(found.txid),
-                        offset: next,
-                        kind: DamageKind::Commit,
-                    }
-                } else {
-                    TxScan::End
-                });
+                return Ok(
+                    if claim(&b[..], magic::COMMIT, seq, ring.seed) == Claim::Damaged {
+                        TxScan::Damaged {
+                            txid: Some(found.txid),
+                            offset: next,
+                            kind: DamageKind::Commit,
+                        }
+                    } else {
+                        TxScan::End
+                    },
+                );
             }
         }
     };
