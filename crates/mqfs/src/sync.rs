@@ -197,16 +197,31 @@ impl Fs {
             .collect()
     }
 
-    /// Writes the current content of metadata blocks home and waits.
+    /// Writes the current content of metadata blocks home and waits, as
+    /// Linux's `sync_dirty_buffer` / `write_dirty_buffer` (fs/buffer.c) do
+    /// each: take the block's write lock, and write it only if it is still
+    /// dirty (a write this one waited for may have carried its change);
+    /// the lock is released when the write completed. `blocks` in
+    /// ascending order (every caller's), so writers never wait on each
+    /// other in a cycle.
     pub(crate) async fn write_meta_home(&self, ctx: Ctx, blocks: &[u64]) -> Result<(), FsError> {
+        debug_assert!(
+            blocks.windows(2).all(|w| w[0] < w[1]),
+            "write_meta_home takes blocks in order"
+        );
         let mut writes = Vec::new();
         let mut cached = Vec::new();
+        let mut held = Vec::new();
         for b in blocks {
-            if let Some(c) = self.bufs.get(*b) {
-                if c.is_dirty() {
-                    writes.push((*b, c.snapshot()));
-                    cached.push((c.clone(), c.version()));
-                }
+            let Some(c) = self.bufs.get(*b) else { continue };
+            if !c.is_dirty() {
+                continue;
+            }
+            let g = c.write_lock.clone().lock_owned().await;
+            if c.is_dirty() {
+                writes.push((*b, c.snapshot()));
+                cached.push((c.clone(), c.version()));
+                held.push(g);
             }
         }
         if writes.is_empty() {
@@ -218,6 +233,7 @@ impl Fs {
                 c.set_dirty(false);
             }
         }
+        drop(held);
         Ok(())
     }
 

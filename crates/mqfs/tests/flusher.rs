@@ -239,3 +239,41 @@ fn the_flusher_writes_expired_data_in_every_mode_then_sleeps() {
         assert_eq!(t.ex.polls(), polls, "{mode:?}: the flusher sleeps when idle");
     }
 }
+
+#[test]
+fn concurrent_ext4_nj_fsyncs_of_one_inode_table_block_share_its_write() {
+    // Two files whose inodes share a table block, each appended to, then
+    // fsynced by two threads at once: the first write of the table block
+    // carries both inodes, and the second fsync, waiting on the block's
+    // write lock (Linux's buffer lock in sync_dirty_buffer), finds it
+    // clean. Two data blocks and one table block reach the drive.
+    let t = setup(Mode::None, BLOCKS, 2).expect("mode none");
+    let f = fs(&t);
+    let (a, b) = run(&t, async move {
+        let c = Ctx::on(0);
+        let a = f.create(c, ROOT, "a", 0o644).await.expect("create a").ino;
+        let b = f.create(c, ROOT, "b", 0o644).await.expect("create b").ino;
+        f.sync(c).await.expect("sync");
+        f.write(c, a, 0, &[4u8; 4096]).await.expect("write a");
+        f.write(c, b, 0, &[5u8; 4096]).await.expect("write b");
+        (a, b)
+    });
+    let sb = t.fs.superblock();
+    assert_eq!(
+        sb.inode_location(a).expect("a").0,
+        sb.inode_location(b).expect("b").0,
+        "one table block"
+    );
+    let (f, sim) = (fs(&t), t.machine.sim());
+    let ((), n) = blocks_written(&t, async move {
+        let handles: Vec<_> = [(a, 0), (b, 1)]
+            .into_iter()
+            .map(|(ino, core)| {
+                let f = f.clone();
+                sim.spawn(async move { f.fsync(Ctx::on(core), ino).await.expect("fsync") })
+            })
+            .collect();
+        pcie_sim::join_all(handles).await;
+    });
+    assert_eq!(n, 3, "two data blocks and one shared table block");
+}
