@@ -150,10 +150,8 @@ impl Fs {
             if due(since) {
                 self.flusher.meta.set(None);
                 let blocks: Vec<u64> = self.bufs.dirty().into_iter().map(|(b, _)| b).collect();
-                self.write_meta_home(ctx, &blocks).await?;
-                self.flusher
-                    .written
-                    .set(self.flusher.written.get() + blocks.len() as u64);
+                let n = self.write_meta_home(ctx, &blocks).await?;
+                self.flusher.written.set(self.flusher.written.get() + n as u64);
             }
         }
         Ok(())

@@ -203,8 +203,8 @@ impl Fs {
     /// dirty (a write this one waited for may have carried its change);
     /// the lock is released when the write completed. `blocks` in
     /// ascending order (every caller's), so writers never wait on each
-    /// other in a cycle.
-    pub(crate) async fn write_meta_home(&self, ctx: Ctx, blocks: &[u64]) -> Result<(), FsError> {
+    /// other in a cycle. Returns how many blocks it wrote.
+    pub(crate) async fn write_meta_home(&self, ctx: Ctx, blocks: &[u64]) -> Result<usize, FsError> {
         debug_assert!(
             blocks.windows(2).all(|w| w[0] < w[1]),
             "write_meta_home takes blocks in order"
@@ -225,7 +225,7 @@ impl Fs {
             }
         }
         if writes.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         self.write_all(ctx, &writes, BioFlags::NONE).await?;
         for (c, v) in cached {
@@ -234,7 +234,7 @@ impl Fs {
             }
         }
         drop(held);
-        Ok(())
+        Ok(writes.len())
     }
 
     /// Makes everything durable (and, with a journal, checkpointed).
