@@ -394,7 +394,9 @@ fn the_xattrs_workload_passes_in_every_safe_mode_and_ext4_nj_is_caught() {
         // leaves the new attribute block owned but free in the bitmap.
         let r = explore(&w, &config(ModeName::None, profile), &opts(), &w.name).expect("explore");
         assert!(
-            r.violations.iter().any(|v| v.detail.contains("free in the bitmap")),
+            r.violations
+                .iter()
+                .any(|v| v.detail.contains("free in the bitmap")),
             "{profile}: {:?}",
             r.violations
         );
