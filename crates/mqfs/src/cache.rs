@@ -31,6 +31,13 @@ pub struct CachedBlock {
     /// The page lock. Shared (`Arc`) so that a journal commit can hold it
     /// across tasks with an owned guard until its I/O completes.
     pub lock: Arc<Mutex<()>>,
+    /// Held while the block is written home in place (Linux's buffer lock
+    /// as `sync_dirty_buffer` holds it, fs/buffer.c: taken before the
+    /// dirty bit is tested, released when the write completes), so that
+    /// writes of one block go one at a time and a writer that waited finds
+    /// the block clean if the write it waited for carried its change.
+    /// Modifiers do not take it.
+    pub(crate) write_lock: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for CachedBlock {
@@ -52,6 +59,7 @@ impl CachedBlock {
             version: Cell::new(0),
             journaled: Cell::new(0),
             lock: Arc::new(Mutex::new(())),
+            write_lock: Arc::new(Mutex::new(())),
         })
     }
 

@@ -186,6 +186,7 @@ impl Fs {
             pos += n as u64;
             src += n;
         }
+        self.note_dirty_pages(st.ino);
         let core = self.machine.core(ctx.core % self.machine.core_count().max(1))?;
         core.compute(core.copy_cycles(src)).await;
         let now = self.now_ns();

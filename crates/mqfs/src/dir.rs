@@ -134,8 +134,27 @@ impl Fs {
 
     /// Adds `name -> ino` to `dir` (the caller checked it is absent). A
     /// linear directory whose one block is full becomes indexed
-    /// (`make_indexed_dir`); an indexed one splits the full leaf.
+    /// (`make_indexed_dir`); an indexed one splits the full leaf. The
+    /// child (`ino`'s state) then has a new entry in `dir`, which an
+    /// Ext4-NJ fsync of it also syncs (Linux fs/ext4/namei.c
+    /// `ext4_add_entry` sets `EXT4_STATE_NEWENTRY`; see [`crate::sync`]).
     pub(crate) async fn dir_add(
+        &self,
+        ctx: Ctx,
+        dir: &InodeState,
+        name: &str,
+        ino: Ino,
+        ftype: FileType,
+        child: Option<&InodeState>,
+    ) -> Result<(), FsError> {
+        self.dir_add_entry(ctx, dir, name, ino, ftype, child).await?;
+        if let Some(c) = child.filter(|c| c.ino == ino && c.ino != dir.ino) {
+            c.new_entry.set(Some(dir.ino));
+        }
+        Ok(())
+    }
+
+    async fn dir_add_entry(
         &self,
         ctx: Ctx,
         dir: &InodeState,

@@ -63,7 +63,7 @@ impl Fs {
 
     /// Writes the dirty pages of `ino` in `len` bytes at `off` (`len` 0: to
     /// the end) home and waits (see the module docs for what it skips).
-    async fn writeback(&self, ctx: Ctx, ino: Ino, off: u64, len: u64) -> Result<(), FsError> {
+    pub(crate) async fn writeback(&self, ctx: Ctx, ino: Ino, off: u64, len: u64) -> Result<(), FsError> {
         self.check_writable()?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;

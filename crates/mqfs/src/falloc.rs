@@ -266,6 +266,7 @@ impl Fs {
         let _l = page.lock.lock().await;
         let (a, b) = ((from % B) as usize, (to - fb as u64 * B) as usize);
         page.modify()[a..b].fill(0);
+        self.note_dirty_pages(st.ino);
         Ok(())
     }
 

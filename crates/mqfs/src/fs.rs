@@ -67,6 +67,11 @@ pub struct InodeState {
     /// Open file descriptions ([`Fs::open`]); an inode whose last name
     /// goes while it is open stays, an orphan, until the last close.
     pub open: Cell<u32>,
+    /// The directory that got a new entry naming this inode since the
+    /// inode was last synced (Linux's `EXT4_STATE_NEWENTRY` and the
+    /// dentry's parent): an Ext4-NJ fsync syncs that directory too
+    /// (fs/ext4/fsync.c `ext4_sync_parent`).
+    pub new_entry: Cell<Option<Ino>>,
 }
 
 /// The mounted file system.
@@ -101,6 +106,8 @@ pub struct Fs {
     pub(crate) clock_start: Cell<u64>,
     /// Damaged transactions this mount's recovery did not replay.
     pub(crate) journal_damage: RefCell<Vec<crate::journal::JournalDamage>>,
+    /// The periodic writeback's state ([`crate::flusher`]).
+    pub(crate) flusher: crate::flusher::Flusher,
 }
 
 /// Held by an operation for its duration: one permit of the gate,
@@ -347,6 +354,7 @@ impl Fs {
         for o in owners {
             o.dirty_meta.insert(b);
         }
+        self.note_dirty_buffer();
         if let Some(j) = self.journal.borrow().as_ref() {
             let inos: Vec<Ino> = owners.iter().map(|o| o.ino).collect();
             j.note_dirty(b, &inos);
@@ -397,6 +405,7 @@ impl Fs {
             revokes: RefCell::new(BTreeSet::new()),
             unflushed: Cell::new(false),
             open: Cell::new(0),
+            new_entry: Cell::new(None),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         Ok(st)

@@ -4,8 +4,10 @@
 //! hash-indexed directories ([`htree`]), a buffer and a page cache) whose crash consistency comes
 //! from one of four [`Mode`]s:
 //!
-//! - `none` (Ext4-NJ): fsync writes each kind of block in place, in turn,
-//!   then flushes; not crash consistent, the paper's upper bound;
+//! - `none` (Ext4-NJ): fsync writes the data, the inode's own metadata
+//!   and a new name's directory in place, in turn, then flushes; bitmaps
+//!   go home by periodic writeback ([`flusher`]); not crash consistent,
+//!   the paper's upper bound;
 //! - `classic` (Ext4 with JBD2): ordered metadata journaling committed by a
 //!   journal thread, checkpoint and revoke as Linux does;
 //! - `horae` (HoraeFS): the same journal, ordered by the Horae ordering
@@ -54,6 +56,7 @@ pub mod dirty;
 pub mod error;
 pub mod extent_tree;
 pub mod falloc;
+pub mod flusher;
 pub mod fs;
 pub mod fsck;
 pub mod htree;

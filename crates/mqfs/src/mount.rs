@@ -285,6 +285,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         clock_base: Cell::new(0),
         clock_start: Cell::new(0),
         journal_damage: RefCell::new(Vec::new()),
+        flusher: Default::default(),
     });
     let raw = fs.read_raw(ctx, 0).await?;
     let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
@@ -342,6 +343,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
     }
     // Files unlinked while open when the machine stopped.
     fs.cleanup_orphans(ctx).await?;
+    fs.start_flusher();
     Ok(fs)
 }
 
@@ -350,6 +352,7 @@ impl Fs {
     /// superblock marked clean, the device shut down.
     pub async fn unmount(&self, ctx: Ctx) -> Result<(), FsError> {
         self.sync(ctx).await?;
+        self.stop_flusher();
         match self.journal() {
             Ok(Journal::Jbd(j)) => j.stop(),
             Ok(Journal::Mq(m)) => m.drain(self, ctx).await?,

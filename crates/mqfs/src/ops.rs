@@ -403,6 +403,7 @@ impl Fs {
             revokes: Default::default(),
             unflushed: Default::default(),
             open: Default::default(),
+            new_entry: Default::default(),
         });
         self.inodes.borrow_mut().insert(ino, st.clone());
         // The allocation was made on behalf of the directory; the new inode
@@ -499,6 +500,7 @@ impl Fs {
                 let page = crate::cache::CachedBlock::new(Box::new([0u8; BLOCK]));
                 page.modify()[..t.len()].copy_from_slice(t);
                 st.pages.insert(0, page);
+                self.note_dirty_pages(st.ino);
                 st.inode.borrow_mut().size = t.len() as u64;
             }
             _ => {}
@@ -956,6 +958,7 @@ impl Fs {
                 if Fs::bmap(st, fb).is_some() {
                     let page = self.data_page(ctx, st, fb).await?;
                     page.modify()[tail..].fill(0);
+                    self.note_dirty_pages(st.ino);
                 }
             }
         }

@@ -49,6 +49,18 @@ pub struct FsProfile {
     pub horae_ack_after_flush: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
+    /// How long a dirty inode's pages, or a dirty metadata buffer in mode
+    /// `none`, may stay dirty before the flusher writes it home: Linux's
+    /// `vm.dirty_expire_centisecs`, default 3000 (30 s;
+    /// `dirty_expire_interval` in mm/page-writeback.c). See
+    /// [`crate::flusher`].
+    pub dirty_expire: SimDuration,
+    /// How often the flusher wakes while anything is dirty: Linux's
+    /// `vm.dirty_writeback_centisecs`, default 500 (5 s;
+    /// `dirty_writeback_interval` in mm/page-writeback.c). `None` switches
+    /// the periodic writeback off, as the sysctl's 0 does (what is dirty
+    /// then goes home only by fsync, sync, a checkpoint or unmount).
+    pub dirty_writeback_interval: Option<SimDuration>,
     /// The clock's base in ns since 1970: the file system's time at mount
     /// (raised to the image's newest time + 1 if older; [`crate::Fs::now_ns`]).
     /// `mqfs mount` passes the host's time; simulations keep 0, so their
@@ -73,6 +85,8 @@ impl Default for FsProfile {
             flush_unflushed_data: true,
             horae_ack_after_flush: true,
             mq: crate::journal::mq::MqOptions::default(),
+            dirty_expire: SimDuration::from_ms(30_000),
+            dirty_writeback_interval: Some(SimDuration::from_ms(5_000)),
             clock_base_ns: 0,
         }
     }

@@ -9,7 +9,7 @@ use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
 use crate::journal::mq::SyncKind;
 use crate::journal::Journal;
-use crate::layout::BLOCK;
+use crate::layout::{FileType, BLOCK};
 
 impl Fs {
     /// Makes `ino`'s data and metadata, and the directory entries that
@@ -126,43 +126,106 @@ impl Fs {
         Ok(out)
     }
 
-    /// Ext4-NJ's fsync: data, then the inode's table block, then the other
-    /// metadata blocks it dirtied (parents, bitmaps), each kind after the
-    /// previous completed, then a flush (`docs/decisions.md` E3).
+    /// Ext4-NJ's fsync, as Linux's `ext4_sync_file` without a journal
+    /// (fs/ext4/fsync.c: `__generic_file_fsync`, then `ext4_sync_parent`,
+    /// then `blkdev_issue_flush` with barriers on). Each step waits for
+    /// its writes before the next starts:
+    ///
+    /// 1. the file's dirty pages (`file_write_and_wait_range`);
+    /// 2. the metadata buffers ext4 dirtied naming the inode
+    ///    (`sync_mapping_buffers`; fs/ext4/ext4_jbd2.c
+    ///    `__ext4_handle_dirty_metadata` without a journal calls
+    ///    `mark_buffer_dirty_inode`): its extent-tree blocks, its xattr
+    ///    block, a directory's own blocks ([`Fs::inode_buffers`]);
+    /// 3. its inode-table block (`sync_inode_metadata` ->
+    ///    fs/ext4/inode.c `ext4_write_inode` -> `sync_dirty_buffer`),
+    ///    skipped by fdatasync when only timestamps changed;
+    /// 4. if a directory got an entry naming the inode since its last sync
+    ///    ([`InodeState::new_entry`]), steps 2 and 3 for that directory,
+    ///    and on up while the directory's own entry is new;
+    /// 5. a FLUSH.
+    ///
+    /// Block and inode bitmaps and the table blocks of other inodes are
+    /// dirtied naming no inode (fs/ext4/mballoc.c
+    /// `ext4_mb_mark_diskspace_used`, fs/ext4/ialloc.c `__ext4_new_inode`):
+    /// fsync leaves them to the flusher ([`crate::flusher`]), so after a
+    /// crash the bitmaps may lag the inodes (e2fsck's "block bitmap
+    /// differences"; `docs/decisions.md` E3).
     async fn sync_in_place(&self, ctx: Ctx, st: &InodeState, datasync: bool) -> Result<(), FsError> {
         let data = self.take_dirty_data(ctx, st).await?;
         if !data.is_empty() {
             self.write_all(ctx, &data, BioFlags::NONE).await?;
         }
+        self.write_meta_home(ctx, &self.inode_buffers(st)).await?;
         if !datasync || st.size_dirty.get() {
             let (iblk, _) = self.sb.borrow().inode_location(st.ino)?;
             self.write_meta_home(ctx, &[iblk]).await?;
-            let rest: Vec<u64> = st
-                .dirty_meta
-                .blocks()
-                .iter()
-                .copied()
-                .filter(|b| *b != iblk)
-                .collect();
-            self.write_meta_home(ctx, &rest).await?;
+        }
+        let mut parent = st.new_entry.take();
+        while let Some(p) = parent {
+            // Only a cached directory can have had an entry added; one
+            // evicted since is clean.
+            let Some(dir) = self.inodes.borrow().get(&p).cloned() else {
+                break;
+            };
+            self.write_meta_home(ctx, &self.inode_buffers(&dir)).await?;
+            let (iblk, _) = self.sb.borrow().inode_location(dir.ino)?;
+            self.write_meta_home(ctx, &[iblk]).await?;
+            parent = dir.new_entry.take();
         }
         self.flush(ctx).await
     }
 
-    /// Writes the current content of metadata blocks home and waits.
-    pub(crate) async fn write_meta_home(&self, ctx: Ctx, blocks: &[u64]) -> Result<(), FsError> {
+    /// The metadata blocks of `st`'s dirty set that belong to `st` itself
+    /// (Linux's buffers associated with the inode's mapping): its
+    /// extent-tree blocks, its xattr block, and a directory's blocks.
+    pub(crate) fn inode_buffers(&self, st: &InodeState) -> Vec<u64> {
+        let ino = st.inode.borrow();
+        let dir = ino.file_type() == Some(FileType::Dir);
+        let extents = if dir { ino.tree.extents() } else { Vec::new() };
+        st.dirty_meta
+            .blocks()
+            .iter()
+            .copied()
+            .filter(|b| {
+                ino.tree.nodes().contains_key(b)
+                    || (ino.xattr != 0 && ino.xattr == *b)
+                    || extents
+                        .iter()
+                        .any(|e| *b >= e.physical && *b < e.physical + u64::from(e.len))
+            })
+            .collect()
+    }
+
+    /// Writes the current content of metadata blocks home and waits, as
+    /// Linux's `sync_dirty_buffer` / `write_dirty_buffer` (fs/buffer.c) do
+    /// each: take the block's write lock, and write it only if it is still
+    /// dirty (a write this one waited for may have carried its change);
+    /// the lock is released when the write completed. `blocks` in
+    /// ascending order (every caller's), so writers never wait on each
+    /// other in a cycle. Returns how many blocks it wrote.
+    pub(crate) async fn write_meta_home(&self, ctx: Ctx, blocks: &[u64]) -> Result<usize, FsError> {
+        debug_assert!(
+            blocks.windows(2).all(|w| w[0] < w[1]),
+            "write_meta_home takes blocks in order"
+        );
         let mut writes = Vec::new();
         let mut cached = Vec::new();
+        let mut held = Vec::new();
         for b in blocks {
-            if let Some(c) = self.bufs.get(*b) {
-                if c.is_dirty() {
-                    writes.push((*b, c.snapshot()));
-                    cached.push((c.clone(), c.version()));
-                }
+            let Some(c) = self.bufs.get(*b) else { continue };
+            if !c.is_dirty() {
+                continue;
+            }
+            let g = c.write_lock.clone().lock_owned().await;
+            if c.is_dirty() {
+                writes.push((*b, c.snapshot()));
+                cached.push((c.clone(), c.version()));
+                held.push(g);
             }
         }
         if writes.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         self.write_all(ctx, &writes, BioFlags::NONE).await?;
         for (c, v) in cached {
@@ -170,7 +233,8 @@ impl Fs {
                 c.set_dirty(false);
             }
         }
-        Ok(())
+        drop(held);
+        Ok(writes.len())
     }
 
     /// Makes everything durable (and, with a journal, checkpointed).

@@ -115,10 +115,21 @@ pub async fn format_and_mount(
 
 /// Makes and mounts a file system of `mode` on a fresh machine.
 pub fn new_fs(mode: Mode, profile: SsdProfile, blocks: u64, cores: usize) -> Result<TestFs, FsError> {
+    new_fs_with(mode, profile, blocks, cores, FsProfile::default())
+}
+
+/// [`new_fs`] with the file system's profile `fs_profile`.
+pub fn new_fs_with(
+    mode: Mode,
+    profile: SsdProfile,
+    blocks: u64,
+    cores: usize,
+    fs_profile: FsProfile,
+) -> Result<TestFs, FsError> {
     let (ex, machine, ctrl) = machine(profile, blocks, cores, TraceMode::Off, 1);
     let m2 = machine.clone();
     let (dev, fs) =
-        ex.block_on(async move { format_and_mount(&m2, mode, blocks, |_| {}, FsProfile::default()).await })??;
+        ex.block_on(async move { format_and_mount(&m2, mode, blocks, |_| {}, fs_profile).await })??;
     Ok(TestFs {
         ex,
         machine,
