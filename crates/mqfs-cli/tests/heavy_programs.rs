@@ -7,10 +7,8 @@
 //! a flipped byte in a live journal block after a SIGKILL, which loses no
 //! earlier fsync and which fsck reports. After each, the image passes fsck
 //! (or, with the damaged journal, reports just that damage).
-//!
-//! The full-size fsx run (100,000 operations) is `#[ignore]`d for time; run
-//! it with
-//! `cargo test --release -p mqfs-cli --test heavy_programs -- --ignored`.
+//! fsx runs 100,000 operations per mode (about a minute for the three
+//! modes on two cores).
 
 mod common;
 
@@ -579,14 +577,8 @@ in_every_mode! {
     fio_8_jobs_64_mib_with_fsync_classic: fio_fsync_jobs("classic", 8, 64, 64);
     fio_8_jobs_64_mib_with_fsync_horae: fio_fsync_jobs("horae", 8, 64, 64);
     fio_8_jobs_64_mib_with_fsync_mq: fio_fsync_jobs("mq", 8, 64, 64);
-    fsx_20k_ops_survive_remount_classic: fsx("classic", 20_000);
-    fsx_20k_ops_survive_remount_horae: fsx("horae", 20_000);
-    fsx_20k_ops_survive_remount_mq: fsx("mq", 20_000);
-    #[ignore = "100,000 operations: run with --ignored"]
     fsx_100k_ops_survive_remount_classic: fsx("classic", 100_000);
-    #[ignore = "100,000 operations: run with --ignored"]
     fsx_100k_ops_survive_remount_horae: fsx("horae", 100_000);
-    #[ignore = "100,000 operations: run with --ignored"]
     fsx_100k_ops_survive_remount_mq: fsx("mq", 100_000);
     make_rebuilds_what_changed_after_remount_classic: make_rebuilds_what_changed("classic");
     make_rebuilds_what_changed_after_remount_horae: make_rebuilds_what_changed("horae");
