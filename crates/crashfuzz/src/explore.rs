@@ -223,10 +223,7 @@ pub fn explore_saved(path: &Path, opts: &ExploreOptions) -> Result<ExploreReport
 /// The crash-state explorer of a recorded run: its trace over the run's
 /// base PMR (drive on port 0), with the drive's volatile cache if
 /// `profile` has one.
-pub(crate) fn explorer_of<'a>(
-    rec: &'a Recording,
-    profile: &nvme_ctrl::SsdProfile,
-) -> Result<Explorer<'a>, Error> {
+pub fn explorer_of<'a>(rec: &'a Recording, profile: &nvme_ctrl::SsdProfile) -> Result<Explorer<'a>, Error> {
     Explorer::new(
         &rec.trace,
         rec.layout.clone(),

@@ -17,7 +17,7 @@ use crashfuzz::observe::PointTree;
 use crashfuzz::oracle::Failure;
 use crashfuzz::{record, ModeName, RunConfig, SavedConfig, Workload, SELF_CHECKS};
 use mqfs::layout::BLOCK;
-use nvme_ctrl::crash::{CrashState, Explorer, Unit};
+use nvme_ctrl::crash::{CrashState, Unit};
 use nvme_ctrl::Image;
 
 /// Points compared, states compared, checks the trees made.
@@ -78,14 +78,7 @@ fn compare_judging(w: &Workload, cfg: &RunConfig, keep: Keep) -> (usize, usize, 
         observe: true,
         ..brute.clone()
     };
-    let mut ex = Explorer::new(
-        &rec.trace,
-        rec.layout.clone(),
-        vec![rec.base_pmr.clone()],
-        0,
-        cfg.profile.volatile_cache(),
-    )
-    .expect("explorer");
+    let mut ex = crashfuzz::explore::explorer_of(&rec, &cfg.profile).expect("explorer");
     let (mut points, mut states, mut checks) = (0, 0, 0);
     let mut wrong = Vec::new();
     let base = rec.base_media.clone();
@@ -294,14 +287,7 @@ fn a_rejected_class_of_a_judged_block_gives_a_witness_in_that_class() {
         ..CheckContext::for_run(&saved, &rec, true)
     };
     let base = rec.base_media.clone();
-    let mut ex = Explorer::new(
-        &rec.trace,
-        rec.layout.clone(),
-        vec![rec.base_pmr.clone()],
-        0,
-        cfg.profile.volatile_cache(),
-    )
-    .expect("explorer");
+    let mut ex = crashfuzz::explore::explorer_of(&rec, &cfg.profile).expect("explorer");
     let mut witnessed = 0;
     for k in 0..ex.points() {
         let items = ex.items_at(k).expect("items");
