@@ -261,28 +261,25 @@ fn damaged_newest_transaction(mode: Mode, target: Target) {
     );
 }
 
+/// Every block of the newest transaction a test damages, and none.
+const EVERY_TARGET: [Target; 5] = [
+    Target::Nothing,
+    Target::Commit,
+    Target::Descriptor,
+    Target::Copy,
+    Target::Foreign,
+];
+
 #[test]
 fn classic_survives_a_damaged_commit_descriptor_or_copy() {
-    for t in [
-        Target::Nothing,
-        Target::Commit,
-        Target::Descriptor,
-        Target::Copy,
-        Target::Foreign,
-    ] {
+    for t in EVERY_TARGET {
         damaged_newest_transaction(Mode::Classic, t);
     }
 }
 
 #[test]
 fn horae_survives_a_damaged_commit_descriptor_or_copy() {
-    for t in [
-        Target::Nothing,
-        Target::Commit,
-        Target::Descriptor,
-        Target::Copy,
-        Target::Foreign,
-    ] {
+    for t in EVERY_TARGET {
         damaged_newest_transaction(Mode::Horae, t);
     }
 }
