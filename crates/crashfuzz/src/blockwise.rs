@@ -51,14 +51,6 @@ pub fn block_fits(got: &[u8], v: &[u8], start: usize) -> bool {
     got[..have.len()] == *have && got[have.len()..].iter().all(|&b| b == 0)
 }
 
-/// How the text of a judgement's failure ends.
-const JUDGED: &str = "(judged block by block)";
-
-/// True if `f` is a judgement's failure ([`BlockJudgement::failure`]).
-pub fn is_judged(f: &Failure) -> bool {
-    f.detail.ends_with(JUDGED)
-}
-
 /// One data block's verdict, left to the explorer: the block's bytes
 /// (its first `len`) must be that block of one of `versions`.
 #[derive(Clone, Debug)]
@@ -87,15 +79,18 @@ impl BlockJudgement {
     /// The failure a state whose bytes do not fit gets.
     pub fn failure(&self) -> Failure {
         Failure {
-            check: "durable-data".into(),
-            detail: format!(
-                "{}: block {} (bytes {}..{}) is in none of its {} version(s) {JUDGED}",
-                self.what,
-                self.start / BLOCK,
-                self.start,
-                self.start + self.len,
-                self.versions.len()
-            ),
+            judged: true,
+            ..Failure::new(
+                "durable-data",
+                format!(
+                    "{}: block {} (bytes {}..{}) is in none of its {} version(s) (judged block by block)",
+                    self.what,
+                    self.start / BLOCK,
+                    self.start,
+                    self.start + self.len,
+                    self.versions.len()
+                ),
+            )
         }
     }
 }

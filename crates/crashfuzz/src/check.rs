@@ -232,10 +232,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             // Booting reads nothing of the state: it fails on the
             // configuration alone, the same for every state.
             return CheckOutcome {
-                failures: vec![Failure {
-                    check: "boot".into(),
-                    detail: e.to_string(),
-                }],
+                failures: vec![Failure::new("boot", e.to_string())],
                 log,
                 recovered_alike: false,
                 recovery_reused: false,
@@ -279,10 +276,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         let dev = match BlockDevice::probe(&m2, 0, probe).await {
             Ok(d) => d,
             Err(e) => {
-                failures.push(Failure {
-                    check: "probe".into(),
-                    detail: e.to_string(),
-                });
+                failures.push(Failure::new("probe", e.to_string()));
                 return (failures, log, alike, None);
             }
         };
@@ -310,10 +304,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         let fs = match mount(&dev, c, fs_profile).await {
             Ok(fs) => fs,
             Err(e) => {
-                failures.push(Failure {
-                    check: "mount".into(),
-                    detail: e.to_string(),
-                });
+                failures.push(Failure::new("mount", e.to_string()));
                 return (failures, log, alike, None);
             }
         };
@@ -358,10 +349,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 ));
                 log.push(format!("fsck: {} finding(s)", report.findings.len()));
             }
-            Err(e) => failures.push(Failure {
-                check: "fsck".into(),
-                detail: e.to_string(),
-            }),
+            Err(e) => failures.push(Failure::new("fsck", e.to_string())),
         }
         // Data blocks are judged, not read, where the reads are observed
         // ([`crate::blockwise`]): a look at what the drive holds logs no
@@ -376,10 +364,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             match check_with(&fs, c, p, &mut looked).await {
                 Ok(Some(f)) => failures.push(f),
                 Ok(None) => {}
-                Err(e) => failures.push(Failure {
-                    check: "read".into(),
-                    detail: format!("checking `{}`: {e}", p.op),
-                }),
+                Err(e) => failures.push(Failure::new("read", format!("checking `{}`: {e}", p.op))),
             }
         }
         log.push(format!("oracle: {} promise(s) checked", in_force.len()));
@@ -390,10 +375,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             match sanity(&fs, c).await {
                 Ok(Some(f)) => failures.push(f),
                 Ok(None) => {}
-                Err(e) => failures.push(Failure {
-                    check: "sanity".into(),
-                    detail: e.to_string(),
-                }),
+                Err(e) => failures.push(Failure::new("sanity", e.to_string())),
             }
         }
         let after: Arc<[Unit]> = if observe {
@@ -460,10 +442,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             }
         }
         Err(e) => CheckOutcome {
-            failures: vec![Failure {
-                check: "hang".into(),
-                detail: e.to_string(),
-            }],
+            failures: vec![Failure::new("hang", e.to_string())],
             log,
             recovered_alike: false,
             recovery_reused: false,
@@ -488,17 +467,14 @@ fn fsck_failures(
     let mut out: Vec<Failure> = findings
         .iter()
         .filter(|f| journaled || f.severity == mqfs::Severity::Error)
-        .map(|f| Failure {
-            check: "fsck".into(),
-            detail: f.to_string(),
-        })
+        .map(|f| Failure::new("fsck", f.to_string()))
         .collect();
     let past_cap = if journaled { suppressed } else { suppressed_errors };
     if past_cap > 0 {
-        out.push(Failure {
-            check: "fsck".into(),
-            detail: format!("{past_cap} finding(s) past the report's cap"),
-        });
+        out.push(Failure::new(
+            "fsck",
+            format!("{past_cap} finding(s) past the report's cap"),
+        ));
     }
     out
 }

@@ -260,6 +260,22 @@ pub struct Failure {
     pub check: String,
     /// Details.
     pub detail: String,
+    /// Made by a data-block judgement the explorer evaluates apart
+    /// ([`crate::blockwise::BlockJudgement::failure`]), not by a read of
+    /// the state.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub judged: bool,
+}
+
+impl Failure {
+    /// A failure of `check` found by reading the state.
+    pub fn new(check: &str, detail: impl Into<String>) -> Failure {
+        Failure {
+            check: check.to_string(),
+            detail: detail.into(),
+            judged: false,
+        }
+    }
 }
 
 /// The checks that fail when a promise is broken (as opposed to a
@@ -277,13 +293,6 @@ pub const PROMISE_CHECKS: [&str; 7] = [
 /// True if `check` is a broken promise ([`PROMISE_CHECKS`]).
 pub fn is_promise_check(check: &str) -> bool {
     PROMISE_CHECKS.contains(&check)
-}
-
-fn fail(check: &str, detail: String) -> Failure {
-    Failure {
-        check: check.to_string(),
-        detail,
-    }
 }
 
 async fn read_file(fs: &Fs, c: Ctx, path: &str) -> Result<Option<(FileType, Vec<u8>)>, FsError> {
@@ -483,7 +492,7 @@ pub async fn check_with(
             if_present,
         } => match read_file(fs, c, path).await? {
             Some((FileType::File, got)) if &got == content => None,
-            Some((FileType::File, got)) => Some(fail(
+            Some((FileType::File, got)) => Some(Failure::new(
                 "durable-data",
                 format!(
                     "{path} after `{}`: {} bytes, expected {}{}",
@@ -493,12 +502,15 @@ pub async fn check_with(
                     diff_hint(&got, content)
                 ),
             )),
-            Some((t, _)) => Some(fail(
+            Some((t, _)) => Some(Failure::new(
                 "durable-data",
                 format!("{path} after `{}` is a {t:?}", p.op),
             )),
             None if *if_present => None,
-            None => Some(fail("durable-data", format!("{path} lost after `{}`", p.op))),
+            None => Some(Failure::new(
+                "durable-data",
+                format!("{path} lost after `{}`", p.op),
+            )),
         },
         Expect::Dir {
             path,
@@ -506,7 +518,7 @@ pub async fn check_with(
             if_present,
         } => match entries(fs, c, path).await? {
             Some(got) if &got == want => None,
-            Some(got) => Some(fail(
+            Some(got) => Some(Failure::new(
                 "durable-dir",
                 format!(
                     "{path} after `{}`: entries {:?}, expected {:?}",
@@ -516,7 +528,7 @@ pub async fn check_with(
                 ),
             )),
             None if *if_present => None,
-            None => Some(fail(
+            None => Some(Failure::new(
                 "durable-dir",
                 format!("directory {path} lost after `{}`", p.op),
             )),
@@ -528,7 +540,7 @@ pub async fn check_with(
             } else {
                 let gp: Vec<&String> = got.iter().map(|x| &x.0).collect();
                 let wp: Vec<&String> = want.iter().map(|x| &x.0).collect();
-                Some(fail(
+                Some(Failure::new(
                     "durable-tree",
                     format!(
                         "after `{}`: tree {gp:?}, expected {wp:?} (or contents differ)",
@@ -540,7 +552,7 @@ pub async fn check_with(
         Expect::Atomic { path, versions } => match read_file(fs, c, path).await? {
             None => None,
             Some((FileType::File, got)) if versions.contains(&got) => None,
-            Some((FileType::File, got)) => Some(fail(
+            Some((FileType::File, got)) => Some(Failure::new(
                 "atomic",
                 format!(
                     "{path} after `{}`: {} bytes that are none of its {} synced versions",
@@ -549,18 +561,21 @@ pub async fn check_with(
                     versions.len()
                 ),
             )),
-            Some((t, _)) => Some(fail("atomic", format!("{path} after `{}` is a {t:?}", p.op))),
+            Some((t, _)) => Some(Failure::new(
+                "atomic",
+                format!("{path} after `{}` is a {t:?}", p.op),
+            )),
         },
         Expect::Rename { from, to, content } => {
             let a = matches!(read_file(fs, c, from).await?, Some((FileType::File, ref d)) if d == content);
             let b = matches!(read_file(fs, c, to).await?, Some((FileType::File, ref d)) if d == content);
             match (a, b) {
                 (true, false) | (false, true) => None,
-                (false, false) => Some(fail(
+                (false, false) => Some(Failure::new(
                     "rename-atomic",
                     format!("`{}`: the file is under neither name", p.op),
                 )),
-                (true, true) => Some(fail(
+                (true, true) => Some(Failure::new(
                     "rename-atomic",
                     format!("`{}`: the file is under both names", p.op),
                 )),
@@ -894,7 +909,7 @@ async fn check_states(
         let what = format!("{path} after `{op}`");
         let defer = looked.judge.as_mut().map(|j| (j, what.as_str()));
         if let Some((check, why)) = state_mismatch(got, allowed, defer) {
-            return Ok(Some(fail(check, format!("{path} after `{op}`: {why}"))));
+            return Ok(Some(Failure::new(check, format!("{path} after `{op}`: {why}"))));
         }
     }
     for dir in &st.listed {
@@ -905,7 +920,7 @@ async fn check_states(
             let p = join(dir, name);
             let allowed = st.paths.get(&p).is_some_and(|a| a.iter().any(Option::is_some));
             if !allowed {
-                return Ok(Some(fail(
+                return Ok(Some(Failure::new(
                     "durable-dir",
                     format!("{dir} after `{op}`: entry {name:?}, which it never held since"),
                 )));
@@ -960,7 +975,7 @@ async fn check_one_of(
             None => format!("{p}: absent"),
         })
         .collect();
-    Ok(Some(fail(
+    Ok(Some(Failure::new(
         "op-atomic",
         format!(
             "`{op}` half done: {}; allowed {} combination(s)",
@@ -986,7 +1001,7 @@ pub async fn sanity(fs: &Fs, c: Ctx) -> Result<Option<Failure>, FsError> {
     for d in &dirs {
         let p = format!("{d}/_dummy");
         if let Err(e) = fs.create_path(c, &p).await {
-            return Ok(Some(fail("sanity", format!("cannot create {p}: {e}"))));
+            return Ok(Some(Failure::new("sanity", format!("cannot create {p}: {e}"))));
         }
     }
     // Remove deepest first.
@@ -999,7 +1014,7 @@ pub async fn sanity(fs: &Fs, c: Ctx) -> Result<Option<Failure>, FsError> {
             fs.unlink_path(c, &p).await
         };
         if let Err(e) = r {
-            return Ok(Some(fail("sanity", format!("cannot remove {p}: {e}"))));
+            return Ok(Some(Failure::new("sanity", format!("cannot remove {p}: {e}"))));
         }
     }
     Ok(None)

@@ -144,7 +144,7 @@ fn compare_judging(w: &Workload, cfg: &RunConfig, keep: Keep) -> (usize, usize, 
             // and skips the sanity check after a failure, so where a judged
             // block fails only the verdict's outcome is compared.
             let want = predicted(failures, judged, &st, &base);
-            let judged_fails = want.iter().chain(failures).any(crashfuzz::blockwise::is_judged);
+            let judged_fails = want.iter().chain(failures).any(|f| f.judged);
             let same = if judged_fails {
                 want.is_empty() == verdict.is_empty()
             } else {
