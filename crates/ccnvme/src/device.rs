@@ -497,7 +497,7 @@ impl BlockDevice {
         }
         let s = done.wait_raw().await;
         if done.mark_woken() && !self.profile.polling {
-            self.queue(core).core.busy(self.profile.wakeup).await;
+            self.queue(core).core.wake_up(self.profile.wakeup).await;
         }
         s
     }

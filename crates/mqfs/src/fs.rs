@@ -175,6 +175,15 @@ impl Fs {
         }
     }
 
+    /// The calling thread slept (on another thread) and is woken: one
+    /// wake-up and context switch costing `cost` on its core
+    /// ([`pcie_sim::Core::wake_up`]).
+    pub(crate) async fn woken(&self, ctx: Ctx, cost: SimDuration) {
+        if let Ok(core) = self.machine.core(self.core_of(ctx)) {
+            core.wake_up(cost).await;
+        }
+    }
+
     /// Charges `c` cycles to the calling thread's core.
     pub(crate) async fn cycles(&self, ctx: Ctx, c: pcie_sim::Cycles) {
         if let Ok(core) = self.machine.core(self.core_of(ctx)) {

@@ -7,6 +7,15 @@
 //! holds the core's occupancy lock, so threads pinned to the same core
 //! share its time. Waiting for I/O completion does not occupy the core.
 //!
+//! **CPU accounting** ([`CpuStats`]): a core adds up the time it is
+//! occupied, as kernel time unless the operation says it is user code
+//! ([`Core::user`]), and counts the wake-ups a stack charges to it
+//! ([`Core::wake_up`]: a thread that slept on I/O or on another thread is
+//! woken and switched in, one wake-up and one context switch). Busy time is
+//! measured, never stated: it is the simulated time the core's occupancy
+//! was held. Waiting for a semaphore or for I/O is idle time, as a thread
+//! that sleeps in Linux leaves its CPU to others.
+//!
 //! Counting convention (ccNVMe Table 1, `docs/architecture.md` 5): an uncached
 //! store is one MMIO write operation; a write-combining burst (every line
 //! that leaves between two fences) is one operation however many TLPs it
@@ -50,9 +59,83 @@ impl std::fmt::Debug for Core {
     }
 }
 
+/// The privilege level a core's time is charged to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Kernel,
+    User,
+}
+
+/// What a core (or, summed, a machine) spent its time on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Time occupied in kernel code: the storage stack, its stores and
+    /// fences, the busy wait of an uncached read.
+    pub kernel: SimDuration,
+    /// Time occupied in user code ([`Core::user`]).
+    pub user: SimDuration,
+    /// Sleeping threads woken and switched in ([`Core::wake_up`]).
+    pub wakeups: u64,
+    /// Context switches: one per wake-up (the woken thread is switched in).
+    pub context_switches: u64,
+}
+
+impl CpuStats {
+    /// The sum of two cores' (or two intervals') statistics.
+    pub fn plus(self, o: CpuStats) -> CpuStats {
+        CpuStats {
+            kernel: self.kernel + o.kernel,
+            user: self.user + o.user,
+            wakeups: self.wakeups + o.wakeups,
+            context_switches: self.context_switches + o.context_switches,
+        }
+    }
+
+    /// What happened since `earlier`, a snapshot of the same counters.
+    pub fn since(self, earlier: CpuStats) -> CpuStats {
+        CpuStats {
+            kernel: self.kernel - earlier.kernel,
+            user: self.user - earlier.user,
+            wakeups: self.wakeups - earlier.wakeups,
+            context_switches: self.context_switches - earlier.context_switches,
+        }
+    }
+
+    /// Kernel and user utilization of `cores` cores over `elapsed`, each a
+    /// fraction of the cores' time (0 when `elapsed` or `cores` is 0).
+    pub fn utilization(&self, elapsed: SimDuration, cores: usize) -> (f64, f64) {
+        let total = elapsed.as_ps() as f64 * cores as f64;
+        if total == 0.0 {
+            return (0.0, 0.0);
+        }
+        (
+            self.kernel.as_ps() as f64 / total,
+            self.user.as_ps() as f64 / total,
+        )
+    }
+}
+
 /// Holds the core for the duration of an operation (the core's one
-/// occupancy permit, returned when dropped).
-type Occupied<'a> = tokio::sync::SemaphorePermit<'a>;
+/// occupancy permit, returned when dropped) and charges the time held.
+struct Occupied<'a> {
+    _permit: tokio::sync::SemaphorePermit<'a>,
+    core: &'a Core,
+    since: SimTime,
+    mode: Mode,
+}
+
+impl Drop for Occupied<'_> {
+    fn drop(&mut self) {
+        let held = self.core.machine.sim.now().since(self.since);
+        let cell = &self.core.state().stats;
+        let mut st = cell.get();
+        match self.mode {
+            Mode::Kernel => st.kernel += held,
+            Mode::User => st.user += held,
+        }
+        cell.set(st);
+    }
+}
 
 impl Core {
     /// This core's index.
@@ -65,10 +148,24 @@ impl Core {
     }
 
     async fn occupy(&self) -> Occupied<'_> {
+        self.occupy_as(Mode::Kernel).await
+    }
+
+    async fn occupy_as(&self, mode: Mode) -> Occupied<'_> {
         match self.state().occupancy.acquire().await {
-            Ok(permit) => permit,
+            Ok(permit) => Occupied {
+                _permit: permit,
+                core: self,
+                since: self.machine.sim.now(),
+                mode,
+            },
             Err(_) => unreachable!("a core's occupancy semaphore is never closed"),
         }
+    }
+
+    /// What this core has spent its time on so far.
+    pub fn stats(&self) -> CpuStats {
+        self.state().stats.get()
     }
 
     fn time_of(&self, c: Cycles) -> SimDuration {
@@ -85,6 +182,26 @@ impl Core {
     pub async fn busy(&self, d: SimDuration) {
         let _g = self.occupy().await;
         self.machine.sim.sleep(d).await;
+    }
+
+    /// Occupies the core for a span of user code (an application's own
+    /// work between system calls), charged to [`CpuStats::user`].
+    pub async fn user(&self, d: SimDuration) {
+        let _g = self.occupy_as(Mode::User).await;
+        self.machine.sim.sleep(d).await;
+    }
+
+    /// A thread that slept on this core is woken and switched in: counts
+    /// one wake-up and one context switch, and occupies the core for
+    /// `cost` (the scheduler's work, a profile field of the caller: Linux
+    /// `try_to_wake_up` and `__schedule`).
+    pub async fn wake_up(&self, cost: SimDuration) {
+        let cell = &self.state().stats;
+        let mut st = cell.get();
+        st.wakeups += 1;
+        st.context_switches += 1;
+        cell.set(st);
+        self.busy(cost).await;
     }
 
     /// Copies `data` into host DRAM, charging the copy to this core.

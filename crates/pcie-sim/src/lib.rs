@@ -81,7 +81,7 @@ pub mod trace;
 pub mod wc;
 
 pub use addr::{BusAddr, HostAddr, PmrOffset};
-pub use cpu::{Core, PersistSkips};
+pub use cpu::{Core, CpuStats, PersistSkips};
 pub use endpoint::{BarKind, BarLayout, Endpoint, PmrBar, RegisterAccess, Unsupported};
 pub use error::PcieError;
 pub use executor::{join_all, Executor, JoinHandle, RunError, Sim};

@@ -10,7 +10,7 @@ use nvme_ctrl::SsdProfile;
 use pcie_sim::{Counters, EventKind, SimDuration};
 
 use super::common::{
-    block_on, device_write_bytes, run_window, BenchResult, LatStats, Rig, Span, System, Tally,
+    block_on, device_write_bytes, run_window, BenchResult, LatStats, Measured, Rig, Span, System, Tally,
 };
 
 /// Where the threads' files sit in the inode table.
@@ -161,7 +161,7 @@ pub fn measure(
     let tally = Rc::new(RefCell::new(Tally::default()));
     let extra = Rc::new(Cell::new(0u64));
     let size = job.write_size;
-    let (window, counters) = run_window(&t, threads, span, |i, w| {
+    let Measured { window, counters, .. } = run_window(&t, threads, span, |i, w| {
         let fs = t.fs.clone();
         let sim = t.machine.sim();
         let (tally, extra) = (tally.clone(), extra.clone());

@@ -10,7 +10,7 @@ use mqfs::testing::{format_and_mount, machine, TestFs};
 use mqfs::{Ctx, Fs, FsError, FsProfile, Ino, Mode};
 use nvme_ctrl::SsdProfile;
 use nvme_spec::traffic;
-use pcie_sim::{Counters, EventKind, SimDuration, SimTime, TraceMode};
+use pcie_sim::{Counters, CpuStats, EventKind, SimDuration, SimTime, TraceMode};
 
 /// An error of a figure run: the crate's one error type.
 pub use crate::Error as BenchError;
@@ -216,11 +216,12 @@ impl Span {
 
 /// Spawns one simulated thread per index in `0..threads`, each running
 /// `body(index, window)`, runs the simulation through the warm-up and the
-/// window, and returns the window and the bus counters over it. A thread
+/// window, and returns the window with the bus counters and the CPU time
+/// over it ([`Measured`]). A thread
 /// loops while `now < window.end` and records only what completed inside
 /// the window ([`Window::contains`]). The first error of any thread is
 /// returned.
-pub fn run_window<F, Fut>(t: &TestFs, threads: usize, span: Span, body: F) -> BenchResult<(Window, Counters)>
+pub fn run_window<F, Fut>(t: &TestFs, threads: usize, span: Span, body: F) -> BenchResult<Measured>
 where
     F: Fn(usize, Window) -> Fut,
     Fut: Future<Output = Result<(), FsError>> + 'static,
@@ -242,12 +243,40 @@ where
         });
     }
     t.ex.run_until(window.start);
-    let before = t.machine.counters();
+    let (before, cpu_before) = (t.machine.counters(), t.machine.cpu_stats());
     t.ex.run_until(window.end);
     if let Some(e) = error.borrow_mut().take() {
         return Err(BenchError::Fs(e));
     }
-    Ok((window, t.machine.counters().since(&before)))
+    Ok(Measured {
+        window,
+        counters: t.machine.counters().since(&before),
+        cpu: t.machine.cpu_stats().since(cpu_before),
+        cores: t.machine.core_count(),
+    })
+}
+
+/// What [`run_window`] measured over its window.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// The window.
+    pub window: Window,
+    /// Bus counters over the window.
+    pub counters: Counters,
+    /// CPU time of all cores over the window (the machine's accounting,
+    /// [`pcie_sim::CpuStats`]).
+    pub cpu: CpuStats,
+    /// The machine's cores.
+    pub cores: usize,
+}
+
+impl Measured {
+    /// Kernel and user CPU utilization over the window, each a fraction of
+    /// all cores' time.
+    pub fn cpu_utilization(&self) -> (f64, f64) {
+        self.cpu
+            .utilization(self.window.end - self.window.start, self.cores)
+    }
 }
 
 /// Summary of a latency sample (microseconds).

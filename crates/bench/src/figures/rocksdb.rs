@@ -79,6 +79,12 @@ pub struct Outcome {
     pub flushes: u64,
     /// Device write traffic, MB/s.
     pub device_mbps: f64,
+    /// Kernel CPU utilization: the file system and the driver, their
+    /// stores, fences and uncached reads, and wake-ups, as a fraction of
+    /// all cores' time (the machine's accounting, not a model input).
+    pub kernel_cpu: f64,
+    /// User CPU utilization: the puts' own work ([`Params::put_cpu`]).
+    pub user_cpu: f64,
 }
 
 /// The log and its group commit.
@@ -190,7 +196,7 @@ async fn put(fs: &Rc<Fs>, ctx: Ctx, wal: &Wal, env: &Env, cpu: SimDuration) -> R
         }
     }
     let core = fs.machine().core(ctx.core).map_err(FsError::from)?;
-    core.busy(cpu).await;
+    core.user(cpu).await;
     Ok(())
 }
 
@@ -227,7 +233,7 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
     };
     let lat = Rc::new(RefCell::new(Vec::new()));
     let cpu = p.put_cpu;
-    let (window, counters) = run_window(&t, p.threads, p.span, |i, w| {
+    let measured = run_window(&t, p.threads, p.span, |i, w| {
         let (fs, sim, wal, lat) = (t.fs.clone(), t.machine.sim(), wal.clone(), lat.clone());
         async move {
             let ctx = Ctx::on(i);
@@ -242,6 +248,8 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
             Ok(())
         }
     })?;
+    let (kernel_cpu, user_cpu) = measured.cpu_utilization();
+    let (window, counters) = (measured.window, measured.counters);
     let secs = window.secs();
     let put = LatStats::of(&lat.borrow());
     let n = put.n as u64;
@@ -253,5 +261,7 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
         syncs_per_sec: within(&wal.syncs) as f64 / secs,
         flushes: within(&wal.flushes),
         device_mbps: device_write_bytes(&counters) as f64 / secs / 1e6,
+        kernel_cpu,
+        user_cpu,
     })
 }

@@ -17,7 +17,7 @@ use mqfs::{Ctx, Fs, FsError, Ino};
 use nvme_ctrl::SsdProfile;
 
 use super::common::{
-    block_on, device_write_bytes, run_window, BenchResult, LatStats, Rig, Rng, Span, System,
+    block_on, device_write_bytes, run_window, BenchResult, LatStats, Measured, Rig, Rng, Span, System,
 };
 
 /// Flowops in one loop of the personality.
@@ -125,7 +125,7 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
     let loops = Rc::new(RefCell::new(0u64));
     let lat = Rc::new(RefCell::new(Vec::new()));
     let threads = p.threads;
-    let (window, counters) = run_window(&t, threads, p.span, |i, w| {
+    let Measured { window, counters, .. } = run_window(&t, threads, p.span, |i, w| {
         let fs = t.fs.clone();
         let sim = t.machine.sim();
         let (exists, loops, lat) = (exists.clone(), loops.clone(), lat.clone());

@@ -418,7 +418,7 @@ impl Jbd {
         }
         self.wake_commit.notify_one();
         self.wait_committed(fs, target).await?;
-        fs.cpu(ctx, fs.profile.context_switch).await;
+        fs.woken(ctx, fs.profile.context_switch).await;
         Ok(())
     }
 

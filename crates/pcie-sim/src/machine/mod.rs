@@ -291,6 +291,8 @@ pub(crate) struct CoreState {
     pub(crate) wc_stores: Cell<u64>,
     /// An idle evictor is waiting.
     pub(crate) evictor: Cell<bool>,
+    /// Busy time, wake-ups and context switches so far.
+    pub(crate) stats: Cell<crate::cpu::CpuStats>,
 }
 
 /// Actions waiting for their time, by slot; the executor holds the timing.
@@ -345,6 +347,7 @@ impl Machine {
                 scratch: Cell::new(Vec::with_capacity(profile.cpu.wc_buffers + 2)),
                 wc_stores: Cell::new(0),
                 evictor: Cell::new(false),
+                stats: Cell::new(crate::cpu::CpuStats::default()),
             })
             .collect();
         let inner = Rc::new(Inner {
@@ -407,6 +410,15 @@ impl Machine {
     /// Number of cores.
     pub fn core_count(&self) -> usize {
         self.inner.cores.len()
+    }
+
+    /// What all cores together have spent their time on so far
+    /// ([`crate::cpu::CpuStats`]); take two snapshots for an interval.
+    pub fn cpu_stats(&self) -> crate::cpu::CpuStats {
+        self.inner
+            .cores
+            .iter()
+            .fold(crate::cpu::CpuStats::default(), |sum, c| sum.plus(c.stats.get()))
     }
 
     /// A handle to core `index`.
