@@ -1,4 +1,4 @@
-//! The paper's performance figures (ccNVMe SOSP '21, Figures 11 to 14) in
+//! The paper's performance figures (ccNVMe SOSP '21, Figures 2, 5 and 10 to 14) in
 //! simulated time: `cargo bench -p ccnvme-bench --bench figures` writes a CSV
 //! and an SVG plot per figure and `report.md` (the paper's claims beside the
 //! measured values, and the analysis) under `target/figures/`.

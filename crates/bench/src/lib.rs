@@ -39,6 +39,15 @@ pub enum Error {
     /// Writing a CSV table failed.
     #[error("csv: {0}")]
     Csv(#[from] csv::Error),
+    /// The block driver failed (the driver-level Figure 10).
+    #[error("driver: {0}")]
+    Driver(#[from] ccnvme::error::DriverError),
+    /// The controller refused its configuration.
+    #[error("controller: {0}")]
+    Controller(#[from] nvme_ctrl::CtrlError),
+    /// The machine refused an access (the PMR measurement of Figure 5).
+    #[error("machine: {0}")]
+    Machine(#[from] pcie_sim::PcieError),
 }
 
 /// The directory results go to: `$CARGO_TARGET_DIR` if set (a relative

@@ -1,4 +1,5 @@
-//! The paper's performance figures (ccNVMe SOSP '21, Figures 11 to 14) in
+//! The paper's performance figures (ccNVMe SOSP '21, Figures 2, 5 and 10
+//! to 14) in
 //! simulated time: each figure's workload on the modelled machine, its CSV
 //! and SVG under `target/figures/`, and `report.md` with the paper's claims
 //! beside the measured values and an analysis of the differences.
@@ -11,6 +12,9 @@ pub mod analysis;
 pub mod append;
 pub mod common;
 pub mod diagnose;
+pub mod fig02;
+pub mod fig05;
+pub mod fig10;
 pub mod fig11;
 pub mod fig12;
 pub mod fig13;
@@ -18,6 +22,7 @@ pub mod fig14;
 pub mod output;
 pub mod report;
 pub mod rocksdb;
+pub mod txbench;
 pub mod varmail;
 
 use std::fmt::Write as _;
@@ -86,6 +91,16 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
     std::fs::create_dir_all(&o.out_dir)?;
     let wall = Instant::now();
     let q = o.quick;
+    let p02 = if q {
+        fig02::Params::quick()
+    } else {
+        fig02::Params::full()
+    };
+    let p10 = if q {
+        fig10::Params::quick()
+    } else {
+        fig10::Params::full()
+    };
     let p11 = if q {
         fig11::Params::quick()
     } else {
@@ -107,6 +122,9 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
         fig14::Params::full()
     };
     let diag = diagnose::run(q)?;
+    let (_, f02) = fig02::figure(&p02)?;
+    let (_, f05) = fig05::figure()?;
+    let (_, f10) = fig10::figure(&p10)?;
     let (r11, mut f11) = fig11::figure(&p11)?;
     f11.notes = analysis::fig11(&r11, &p11, &diag);
     let (r12, mut f12) = fig12::figure(&p12)?;
@@ -115,7 +133,7 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
     f13.notes = analysis::fig13(&r13, &p13);
     let (r14, mut f14) = fig14::figure(&p14)?;
     f14.notes = analysis::fig14(&r14, &diag, &r11);
-    let figures = [f11, f12, f13, f14];
+    let figures = [f02, f05, f10, f11, f12, f13, f14];
     let mut sections = String::new();
     for f in &figures {
         sections.push_str(&f.write(&o.out_dir)?);

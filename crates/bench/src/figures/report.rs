@@ -20,6 +20,12 @@ pub enum Kind {
     SharePct,
     /// An absolute time in microseconds.
     Micros,
+    /// A count (threads, cores): agrees within the relative tolerance.
+    Count,
+    /// A trend the paper states without a number, with the criterion in
+    /// the claim's text: 1 if it holds in the measurement, 0 if not; the
+    /// paper's value is 1.
+    Holds,
 }
 
 /// Relative gap (ratio, time) or percentage points (percent kinds) within
@@ -44,6 +50,11 @@ pub struct Check {
 }
 
 impl Check {
+    /// A trend claim ([`Kind::Holds`]) and whether the measurement shows it.
+    pub fn holds(id: &'static str, claim: impl Into<String>, holds: bool) -> Check {
+        Check::new(id, claim, Kind::Holds, 1.0, if holds { 1.0 } else { 0.0 })
+    }
+
     /// A claim.
     pub fn new(id: &'static str, claim: impl Into<String>, kind: Kind, paper: f64, measured: f64) -> Check {
         Check {
@@ -63,25 +74,30 @@ impl Check {
             Kind::MorePct => format!("{v:+.0}%"),
             Kind::SharePct => format!("{v:.0}%"),
             Kind::Micros => format!("{v:.1} us"),
+            Kind::Count => format!("{v:.0}"),
+            Kind::Holds if v == 1.0 => "holds".into(),
+            Kind::Holds => "does not hold".into(),
         }
     }
 
     /// Whether the measured value is within tolerance of the paper's.
     pub fn agrees(&self) -> bool {
         match self.kind {
-            Kind::Times | Kind::Micros => {
+            Kind::Times | Kind::Micros | Kind::Count => {
                 self.paper != 0.0 && ((self.measured / self.paper) - 1.0).abs() <= TOLERANCE_REL
             }
             Kind::LowerPct | Kind::MorePct | Kind::SharePct => {
                 (self.measured - self.paper).abs() <= TOLERANCE_PTS
             }
+            Kind::Holds => self.measured == self.paper,
         }
     }
 
     /// How far the measured value is from the paper's, in words.
     pub fn gap(&self) -> String {
         match self.kind {
-            Kind::Times | Kind::Micros => {
+            Kind::Holds => "trend".into(),
+            Kind::Times | Kind::Micros | Kind::Count => {
                 if self.paper == 0.0 {
                     return "n/a".into();
                 }
@@ -196,6 +212,10 @@ mod tests {
         assert!(!Check::new("x", "r", Kind::Times, 2.0, 2.5).agrees());
         assert!(Check::new("x", "p", Kind::LowerPct, 40.0, 31.0).agrees());
         assert!(!Check::new("x", "p", Kind::LowerPct, 40.0, 29.0).agrees());
+        assert!(Check::holds("x", "t", true).agrees());
+        assert!(!Check::holds("x", "t", false).agrees());
+        assert!(Check::holds("x", "t", false).row().contains("does not hold"));
+        assert!(!Check::new("x", "n", Kind::Count, 2.0, 6.0).agrees());
         let row = Check::new("F", "c", Kind::LowerPct, 40.0, -5.0).row();
         assert!(row.contains("5% higher"), "{row}");
     }

@@ -30,6 +30,8 @@ use ccnvme::device::{BlockDevice, ProbeOptions};
 use ccnvme::error::DriverError;
 use ccnvme::horae::OrderingQueue;
 
+use super::common::BenchResult;
+
 /// How a transaction is made atomic (and durable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Approach {
@@ -88,7 +90,7 @@ pub fn run(
     threads: usize,
     blocks: usize,
     duration: SimDuration,
-) -> Result<TxResult, Box<dyn std::error::Error>> {
+) -> BenchResult<TxResult> {
     let ex = Executor::new(10);
     let cpu = CpuProfile {
         cores: threads.max(1),

@@ -1,0 +1,330 @@
+//! Figure 10: atomic transactions on the block device (no file system), on
+//! the P5800X: transactions per second and I/O utilization of the classic,
+//! Horae, ccNVMe and ccNVMe-atomic approaches ([`super::txbench`]), by
+//! transaction size on one core (Figure 10(a, b)) and by thread count with
+//! 4 KiB transactions (Figure 10(c, d)).
+
+use nvme_ctrl::SsdProfile;
+use pcie_sim::SimDuration;
+
+use super::common::{mean, BenchResult};
+use super::output::{Panel, Series, Table};
+use super::report::{f, Check, FigureOut, Kind, Plot};
+use super::txbench::{run as run_tx, Approach, TxResult, MAX_BANDWIDTH};
+
+/// The sweep.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Transaction sizes in 4 KiB blocks (one thread).
+    pub sizes: Vec<usize>,
+    /// Thread counts (4 KiB transactions).
+    pub threads: Vec<usize>,
+    /// Simulated time per point.
+    pub duration: SimDuration,
+}
+
+impl Params {
+    /// The paper's sweep (its artifact's sizes; threads up to 12).
+    pub fn full() -> Params {
+        Params {
+            sizes: vec![1, 2, 4, 8, 16],
+            threads: vec![1, 2, 4, 6, 8, 10, 12],
+            duration: SimDuration::from_ms(4),
+        }
+    }
+
+    /// A smoke test.
+    pub fn quick() -> Params {
+        Params {
+            sizes: vec![1, 16],
+            threads: vec![1, 2, 8, 12],
+            duration: SimDuration::from_ms(1),
+        }
+    }
+}
+
+/// One measured point.
+#[derive(Clone, Copy, Debug)]
+pub struct Point {
+    /// The approach.
+    pub approach: Approach,
+    /// Threads (and cores).
+    pub threads: usize,
+    /// Blocks per transaction.
+    pub blocks: usize,
+    /// The measurement.
+    pub r: TxResult,
+}
+
+/// Every point of a sweep.
+#[derive(Clone, Debug, Default)]
+pub struct Results {
+    /// Every point.
+    pub points: Vec<Point>,
+}
+
+impl Results {
+    fn get(&self, a: Approach, threads: usize, blocks: usize) -> Option<TxResult> {
+        self.points
+            .iter()
+            .find(|p| p.approach == a && p.threads == threads && p.blocks == blocks)
+            .map(|p| p.r)
+    }
+}
+
+/// Runs the sweep on the P5800X.
+pub fn run(p: &Params) -> BenchResult<Results> {
+    let ssd = SsdProfile::optane_p5800x();
+    let mut keys: Vec<(usize, usize)> = p.sizes.iter().map(|b| (1, *b)).collect();
+    keys.extend(
+        p.threads
+            .iter()
+            .filter(|t| **t != 1 || !p.sizes.contains(&1))
+            .map(|t| (*t, 1)),
+    );
+    let mut out = Results::default();
+    for (threads, blocks) in keys {
+        for a in Approach::ALL {
+            let r = run_tx(&ssd, a, threads, blocks, p.duration)?;
+            eprintln!(
+                "fig10 {:<13} {threads:>2} threads {:>2} KiB {:>8.0} TPS  util {:>3.0}%",
+                a.name(),
+                blocks * 4,
+                r.tps,
+                r.utilization * 100.0
+            );
+            out.points.push(Point {
+                approach: a,
+                threads,
+                blocks,
+                r,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Threads `a` needs to use 90% of the drive's bandwidth, if any point
+/// of the sweep does.
+fn saturating_threads(r: &Results, p: &Params, a: Approach) -> Option<usize> {
+    p.threads
+        .iter()
+        .copied()
+        .find(|t| r.get(a, *t, 1).is_some_and(|x| x.utilization >= 0.9))
+}
+
+/// The paper's Figure 10 claims (section 7.2) against `r`.
+pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
+    let mut c = Vec::new();
+    let avg = |x: Approach, y: Approach| -> Option<f64> {
+        let v: Vec<f64> = p
+            .sizes
+            .iter()
+            .filter_map(|b| Some(r.get(x, 1, *b)?.tps / r.get(y, 1, *b)?.tps))
+            .collect();
+        (!v.is_empty()).then(|| mean(&v))
+    };
+    for (id, x, y, paper) in [
+        ("F10.1", Approach::CcNvmeAtomic, Approach::Classic, 3.0),
+        ("F10.1", Approach::CcNvmeAtomic, Approach::Horae, 2.2),
+        ("F10.2", Approach::CcNvme, Approach::Classic, 1.5),
+        ("F10.2", Approach::CcNvme, Approach::Horae, 1.2),
+    ] {
+        if let Some(v) = avg(x, y) {
+            let claim = format!("1 core: {} / {} TPS, mean over sizes", x.name(), y.name());
+            c.push(Check::new(id, claim, Kind::Times, paper, v));
+        }
+    }
+    for (a, paper) in [
+        (Approach::Classic, 62.0),
+        (Approach::Horae, 63.0),
+        (Approach::CcNvme, 93.0),
+    ] {
+        if let Some(x) = r.get(a, 1, 16) {
+            let claim = format!("1 core, 64 KiB transactions: {} I/O utilization", a.name());
+            c.push(Check::new(
+                "F10.3",
+                claim,
+                Kind::SharePct,
+                paper,
+                x.utilization * 100.0,
+            ));
+        }
+    }
+    if let Some(&most) = p.threads.iter().max() {
+        let sat = |a| saturating_threads(r, p, a);
+        let atomic = sat(Approach::CcNvmeAtomic).map_or(0.0, |t| t as f64);
+        c.push(Check::new(
+            "F10.4",
+            format!("4 KiB: threads ccnvme-atomic needs for 90% of the bandwidth (0: not within {most})"),
+            Kind::Count,
+            2.0,
+            atomic,
+        ));
+        let others = [Approach::Classic, Approach::Horae, Approach::CcNvme];
+        c.push(Check::holds(
+            "F10.4",
+            "4 KiB: classic, horae and ccnvme need at least 8 threads for 90% of the bandwidth",
+            others.iter().all(|a| sat(*a).is_none_or(|t| t >= 8)),
+        ));
+        if most > 8 {
+            for other in [Approach::Classic, Approach::Horae] {
+                if let (Some(m), Some(o)) = (r.get(Approach::CcNvme, most, 1), r.get(other, most, 1)) {
+                    let claim = format!("{most} threads, 4 KiB: ccnvme TPS over {}", other.name());
+                    let more = if o.tps > 0.0 {
+                        (m.tps / o.tps - 1.0) * 100.0
+                    } else {
+                        0.0
+                    };
+                    c.push(Check::new("F10.5", claim, Kind::MorePct, 50.0, more));
+                }
+            }
+        }
+    }
+    c
+}
+
+fn table(r: &Results) -> Table {
+    let mut t = Table::new(&["approach", "threads", "tx_kib", "tps", "utilization_pct"]);
+    for p in &r.points {
+        t.push(vec![
+            p.approach.name().into(),
+            p.threads.to_string(),
+            (p.blocks * 4).to_string(),
+            f(p.r.tps, 0),
+            f(p.r.utilization * 100.0, 1),
+        ]);
+    }
+    t
+}
+
+fn plot(r: &Results, p: &Params) -> Plot {
+    let lines = |xs: &[usize], key: &dyn Fn(usize) -> (usize, usize), y: &dyn Fn(TxResult) -> f64| {
+        Approach::ALL
+            .iter()
+            .map(|a| Series {
+                name: a.name().into(),
+                points: xs
+                    .iter()
+                    .filter_map(|x| {
+                        let (t, b) = key(*x);
+                        Some((*x as f64, y(r.get(*a, t, b)?)))
+                    })
+                    .collect(),
+                bars: None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let by_size = |x: usize| (1, x);
+    let by_threads = |x: usize| (x, 1);
+    let ktps = |x: TxResult| x.tps / 1e3;
+    let util = |x: TxResult| x.utilization * 100.0;
+    let panel = |title: &str, x: &str, y: &str, series| Panel::Lines {
+        title: title.into(),
+        x: x.into(),
+        y: y.into(),
+        series,
+    };
+    Plot {
+        stem: "fig10".into(),
+        title: "Figure 10: atomic transactions on the P5800X (simulated)".into(),
+        panels: vec![
+            panel(
+                "(a) 1 core: throughput",
+                "blocks per transaction",
+                "K TPS",
+                lines(&p.sizes, &by_size, &ktps),
+            ),
+            panel(
+                "(b) 1 core: I/O utilization",
+                "blocks per transaction",
+                "%",
+                lines(&p.sizes, &by_size, &util),
+            ),
+            panel(
+                "(c) 4 KiB: throughput",
+                "threads",
+                "K TPS",
+                lines(&p.threads, &by_threads, &ktps),
+            ),
+            panel(
+                "(d) 4 KiB: I/O utilization",
+                "threads",
+                "%",
+                lines(&p.threads, &by_threads, &util),
+            ),
+        ],
+        cols: 2,
+    }
+}
+
+/// Runs Figure 10 and lays out its outputs.
+pub fn figure(p: &Params) -> BenchResult<(Results, FigureOut)> {
+    let r = run(p)?;
+    let out = FigureOut {
+        title: "Figure 10: atomic transactions (block device, P5800X)".into(),
+        setup: format!(
+            "Each thread runs transactions of random 4 KiB blocks back to back on its own core: \
+             classic (descriptor and blocks, wait, commit record with PREFLUSH and FUA), Horae (two \
+             epochs of the ordering queue, one joint flush), ccNVMe (one transaction, wait for \
+             durability), ccNVMe-atomic (return once atomic). Sizes {:?} blocks on one thread; \
+             threads {:?} with one block; {} ms per point (simulated). Utilization is the bytes the \
+             device fetched per second over {:.1} GB/s (the paper's `DEV_MAX_BW`).",
+            p.sizes,
+            p.threads,
+            p.duration.as_secs_f64() * 1e3,
+            MAX_BANDWIDTH / 1e9,
+        ),
+        csv: vec![("fig10".into(), table(&r))],
+        shown: Vec::new(),
+        plots: vec![plot(&r, p)],
+        checks: checks(&r, p),
+        notes: Vec::new(),
+    };
+    Ok((r, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(approach: Approach, threads: usize, tps: f64, utilization: f64) -> Point {
+        Point {
+            approach,
+            threads,
+            blocks: 1,
+            r: TxResult { tps, utilization },
+        }
+    }
+
+    #[test]
+    fn saturation_is_the_first_thread_count_at_90_percent() {
+        let p = Params {
+            sizes: vec![],
+            threads: vec![1, 2, 8, 12],
+            duration: SimDuration::from_ms(1),
+        };
+        let mut r = Results::default();
+        for (t, u) in [(1, 0.5), (2, 0.95), (8, 1.0), (12, 1.0)] {
+            r.points.push(point(Approach::CcNvmeAtomic, t, 1.0, u));
+        }
+        for a in [Approach::Classic, Approach::Horae, Approach::CcNvme] {
+            for (t, u) in [(1, 0.1), (2, 0.2), (8, 0.92), (12, 0.95)] {
+                r.points
+                    .push(point(a, t, if a == Approach::CcNvme { 3.0 } else { 2.0 }, u));
+            }
+        }
+        let c = checks(&r, &p);
+        let f104: Vec<&Check> = c.iter().filter(|c| c.id == "F10.4").collect();
+        assert_eq!(f104.len(), 2);
+        assert!(f104.iter().all(|c| c.agrees()), "{f104:?}");
+        let f105: Vec<&Check> = c.iter().filter(|c| c.id == "F10.5").collect();
+        assert_eq!(f105.len(), 2);
+        assert!(f105.iter().all(|c| c.agrees() && c.measured == 50.0), "{f105:?}");
+        // One approach saturating at 2 threads breaks the trend.
+        r.points
+            .retain(|q| !(q.approach == Approach::Classic && q.threads == 2));
+        r.points.push(point(Approach::Classic, 2, 2.0, 0.91));
+        assert!(!checks(&r, &p).iter().any(|c| c.kind == Kind::Holds && c.agrees()));
+    }
+}
