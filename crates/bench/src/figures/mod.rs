@@ -86,41 +86,26 @@ const MODEL_NOTES: &str = "\
   the measured windows last milliseconds, so it never fires in them: Ext4-NJ's bitmaps, which its \
   fsync does not write, stay dirty, as in a short run on Linux.";
 
+/// The quick or the full sweep of a figure.
+fn sweep<P>(quick: bool, small: fn() -> P, full: fn() -> P) -> P {
+    if quick {
+        small()
+    } else {
+        full()
+    }
+}
+
 /// Runs every figure, writes the CSVs, plots and `report.md`.
 pub fn run_all(o: &Options) -> BenchResult<Summary> {
     std::fs::create_dir_all(&o.out_dir)?;
     let wall = Instant::now();
     let q = o.quick;
-    let p02 = if q {
-        fig02::Params::quick()
-    } else {
-        fig02::Params::full()
-    };
-    let p10 = if q {
-        fig10::Params::quick()
-    } else {
-        fig10::Params::full()
-    };
-    let p11 = if q {
-        fig11::Params::quick()
-    } else {
-        fig11::Params::full()
-    };
-    let p12 = if q {
-        fig12::Params::quick()
-    } else {
-        fig12::Params::full()
-    };
-    let p13 = if q {
-        fig13::Params::quick()
-    } else {
-        fig13::Params::full()
-    };
-    let p14 = if q {
-        fig14::Params::quick()
-    } else {
-        fig14::Params::full()
-    };
+    let p02 = sweep(q, fig02::Params::quick, fig02::Params::full);
+    let p10 = sweep(q, fig10::Params::quick, fig10::Params::full);
+    let p11 = sweep(q, fig11::Params::quick, fig11::Params::full);
+    let p12 = sweep(q, fig12::Params::quick, fig12::Params::full);
+    let p13 = sweep(q, fig13::Params::quick, fig13::Params::full);
+    let p14 = sweep(q, fig14::Params::quick, fig14::Params::full);
     let diag = diagnose::run(q)?;
     let (_, f02) = fig02::figure(&p02)?;
     let (_, f05) = fig05::figure()?;

@@ -191,6 +191,17 @@ pub fn run(
     })
 }
 
+/// Waits for every request of `waits`; the first failure is the error.
+async fn wait_all(dev: &BlockDevice, core: usize, waits: &[ccnvme::bio::Done]) -> Result<(), DriverError> {
+    for w in waits {
+        let s = dev.wait(core, w).await;
+        if !s.is_success() {
+            return Err(DriverError::Command(s));
+        }
+    }
+    Ok(())
+}
+
 async fn classic(
     dev: &Rc<BlockDevice>,
     core: usize,
@@ -204,12 +215,7 @@ async fn classic(
     for (i, l) in lbas.iter().enumerate() {
         waits.push(dev.submit(core, &Bio::write(*l, vec![pages[i + 1]])).await?);
     }
-    for w in &waits {
-        let s = dev.wait(core, w).await;
-        if !s.is_success() {
-            return Err(DriverError::Command(s));
-        }
-    }
+    wait_all(dev, core, &waits).await?;
     let page = commit_page.ok_or_else(|| DriverError::Invalid("no page".into()))?;
     dev.submit_wait(
         core,
@@ -242,12 +248,7 @@ async fn horae(
             waits.push(oq.submit(core, id, &Bio::write(*l, vec![*p])).await?);
         }
     }
-    for w in &waits {
-        let s = dev.wait(core, w).await;
-        if !s.is_success() {
-            return Err(DriverError::Command(s));
-        }
-    }
+    wait_all(dev, core, &waits).await?;
     oq.flush(core).await
 }
 
