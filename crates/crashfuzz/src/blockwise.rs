@@ -40,14 +40,16 @@ use std::sync::Arc;
 use mqfs::layout::BLOCK;
 use nvme_ctrl::crash::Unit;
 
+use crate::content::Content;
 use crate::oracle::Failure;
 
-/// Whether `got`, the bytes of a file block at byte `start` of the file,
-/// are that block of version `v` (bytes past the version's end are
-/// zeros: a hole or a truncation).
-pub fn block_fits(got: &[u8], v: &[u8], start: usize) -> bool {
-    let end = start + got.len();
-    let have = v.get(start..end.min(v.len())).unwrap_or(&[]);
+/// Whether `got`, the bytes of the file block at byte `start` (a
+/// multiple of the block size), are that block of version `v` (bytes
+/// past the version's end are zeros: a hole or a truncation).
+pub fn block_fits(got: &[u8], v: &Content, start: usize) -> bool {
+    debug_assert_eq!(start % BLOCK, 0, "blocks start at block boundaries");
+    let have = v.block(start / BLOCK);
+    let have = &have[..have.len().min(got.len())];
     got[..have.len()] == *have && got[have.len()..].iter().all(|&b| b == 0)
 }
 
@@ -58,7 +60,7 @@ pub struct BlockJudgement {
     /// The media block.
     pub unit: Unit,
     /// The file's allowed versions.
-    pub versions: Arc<[Arc<Vec<u8>>]>,
+    pub versions: Arc<[Arc<Content>]>,
     /// The block's first byte in the file.
     pub start: usize,
     /// Bytes of the block inside the file.
@@ -125,7 +127,7 @@ impl<'a> BlockJudge<'a> {
     pub fn judge(
         &mut self,
         lba: u64,
-        versions: &Arc<[Arc<Vec<u8>>]>,
+        versions: &Arc<[Arc<Content>]>,
         start: usize,
         len: usize,
         what: &Arc<str>,
@@ -151,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_block_fits_a_version_or_its_zero_tail() {
-        let v = vec![7u8; BLOCK + 10];
+        let v = Content::from(vec![7u8; BLOCK + 10]);
         let mut got = [0u8; BLOCK];
         assert!(!block_fits(&got, &v, 0));
         got.fill(7);
@@ -168,8 +170,11 @@ mod tests {
     fn a_judgement_looks_at_the_state_without_reading() {
         let peek = |_: u64, b: &mut [u8; BLOCK]| b.fill(3);
         let mut judge = BlockJudge::new(&peek);
-        let versions: Arc<[Arc<Vec<u8>>]> =
-            vec![Arc::new(vec![3u8; BLOCK]), Arc::new(vec![4u8; BLOCK])].into();
+        let versions: Arc<[Arc<Content>]> = vec![
+            Arc::new(Content::from(vec![3u8; BLOCK])),
+            Arc::new(Content::from(vec![4u8; BLOCK])),
+        ]
+        .into();
         let what: Arc<str> = "/f after `fsync`".into();
         judge.judge(9, &versions, 0, BLOCK, &what);
         let j = &judge.judgements[0];

@@ -45,6 +45,7 @@ pub mod blockwise;
 pub mod builtin;
 pub mod campaign;
 pub mod check;
+pub mod content;
 pub mod error;
 pub mod explore;
 pub mod model;

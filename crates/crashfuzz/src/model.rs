@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::content::Content;
 use crate::oracle::{Node as State, Xattrs};
 use crate::workload::{pattern, xattr_value, Op, XattrHow};
 
@@ -29,8 +30,9 @@ pub enum Kind {
 #[derive(Clone, Debug)]
 enum Node {
     /// Shared, so that cloning the model (for an operation's outcome,
-    /// [`Model::after`]) does not copy contents.
-    File(Arc<Vec<u8>>),
+    /// [`Model::after`]) does not copy contents; a change copies only the
+    /// pages it touches ([`Content`]).
+    File(Arc<Content>),
     Dir(BTreeMap<String, u64>),
     Symlink(String),
 }
@@ -98,10 +100,26 @@ impl Model {
 
     /// The content of the file at `path`.
     pub fn content(&self, path: &str) -> Option<Vec<u8>> {
+        self.shared_content(path).map(|c| c.to_vec())
+    }
+
+    /// The content of the file at `path`, shared with the model (no copy).
+    pub fn shared_content(&self, path: &str) -> Option<Arc<Content>> {
         match self.nodes.get(&self.lookup(path)?)? {
-            Node::File(c) => Some(c.to_vec()),
+            Node::File(c) => Some(c.clone()),
             _ => None,
         }
+    }
+
+    /// Every file's path and content, shared with the model (no copy).
+    pub fn files(&self) -> Vec<(String, Arc<Content>)> {
+        self.names()
+            .into_iter()
+            .filter_map(|(p, id)| match self.nodes.get(&id)? {
+                Node::File(c) => Some((p, c.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The number of names of node `id` (a file's link count).
@@ -380,14 +398,7 @@ impl Model {
     /// Writes `len` bytes of `seed`'s pattern at `off` into file node `id`.
     fn write_node(&mut self, id: u64, off: u64, len: u64, seed: u8) {
         if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
-            let c = Arc::make_mut(c);
-            let end = (off + len) as usize;
-            if c.len() < end {
-                c.resize(end, 0);
-            }
-            for i in 0..len {
-                c[(off + i) as usize] = pattern(seed, off + i);
-            }
+            Arc::make_mut(c).write_with(off, len, |k| pattern(seed, k));
         }
     }
 
@@ -446,7 +457,7 @@ impl Model {
             Op::Truncate(p, size) => {
                 if let Some(id) = self.lookup(p) {
                     if let Some(Node::File(c)) = self.nodes.get_mut(&id) {
-                        Arc::make_mut(c).resize(*size as usize, 0);
+                        Arc::make_mut(c).set_len(*size as usize);
                     }
                 }
             }

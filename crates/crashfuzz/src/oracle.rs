@@ -25,6 +25,7 @@ use mqfs::{Ctx, FileType, Fs, FsError};
 use serde::{Deserialize, Serialize};
 
 use crate::blockwise::{block_fits, BlockJudge};
+use crate::content::Content;
 use crate::model::Kind;
 
 /// A node's extended attributes: name (with its namespace prefix) ->
@@ -40,7 +41,7 @@ pub enum Node {
     /// A regular file.
     File {
         /// Its bytes (and so its size).
-        content: Option<Arc<Vec<u8>>>,
+        content: Option<Arc<Content>>,
         /// Its link count.
         nlink: Option<u16>,
         /// Its permission bits.
@@ -683,7 +684,7 @@ async fn seen(fs: &Fs, c: Ctx, path: &str, wanted: Reads, pages: bool) -> Result
 /// (bytes past a version's end are zeros: a hole or a truncation), since
 /// blocks reach the media independently and a block write may be torn
 /// from its neighbours. With one version this is equality.
-pub fn content_allowed(got: &[u8], versions: &[&[u8]]) -> Result<(), String> {
+pub fn content_allowed(got: &[u8], versions: &[&Content]) -> Result<(), String> {
     size_allowed(got.len(), versions)?;
     for start in (0..got.len()).step_by(BLOCK) {
         let end = (start + BLOCK).min(got.len());
@@ -695,7 +696,7 @@ pub fn content_allowed(got: &[u8], versions: &[&[u8]]) -> Result<(), String> {
 const BLOCK: usize = mqfs::layout::BLOCK;
 
 /// The size half of [`content_allowed`].
-fn size_allowed(size: usize, versions: &[&[u8]]) -> Result<(), String> {
+fn size_allowed(size: usize, versions: &[&Content]) -> Result<(), String> {
     let (lo, hi) = (
         versions.iter().map(|v| v.len()).min().unwrap_or(0),
         versions.iter().map(|v| v.len()).max().unwrap_or(0),
@@ -711,14 +712,14 @@ fn size_allowed(size: usize, versions: &[&[u8]]) -> Result<(), String> {
 
 /// The rule of [`content_allowed`] for the block at byte `start` of a
 /// file of `size` bytes holding `got`.
-fn block_allowed(got: &[u8], start: usize, size: usize, versions: &[&[u8]]) -> Result<(), String> {
+fn block_allowed(got: &[u8], start: usize, size: usize, versions: &[&Content]) -> Result<(), String> {
     if versions.iter().any(|v| block_fits(got, v, start)) {
         return Ok(());
     }
     let end = start + got.len();
     let hint = versions
         .first()
-        .map(|v| diff_hint(got, v.get(start..end.min(v.len())).unwrap_or(&[])))
+        .map(|v| diff_hint(got, &v.range(start, end)))
         .unwrap_or_default();
     Err(format!(
         "{size} bytes; block {} (bytes {start}..{end}) is in none of its {} version(s){hint}",
@@ -736,14 +737,14 @@ fn pages_allowed(
     judge: &mut BlockJudge<'_>,
     what: &str,
 ) -> Result<(), String> {
-    let owned: Arc<[Arc<Vec<u8>>]> = same_kind
+    let owned: Arc<[Arc<Content>]> = same_kind
         .iter()
         .filter_map(|n| match n {
             Node::File { content: Some(c), .. } => Some(c.clone()),
             _ => None,
         })
         .collect();
-    let versions: Vec<&[u8]> = owned.iter().map(|v| v.as_slice()).collect();
+    let versions: Vec<&Content> = owned.iter().map(|v| &**v).collect();
     let size = size as usize;
     size_allowed(size, &versions)?;
     let what: Arc<str> = what.into();
@@ -841,10 +842,10 @@ fn state_mismatch(
                     ));
                 }
             }
-            let versions: Option<Vec<&[u8]>> = same_kind
+            let versions: Option<Vec<&Content>> = same_kind
                 .iter()
                 .map(|n| match n {
-                    Node::File { content: Some(c), .. } => Some(c.as_slice()),
+                    Node::File { content: Some(c), .. } => Some(&**c),
                     _ => None,
                 })
                 .collect();
@@ -1023,13 +1024,13 @@ pub async fn sanity(fs: &Fs, c: Ctx) -> Result<Option<Failure>, FsError> {
 /// What the oracle's and the promise builder's tests share.
 #[cfg(test)]
 pub(crate) mod test_support {
-    use super::Node;
+    use super::{Arc, Content, Node};
 
     /// A regular file promised with `content` and `nlink` links, mode
     /// 0644, attributes not promised.
     pub(crate) fn promised(content: &[u8], nlink: u16) -> Option<Node> {
         Some(Node::File {
-            content: Some(content.to_vec().into()),
+            content: Some(Arc::new(Content::from(content))),
             nlink: Some(nlink),
             perm: Some(0o644),
             xattrs: None,
@@ -1060,26 +1061,46 @@ mod tests {
         let old = vec![b'o'; 2 * b];
         let new = vec![b'n'; 2 * b];
         // One version: equality.
-        assert!(content_allowed(&old, &[&old]).is_ok());
-        assert!(content_allowed(&new, &[&old]).is_err());
+        assert!(content_allowed(&old, &[&Content::from(old.as_slice())]).is_ok());
+        assert!(content_allowed(&new, &[&Content::from(old.as_slice())]).is_err());
         // A torn two-block write: each block old or new.
         let mut torn = old.clone();
         torn[b..].fill(b'n');
-        assert!(content_allowed(&torn, &[&old, &new]).is_ok());
+        assert!(content_allowed(
+            &torn,
+            &[&Content::from(old.as_slice()), &Content::from(new.as_slice())]
+        )
+        .is_ok());
         // A block mixing the two within itself is neither.
         let mut mixed = old.clone();
         mixed[10] = b'n';
-        let e = content_allowed(&mixed, &[&old, &new]).unwrap_err();
+        let e = content_allowed(
+            &mixed,
+            &[&Content::from(old.as_slice()), &Content::from(new.as_slice())],
+        )
+        .unwrap_err();
         assert!(e.contains("block 0"), "{e}");
         // Sizes: a version's, or a page boundary between them (an
         // extending write in flight); bytes past a version's end are zeros.
         let short = vec![b'o'; 10];
         let long = vec![b'o'; 3 * b];
-        assert!(content_allowed(&long[..2 * b], &[&short, &long]).is_ok());
-        assert!(content_allowed(&long[..2 * b + 1], &[&short, &long]).is_err());
+        assert!(content_allowed(
+            &long[..2 * b],
+            &[&Content::from(short.as_slice()), &Content::from(long.as_slice())]
+        )
+        .is_ok());
+        assert!(content_allowed(
+            &long[..2 * b + 1],
+            &[&Content::from(short.as_slice()), &Content::from(long.as_slice())]
+        )
+        .is_err());
         let mut zeros = vec![0u8; b];
         zeros[..10].fill(b'o');
-        assert!(content_allowed(&zeros, &[&short, &long]).is_ok());
+        assert!(content_allowed(
+            &zeros,
+            &[&Content::from(short.as_slice()), &Content::from(long.as_slice())]
+        )
+        .is_ok());
     }
 
     #[test]

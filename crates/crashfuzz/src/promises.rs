@@ -93,9 +93,11 @@
 //! model reached is added too ([`PromiseBuilder::settled`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use mqfs::SyncKind;
 
+use crate::content::Content;
 use crate::model::Kind;
 use crate::oracle::{touches, Expect, Node, Promise, States};
 use crate::record::ModeName;
@@ -378,7 +380,7 @@ impl PromiseBuilder {
                     let mut allowed: Vec<Option<Node>> = vec![None];
                     allowed.extend(versions.iter().map(|v| {
                         Some(Node::File {
-                            content: Some(v.clone().into()),
+                            content: Some(Arc::new(Content::from(v.as_slice()))),
                             nlink: None,
                             perm: None,
                             xattrs: None,
@@ -899,7 +901,7 @@ mod tests {
         let state = Durable::States(file_durable("/f", f(b"x", 2)));
         b.synced(s, SyncKind::Fdatasync, "/f", state, false, "fdatasync /f".into());
         let data = Some(Node::File {
-            content: Some(b"x".to_vec().into()),
+            content: Some(Arc::new(Content::from(&b"x"[..]))),
             nlink: None,
             perm: Some(0o644),
             xattrs: None,

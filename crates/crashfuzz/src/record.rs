@@ -21,6 +21,7 @@ use pcie_sim::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::content::Content;
 use crate::error::Error;
 use crate::model::{Kind, Model};
 use crate::oracle::Promise;
@@ -429,10 +430,8 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         let mut sh = shared.borrow_mut();
         let base = tree_durable(sh.model.all_states(), Some(BASE_CONTENT_LIMIT));
         sh.promises.base(base);
-        for (p, k, c) in sh.model.tree() {
-            if let (Kind::File, Some(c)) = (k, c) {
-                sh.versions.entry(p).or_default().push(c);
-            }
+        for (p, c) in sh.model.files() {
+            sh.versions.entry(p).or_default().push(c);
         }
     }
     let threads: Vec<Vec<Op>> = if mode == ModeName::MqAtomic {
@@ -719,7 +718,7 @@ struct Shared {
     /// The promises, and the operations whose start ends them.
     promises: PromiseBuilder,
     /// Contents each file path had at its persistence points.
-    versions: BTreeMap<String, Vec<Vec<u8>>>,
+    versions: BTreeMap<String, Vec<Arc<Content>>>,
     refused: Vec<(String, String)>,
     /// Names made since their directory was last made durable: fdatasync
     /// does not promise them (it persists data, not the name).
@@ -822,7 +821,11 @@ impl Shared {
             if self.promises.atomic_only(kind) && self.model.kind(p) == Some(Kind::File) && !torn {
                 // Atomic from the moment it starts: the file is one of its
                 // synced versions, old or new.
-                let earlier = self.versions.get(p).cloned().unwrap_or_default();
+                let earlier = self
+                    .versions
+                    .get(p)
+                    .map(|v| v.iter().map(|c| c.to_vec()).collect())
+                    .unwrap_or_default();
                 let now = self.model.content(p);
                 self.promises.atomic(id, p, earlier, now, op.to_string());
             }
@@ -886,7 +889,7 @@ impl Shared {
             if self.model.kind(&p) != Some(Kind::File) {
                 continue;
             }
-            if let Some(c) = self.model.content(&p) {
+            if let Some(c) = self.model.shared_content(&p) {
                 let v = self.versions.entry(p).or_default();
                 if !v.contains(&c) {
                     v.push(c);
@@ -987,17 +990,13 @@ impl Shared {
                         .synced(id, kind, p, state, name_durable, op.to_string());
                 }
             }
-            if let Some(c) = self.model.content(p) {
+            if let Some(c) = self.model.shared_content(p) {
                 self.versions.entry(p.clone()).or_default().push(c);
             }
         }
         if matches!(op, Op::Sync) {
-            for (p, k, c) in self.model.tree() {
-                if k == Kind::File {
-                    if let Some(c) = c {
-                        self.versions.entry(p).or_default().push(c);
-                    }
-                }
+            for (p, c) in self.model.files() {
+                self.versions.entry(p).or_default().push(c);
             }
             self.promises
                 .synced_tree(id, tree_durable(self.model.all_states(), None), op.to_string());

@@ -222,26 +222,22 @@ impl Falloc {
 
     /// The content and size a file of `content` has after this mode over
     /// `len` bytes at `off`.
-    pub fn apply(self, content: &mut Vec<u8>, off: u64, len: u64) {
+    pub fn apply(self, content: &mut crate::content::Content, off: u64, len: u64) {
         let (off, end) = (off as usize, off.saturating_add(len) as usize);
         let size = content.len();
         match self {
             Falloc::Alloc => {
                 if end > size {
-                    content.resize(end, 0);
+                    content.set_len(end);
                 }
             }
             Falloc::KeepSize => {}
-            Falloc::PunchHole | Falloc::ZeroRangeKeepSize => {
-                if off < size {
-                    content[off..end.min(size)].fill(0);
-                }
-            }
+            Falloc::PunchHole | Falloc::ZeroRangeKeepSize => content.zero(off, end),
             Falloc::ZeroRange => {
                 if end > size {
-                    content.resize(end, 0);
+                    content.set_len(end);
                 }
-                content[off.min(end)..end].fill(0);
+                content.zero(off.min(end), end);
             }
         }
     }

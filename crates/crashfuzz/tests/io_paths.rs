@@ -20,7 +20,7 @@ fn files_promised(rec: &Recording, op: &str) -> Vec<(String, Vec<u8>)> {
     for p in rec.promises.iter().filter(|p| p.op == op) {
         let Expect::States(st) = &p.expect else { continue };
         for (path, allowed) in &st.paths {
-            let contents: Vec<&Vec<u8>> = allowed
+            let contents: Vec<&crashfuzz::content::Content> = allowed
                 .iter()
                 .flatten()
                 .filter_map(|n| match n {

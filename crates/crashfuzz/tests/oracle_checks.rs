@@ -13,7 +13,7 @@ use nvme_ctrl::SsdProfile;
 
 fn file(content: &[u8], nlink: u16) -> Option<Node> {
     Some(Node::File {
-        content: Some(content.to_vec().into()),
+        content: Some(std::sync::Arc::new(crashfuzz::content::Content::from(content))),
         nlink: Some(nlink),
         perm: Some(0o644),
         xattrs: None,

@@ -306,7 +306,10 @@ fn a_rejected_class_of_a_judged_block_gives_a_witness_in_that_class() {
         // Only the node's own bytes are allowed.
         let own = block_of(&st, &base, lba);
         let strict = BlockJudgement {
-            versions: vec![std::sync::Arc::new(own[..j.start % BLOCK + j.len].to_vec())].into(),
+            versions: vec![std::sync::Arc::new(crashfuzz::content::Content::from(
+                &own[..j.start % BLOCK + j.len],
+            ))]
+            .into(),
             start: 0,
             own_ok: true,
             ..j.clone()
