@@ -77,6 +77,14 @@ pub struct FsProfile {
     /// Off only for fault injection: it then acknowledges as soon as the
     /// submit stage dispatched the transaction.
     pub horae_ack_after_flush: bool,
+    /// Classic JBD2 shadows the buffers it writes to the log from the
+    /// live buffer (BH_Shadow): a modifier waits until that log write
+    /// completes, as Linux 4.18's `do_get_write_access` (fs/jbd2/
+    /// transaction.c) sleeps on `BH_Shadow`; a buffer changed after the
+    /// transaction was locked has a frozen copy and is not shadowed. Off
+    /// only to show the mechanism: every buffer then has a frozen copy and
+    /// no modifier waits (as the model did before).
+    pub jbd_shadow: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
     /// How long a dirty inode's pages, or a dirty metadata buffer in mode
@@ -120,6 +128,7 @@ impl Default for FsProfile {
             commit_fua: true,
             flush_unflushed_data: true,
             horae_ack_after_flush: true,
+            jbd_shadow: true,
             mq: crate::journal::mq::MqOptions::default(),
             dirty_expire: SimDuration::from_ms(30_000),
             dirty_writeback_interval: Some(SimDuration::from_ms(5_000)),

@@ -137,9 +137,10 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              while the committing transaction is writing it to the journal (BH_Shadow) sleeps until \
              that write completes, so every thread's append waits behind the commit I/O of the \
              inode-table and bitmap blocks it shares with the others. The model's `classic` mode \
-             snapshots those blocks under the operation gate and lets modifiers go on at once, and \
-             charges no lock contention (j_state_lock, list locks, cache-line bouncing), so its \
-             group commit is nearly ideal. Ext4-NJ, at {:.0} MB/s, is discussed below; MQFS reaches \
+             has that wait (`FsProfile::jbd_shadow`: a buffer unchanged since the transaction was \
+             locked is shadowed during its log write; one changed since has a frozen copy), but \
+             charges no lock contention (j_state_lock, list locks, cache-line bouncing) and no \
+             frozen-copy memcpy. Ext4-NJ, at {:.0} MB/s, is discussed below; MQFS reaches \
              {:.0}% of it (paper: 68%).",
             ratio(m.ops_per_sec, e.ops_per_sec),
             e.blocks_per_op,

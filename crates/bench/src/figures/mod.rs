@@ -67,9 +67,9 @@ const MODEL_NOTES: &str = "\
   spare core for the journal commit thread of Ext4 and HoraeFS (the paper's 24-core server had idle \
   cores below 24 threads).
 - CPU costs are the profiles' named figures (system call, block layer, ordering layer, interrupt, \
-  wake-up, page preparation...); lock contention and cache effects are not modelled, and the \
-  `classic` and `horae` journals never make a modifier wait for a block under journal I/O (JBD2's \
-  BH_Shadow wait).
+  wake-up, page preparation...); lock contention and cache effects are not modelled; the \
+  `classic` journal makes a modifier wait for a buffer under log I/O (JBD2's BH_Shadow wait, \
+  `FsProfile::jbd_shadow`), the `horae` journal does not.
 - The numbers depend on the simulator as built for this run; nothing here is tuned to the paper.
 - Files are capped at 200 blocks each (the workloads move on to the thread's next pre-created \
   file): before mqfs's allocator had preallocation windows (`docs/decisions.md` M23) concurrent \
