@@ -48,7 +48,7 @@ fn chmod_beside_commits(shadow: bool) -> (u64, mqfs::journal::jbd::PipelineStats
                     for k in 0..400u16 {
                         let t0 = fs.machine().sim().now().as_ps();
                         let set = SetAttr {
-                            perm: Some(0o600 | (k % 2) * 0o40),
+                            perm: Some(0o600 | ((k % 2) * 0o40)),
                             ..SetAttr::default()
                         };
                         fs.setattr(c, g, &set).await.unwrap();
