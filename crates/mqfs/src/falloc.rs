@@ -183,7 +183,7 @@ impl Fs {
         let mut nodes = Vec::new();
         let mut failed = None;
         for _ in 0..need {
-            match self.alloc_block(ctx, st, goal).await {
+            match self.mb_new_block(ctx, st, None, goal).await {
                 Ok(b) => nodes.push(b),
                 Err(e) => {
                     failed = Some(e);
@@ -223,15 +223,10 @@ impl Fs {
         let mut extents = old.clone();
         let hs = holes(&extents, from, to);
         let mut taken = Vec::with_capacity(hs.len());
-        let before = from
-            .checked_sub(1)
-            .and_then(|k| st.inode.borrow().tree.at_or_before(k as u32));
-        let mut goal = before.map_or(0, |e| e.physical + e.len as u64);
         for fb in hs {
-            match self.alloc_block(ctx, st, goal).await {
+            match self.mb_new_block(ctx, st, Some(fb as u32), 0).await {
                 Ok(b) => {
                     taken.push(b);
-                    goal = b + 1;
                     extents.push(Extent {
                         logical: fb as u32,
                         len: 1,
@@ -315,10 +310,14 @@ impl Fs {
                     return Ok(());
                 }
                 let end = end.min(size + B - size % B);
+                // ext4_punch_hole discards the file's preallocations.
+                self.discard_preallocations(&st);
                 self.punch(ctx, &st, off, end).await?;
                 false
             }
             FallocMode::ZeroRange | FallocMode::ZeroRangeKeepSize => {
+                // ext4_zero_range frees the range's blocks as a punch does.
+                self.discard_preallocations(&st);
                 self.zero_range(ctx, &st, off, end).await?;
                 mode == FallocMode::ZeroRange
             }

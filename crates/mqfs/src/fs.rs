@@ -88,8 +88,9 @@ pub struct Fs {
     /// Global transaction id counter (ccNVMe 5.1 linearization point).
     pub(crate) next_txid: Cell<u64>,
     pub(crate) readonly: Cell<bool>,
-    /// Allocation hints.
-    pub(crate) next_block: Cell<u64>,
+    /// The block allocator's preallocations ([`crate::mballoc`]).
+    pub(crate) mb: crate::mballoc::Mballoc,
+    /// Inode allocation hint.
     pub(crate) next_ino: Cell<u32>,
     /// Serializes namespace changes that span directories (rename).
     pub(crate) rename_lock: Mutex<()>,
@@ -500,55 +501,6 @@ impl Fs {
 
     // ---- allocation ----
 
-    /// Allocates a data block near `goal`, marking it in its bitmap on
-    /// behalf of `owner`.
-    pub(crate) async fn alloc_block(&self, ctx: Ctx, owner: &InodeState, goal: u64) -> Result<u64, FsError> {
-        self.cycles(ctx, self.profile.alloc_cycles).await;
-        let sb = self.sb.borrow().clone();
-        let start_group = sb
-            .group_of(goal)
-            .or_else(|| sb.group_of(self.next_block.get()))
-            .unwrap_or(0);
-        for i in 0..sb.groups {
-            let g = (start_group + i) % sb.groups;
-            let bm = self.meta(ctx, sb.block_bitmap(g)).await?;
-            let first = sb.first_data(g) - sb.group_start(g);
-            let n = sb.group_blocks(g);
-            let hint = if i == 0 {
-                goal.max(self.next_block.get())
-                    .checked_sub(sb.group_start(g))
-                    .filter(|h| *h < n)
-                    .unwrap_or(first)
-            } else {
-                first
-            };
-            let found = {
-                let data = bm.data();
-                (hint..n)
-                    .chain(first..hint)
-                    .find(|&bit| data[(bit / 8) as usize] & (1 << (bit % 8)) == 0)
-            };
-            if let Some(bit) = found {
-                {
-                    let _l = bm.lock.lock().await;
-                    // Re-check under the lock: another thread may have taken it.
-                    if bm.data()[(bit / 8) as usize] & (1 << (bit % 8)) != 0 {
-                        continue;
-                    }
-                    bm.modify()[(bit / 8) as usize] |= 1 << (bit % 8);
-                }
-                self.dirtied(sb.block_bitmap(g), &[owner]);
-                let b = sb.group_start(g) + bit;
-                self.next_block.set(b + 1);
-                if let Some(j) = self.journal.borrow().as_ref() {
-                    j.note_reused(b, owner);
-                }
-                return Ok(b);
-            }
-        }
-        Err(FsError::NoSpace)
-    }
-
     /// Frees block `b` on behalf of `owner`. `was_meta`: it held metadata
     /// (a directory or extent block), so a journal must revoke it.
     pub(crate) async fn free_block(
@@ -646,15 +598,15 @@ impl Fs {
     }
 
     /// Maps file block `fb` to a newly allocated block (extending the last
-    /// extent when contiguous). A new extent that needs tree blocks (a
-    /// split leaf or a deeper tree) gets them here, before anything
-    /// changes: without them, the data block is freed again and the call
-    /// fails with `NoSpace`, the file as it was (`write_inode` needs no
-    /// block then, so a write cannot fail after it was applied).
+    /// extent when contiguous), allocated by [`Fs::mb_new_block`] (goal and
+    /// windows). A new extent that needs tree blocks (a split leaf or a
+    /// deeper tree) gets them here, before anything changes: without them,
+    /// the data block is freed again and the call fails with `NoSpace`, the
+    /// file as it was (`write_inode` needs no block then, so a write cannot
+    /// fail after it was applied).
     pub(crate) async fn map_new(&self, ctx: Ctx, st: &InodeState, fb: u32) -> Result<u64, FsError> {
         let last = st.inode.borrow().tree.last();
-        let goal = last.map_or(0, |e| e.physical + e.len as u64);
-        let mut b = self.alloc_block(ctx, st, goal).await?;
+        let b = self.mb_new_block(ctx, st, Some(fb), 0).await?;
         let extend = last.filter(|e| Fs::extends(e, fb, b));
         let need = match extend {
             Some(_) => 0,
@@ -662,7 +614,7 @@ impl Fs {
         };
         let mut nodes = Vec::new();
         if need > 0 {
-            (nodes, b) = self.take_tree_blocks(ctx, st, b, need).await?;
+            nodes = self.take_tree_blocks(ctx, st, b, need).await?;
         }
         let mut ino = st.inode.borrow_mut();
         ino.nblocks += 1 + need as u32;
@@ -698,37 +650,31 @@ impl Fs {
     }
 
     /// Takes `n` tree blocks for a new extent whose data block `b` was
-    /// just allocated. The tree takes `b` and the blocks after it, and the
-    /// data a block allocated after them (returned), so the data blocks a
-    /// write goes on to allocate stay contiguous with it. Without them all,
-    /// `b` and what was taken are freed again and the inode is unchanged.
+    /// just allocated, near it (`ext4_ext_new_meta_block` with the goal
+    /// `ext4_ext_find_goal` gives). Without them all, `b` and what was
+    /// taken are freed again and the inode is unchanged.
     async fn take_tree_blocks(
         &self,
         ctx: Ctx,
         st: &InodeState,
         b: u64,
         n: usize,
-    ) -> Result<(Vec<u64>, u64), FsError> {
-        let mut taken = vec![b];
-        let mut goal = b + 1;
-        while taken.len() <= n {
-            match self.alloc_block(ctx, st, goal).await {
-                Ok(x) => {
-                    taken.push(x);
-                    goal = x + 1;
-                }
+    ) -> Result<Vec<u64>, FsError> {
+        let mut taken = Vec::with_capacity(n);
+        while taken.len() < n {
+            match self.mb_new_block(ctx, st, None, b + 1).await {
+                Ok(x) => taken.push(x),
                 Err(e) => {
-                    for x in taken {
+                    for x in taken.into_iter().chain([b]) {
                         self.free_block(ctx, st, x, false).await?;
                     }
                     return Err(e);
                 }
             }
         }
-        let data = taken.pop().unwrap_or(b);
         // Popped in allocation order.
         taken.reverse();
-        Ok((taken, data))
+        Ok(taken)
     }
 
     /// Unmaps file blocks at and past `from`, returning the device blocks

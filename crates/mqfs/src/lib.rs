@@ -62,6 +62,7 @@ pub mod fsck;
 pub mod htree;
 pub mod journal;
 pub mod layout;
+pub mod mballoc;
 pub mod mount;
 pub mod ops;
 pub mod orphan;

@@ -277,7 +277,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         journal: RefCell::new(None),
         next_txid: Cell::new(1),
         readonly: Cell::new(false),
-        next_block: Cell::new(0),
+        mb: Default::default(),
         next_ino: Cell::new(FIRST_INO),
         rename_lock: Mutex::new(()),
         gate: Semaphore::new(GATE as usize),

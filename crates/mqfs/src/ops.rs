@@ -443,6 +443,7 @@ impl Fs {
     async fn unmake(&self, ctx: Ctx, dir: &InodeState, ino: Ino) -> Result<(), FsError> {
         let st = self.inodes.borrow_mut().remove(&ino);
         if let Some(st) = st {
+            self.discard_preallocations(&st);
             for b in Fs::unmap_from(&st, 0) {
                 self.free_block(ctx, &st, b, false).await?;
             }
@@ -640,6 +641,8 @@ impl Fs {
         is_dir: bool,
         heir: &InodeState,
     ) -> Result<(), FsError> {
+        // ext4_evict_inode truncates, discarding the preallocations.
+        self.discard_preallocations(st);
         let blocks = Fs::unmap_from(st, 0);
         for b in blocks {
             self.free_block(ctx, st, b, is_dir).await?;
@@ -945,6 +948,9 @@ impl Fs {
         if size > crate::data::MAX_FILE {
             return Err(FsError::TooBig);
         }
+        // ext4_truncate discards the file's preallocations
+        // (ext4_discard_preallocations), also when the file grows.
+        self.discard_preallocations(st);
         if size < old {
             let keep = size.div_ceil(BLOCK as u64) as u32;
             for b in Fs::unmap_from(st, keep) {

@@ -60,6 +60,12 @@ impl Fs {
             return Err(FsError::Invalid(format!("inode {ino} is not open")));
         }
         st.open.set(n - 1);
+        if n == 1 {
+            // ext4_release_file: the last close discards the file's
+            // preallocations (mqfs does not track the access mode, so any
+            // last close does; Linux asks for the last writer's).
+            self.discard_preallocations(&st);
+        }
         if n == 1 && st.inode.borrow().links == 0 {
             self.check_writable()?;
             self.orphan_remove(ctx, &st).await?;

@@ -13,8 +13,38 @@ pub struct FsProfile {
     pub dirent_cycles: Cycles,
     /// Updating an in-memory inode and its table block.
     pub inode_cycles: Cycles,
-    /// Allocating or freeing one block or inode in a bitmap.
+    /// Allocating or freeing one block or inode in a bitmap (for a block
+    /// allocation: marking it on disk, `ext4_mb_mark_diskspace_used`).
+    /// Estimate, not measured.
     pub alloc_cycles: Cycles,
+    /// One group scanned by a run of the block allocator's regular search
+    /// (`ext4_mb_regular_allocator`: the group's buddy under its lock;
+    /// [`crate::mballoc`]). Estimate, not measured: three times a bitmap
+    /// update.
+    pub mb_search_cycles: Cycles,
+    /// Taking a block from a preallocation window
+    /// (`ext4_mb_use_preallocated`: a list walk under a spin lock).
+    /// Estimate, not measured.
+    pub mb_window_cycles: Cycles,
+    /// Preallocate for regular-file data (per-inode and locality-group
+    /// windows, [`crate::mballoc`]); off, every block is an exact request
+    /// at its goal (as `EXT4_MB_HINT_NOPREALLOC` on every request).
+    pub mb_prealloc: bool,
+    /// Files up to this many blocks take their blocks from their core's
+    /// locality-group window; larger ones get per-inode windows. Linux's
+    /// `/sys/fs/ext4/*/mb_stream_req`, default 16
+    /// (`MB_DEFAULT_STREAM_THRESHOLD`, fs/ext4/mballoc.h).
+    pub mb_stream_request: u32,
+    /// Blocks of a locality-group window. Linux's
+    /// `/sys/fs/ext4/*/mb_group_prealloc`, default 512
+    /// (`MB_DEFAULT_GROUP_PREALLOC`, fs/ext4/mballoc.h).
+    pub mb_group_prealloc: u32,
+    /// Fault injection only: mark a whole window in the on-disk bitmap
+    /// when it is made (and never clear what a discard gives back), as a
+    /// design that persisted preallocations would; a crash then leaks the
+    /// unused blocks, which fsck reports. Off: only used blocks are marked
+    /// (`ext4_mb_mark_diskspace_used`).
+    pub mb_mark_window_on_disk: bool,
     /// Preparing one data page for I/O (Horae 6.2: "page preparation 0.8
     /// us"; Ext4's search of dirty pages, ccNVMe 7.5.2 S-iD).
     pub page_prep: SimDuration,
@@ -47,6 +77,14 @@ pub struct FsProfile {
     /// Off only for fault injection: it then acknowledges as soon as the
     /// submit stage dispatched the transaction.
     pub horae_ack_after_flush: bool,
+    /// Classic JBD2 shadows the buffers it writes to the log from the
+    /// live buffer (BH_Shadow): a modifier waits until that log write
+    /// completes, as Linux 4.18's `do_get_write_access` (fs/jbd2/
+    /// transaction.c) sleeps on `BH_Shadow`; a buffer changed after the
+    /// transaction was locked has a frozen copy and is not shadowed. Off
+    /// only to show the mechanism: every buffer then has a frozen copy and
+    /// no modifier waits (as the model did before).
+    pub jbd_shadow: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
     /// How long a dirty inode's pages, or a dirty metadata buffer in mode
@@ -75,6 +113,12 @@ impl Default for FsProfile {
             dirent_cycles: Cycles(20),
             inode_cycles: Cycles(300),
             alloc_cycles: Cycles(300),
+            mb_search_cycles: Cycles(900),
+            mb_window_cycles: Cycles(100),
+            mb_prealloc: true,
+            mb_stream_request: 16,
+            mb_group_prealloc: 512,
+            mb_mark_window_on_disk: false,
             page_prep: SimDuration::from_ns(800),
             journal_block_cycles: Cycles(500),
             context_switch: SimDuration::from_us(2),
@@ -84,6 +128,7 @@ impl Default for FsProfile {
             commit_fua: true,
             flush_unflushed_data: true,
             horae_ack_after_flush: true,
+            jbd_shadow: true,
             mq: crate::journal::mq::MqOptions::default(),
             dirty_expire: SimDuration::from_ms(30_000),
             dirty_writeback_interval: Some(SimDuration::from_ms(5_000)),

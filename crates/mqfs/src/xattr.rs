@@ -173,7 +173,7 @@ impl Fs {
             let enc = encode_xattr_block(attrs)?;
             let (b, buf) = if old == 0 {
                 let goal = st.inode.borrow().tree.first().map_or(0, |e| e.physical);
-                let b = self.alloc_block(ctx, st, goal).await?;
+                let b = self.mb_new_block(ctx, st, None, goal).await?;
                 {
                     let mut i = st.inode.borrow_mut();
                     i.xattr = b;

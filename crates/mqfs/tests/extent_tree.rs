@@ -12,9 +12,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use common::{modes, remount, setup};
+use common::{modes, remount, setup, setup_profile};
 use mqfs::fsck::fsck;
-use mqfs::{Ctx, FallocMode, Fs, Ino, Mode};
+use mqfs::{Ctx, FallocMode, Fs, FsProfile, Ino, Mode};
 use pcie_sim::join_all;
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
@@ -49,7 +49,9 @@ fn big_modes() -> Vec<Mode> {
 }
 
 /// 8 appenders (4 KiB at a time, each on its own file, so their blocks
-/// interleave on the device and every block is an extent) and one random
+/// interleave on the device and every block is an extent: the allocator's
+/// preallocation windows are off, `FsProfile::mb_prealloc`, as they would
+/// keep each file contiguous, `tests/mballoc.rs`) and one random
 /// writer (every block once, in a shuffled order) each reach the file
 /// size; the trees grow to depth 2, the image is fsck clean, and after a
 /// remount every block reads back.
@@ -66,7 +68,11 @@ fn grow_deep_trees(mode: Mode) {
     let blocks = mib * 256;
     // The nine files, the metadata, the journal (an eighth) and slack.
     let device = ((APPENDERS + 1) * blocks * 5 / 4 + 16384).next_power_of_two();
-    let Some(t) = setup(mode, device, 4) else {
+    let profile = FsProfile {
+        mb_prealloc: false,
+        ..FsProfile::default()
+    };
+    let Some(t) = setup_profile(mode, device, 4, 16384, profile) else {
         return;
     };
     let (fs, machine) = (t.fs.clone(), t.machine.clone());

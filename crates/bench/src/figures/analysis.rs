@@ -85,18 +85,19 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
         n.push(format!(
             "**MQFS is bound by the drive from {} threads (F11.7).** There MQFS moves {:.2} blocks \
              per append and the drive takes {:.0} MB/s, its program rate ({} units x 4 KiB / {:.2} us \
-             = {:.0} MB/s): the write traffic is the bottleneck, as the paper says, but with about 5 \
-             blocks per append rather than the 3 its 68%-of-Ext4-NJ figure implies. Two model \
-             effects add blocks: the block bitmap is journaled in every transaction, and mqfs's \
-             allocator is one global next-fit cursor without per-file preallocation (ext4's mballoc \
-             keeps each file contiguous), so concurrent appenders interleave their blocks and every \
-             file soon needs an extent-tree block, journaled too.",
+             = {:.0} MB/s): the write traffic is the bottleneck, as the paper says, but with about {:.0} \
+             blocks per append rather than the 3 its 68%-of-Ext4-NJ figure implies: the block \
+             bitmap is journaled in every transaction that allocated (the allocator marks the \
+             blocks used on disk at each allocation, as ext4's `ext4_mb_mark_diskspace_used`; its \
+             preallocation windows keep concurrent appenders' files nearly contiguous, \
+             `docs/decisions.md` M23).",
             sat.threads,
             sat.blocks_per_op,
             sat.device_mbps,
             ssd.units,
             ssd.program_time.as_us_f64(),
-            rate
+            rate,
+            sat.blocks_per_op
         ));
     }
     let th = d.leaf_threads;
@@ -136,9 +137,10 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              while the committing transaction is writing it to the journal (BH_Shadow) sleeps until \
              that write completes, so every thread's append waits behind the commit I/O of the \
              inode-table and bitmap blocks it shares with the others. The model's `classic` mode \
-             snapshots those blocks under the operation gate and lets modifiers go on at once, and \
-             charges no lock contention (j_state_lock, list locks, cache-line bouncing), so its \
-             group commit is nearly ideal. Ext4-NJ, at {:.0} MB/s, is discussed below; MQFS reaches \
+             has that wait (`FsProfile::jbd_shadow`: a buffer unchanged since the transaction was \
+             locked is shadowed during its log write; one changed since has a frozen copy), but \
+             charges no lock contention (j_state_lock, list locks, cache-line bouncing) and no \
+             frozen-copy memcpy. Ext4-NJ, at {:.0} MB/s, is discussed below; MQFS reaches \
              {:.0}% of it (paper: 68%).",
             ratio(m.ops_per_sec, e.ops_per_sec),
             e.blocks_per_op,
@@ -192,11 +194,11 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              = {:.0}K writes per second): {verdict}. Each fsync waits for two or three writes in \
              turn (data; an extent-tree block when the file needs one; the inode-table block), and \
              threads whose inodes share a table block share its write when one is in flight (the \
-             block's write lock, as Linux's buffer lock in `sync_dirty_buffer`). The extent-tree \
-             blocks come from mqfs's allocator, which interleaves concurrent appenders' blocks (the \
-             side experiment above: with files of 6 appends Ext4-NJ needs fewer blocks per append \
-             and runs faster); ext4's mballoc keeps each file contiguous with per-inode \
-             preallocation, so the paper's Ext4-NJ rarely writes one.",
+             block's write lock, as Linux's buffer lock in `sync_dirty_buffer`). The allocator \
+             models ext4's mballoc (per-core locality-group and per-inode preallocation windows, \
+             `docs/decisions.md` M23), so concurrent appenders' files stay nearly contiguous and \
+             rarely need an extent-tree block (the side experiment above compares files of 6 \
+             appends).",
             d.units_threads,
             a.ops_per_sec / 1e3,
             b.ops_per_sec / 1e3,

@@ -72,14 +72,14 @@ const MODEL_NOTES: &str = "\
   spare core for the journal commit thread of Ext4 and HoraeFS (the paper's 24-core server had idle \
   cores below 24 threads).
 - CPU costs are the profiles' named figures (system call, block layer, ordering layer, interrupt, \
-  wake-up, page preparation...); lock contention and cache effects are not modelled, and the \
-  `classic` and `horae` journals never make a modifier wait for a block under journal I/O (JBD2's \
-  BH_Shadow wait).
+  wake-up, page preparation...); lock contention and cache effects are not modelled; the \
+  `classic` journal makes a modifier wait for a buffer under log I/O (JBD2's BH_Shadow wait, \
+  `FsProfile::jbd_shadow`), the `horae` journal does not.
 - The numbers depend on the simulator as built for this run; nothing here is tuned to the paper.
 - Files are capped at 200 blocks each (the workloads move on to the thread's next pre-created \
-  file): mqfs's allocator interleaves concurrent appenders, so past 8 appends a file needs extent-tree \
-  blocks (layout 2, with one extent leaf, failed with EFBIG after about 255 appends; the cap is kept \
-  so the figures stay comparable).
+  file): before mqfs's allocator had preallocation windows (`docs/decisions.md` M23) concurrent \
+  appenders interleaved their blocks, and layout 2, with one extent leaf, failed with EFBIG after \
+  about 255 appends; the cap is kept so the figures stay comparable.
 - The drive models program block b on media unit b % units; the 905P and P5800X profiles have no \
   volatile write cache, so FLUSH is dropped by the block layer, as on the paper's Optane drives.
 - Periodic writeback runs with Linux's defaults (wake every 5 s, write what has been dirty 30 s); \

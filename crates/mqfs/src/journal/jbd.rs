@@ -46,6 +46,7 @@ use ccnvme::{Bio, BioFlags, Done};
 use pcie_sim::HostAddr;
 use tokio::sync::{Mutex, Notify};
 
+use crate::cache::CachedBlock;
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
 use crate::journal::format::{AreaSuper, Commit};
@@ -95,8 +96,8 @@ pub(crate) struct DataDispatch {
     end: u64,
 }
 
-/// Counters of the journal's commit pipeline (classic mode counts only
-/// `commits`).
+/// Counters of the journal's commit pipeline (classic mode counts
+/// `commits`, `shadowed` and `frozen`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PipelineStats {
     /// Transactions with a commit record, counted when dispatched (classic:
@@ -111,6 +112,12 @@ pub struct PipelineStats {
     pub overlapped: u64,
     /// Epochs of data dispatched by fsync callers in their own context.
     pub caller_data_epochs: u64,
+    /// Buffers a classic commit wrote to the log from the live buffer
+    /// (BH_Shadow: a modifier waited for the log write).
+    pub shadowed: u64,
+    /// Buffers a classic commit wrote from a frozen copy: a modifier
+    /// changed them after the transaction was locked, before its log write.
+    pub frozen: u64,
 }
 
 struct State {
@@ -478,6 +485,12 @@ impl Jbd {
             .iter()
             .filter_map(|b| fs.bufs.get(*b).map(|c| (*b, c.snapshot())))
             .collect();
+        // The buffers' versions as locked (T_LOCKED), for BH_Shadow.
+        let locked: Vec<(Rc<CachedBlock>, u64)> = running
+            .blocks
+            .iter()
+            .filter_map(|b| fs.bufs.get(*b).map(|c| (c.clone(), c.version())))
+            .collect();
         let mut data: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
         // Per data block: true if it overwrites live data in place.
         let mut in_place: Vec<bool> = Vec::new();
@@ -565,7 +578,12 @@ impl Jbd {
                 if !data.is_empty() {
                     fs.write_all(ctx, &data, BioFlags::NONE).await?;
                 }
+                let shadow = self.shadow(fs, locked);
                 fs.write_all(ctx, &log, BioFlags::NONE).await?;
+                // The log I/O completed: the shadows clear and their
+                // waiters wake (jbd2_journal_commit_transaction's wait for
+                // the log buffers, `clear_buffer_shadow`).
+                drop(shadow);
                 let flags = if fs.profile.commit_fua {
                     BioFlags::PREFLUSH | BioFlags::FUA
                 } else {
@@ -599,6 +617,45 @@ impl Jbd {
             }
         }
         Ok(tid)
+    }
+
+    /// JBD2's choice for each metadata buffer of a classic transaction as
+    /// its log write starts (Linux 4.18 `jbd2_journal_write_metadata_buffer`
+    /// and `do_get_write_access`): a buffer a modifier changed since the
+    /// transaction was locked, or is changing now, was given a frozen copy
+    /// (`b_frozen_data`: the snapshot taken at lock time stands for it),
+    /// so its modifiers go on; any other is written from the live buffer
+    /// and shadowed (BH_Shadow): its page lock is held until the log write
+    /// completes, so a modifier waits for that write, as
+    /// `do_get_write_access` sleeps in `wait_on_bit_io(BH_Shadow)`.
+    /// Readers take no page lock and never wait. Returns the held locks.
+    /// Deviations: the frozen copy's memcpy is not charged to the
+    /// modifier; HoraeFS's pipeline does not shadow (its commit thread does
+    /// not wait for its log writes). [`crate::FsProfile::jbd_shadow`] off
+    /// gives every buffer a frozen copy.
+    fn shadow(&self, fs: &Fs, locked: Vec<(Rc<CachedBlock>, u64)>) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+        if !fs.profile.jbd_shadow {
+            return Vec::new();
+        }
+        let mut held = Vec::with_capacity(locked.len());
+        let (mut shadowed, mut frozen) = (0, 0);
+        for (c, version) in locked {
+            let guard = (c.version() == version)
+                .then(|| c.lock.clone().try_lock_owned().ok())
+                .flatten();
+            match guard {
+                Some(g) => {
+                    held.push(g);
+                    shadowed += 1;
+                }
+                None => frozen += 1,
+            }
+        }
+        self.count(|s| {
+            s.shadowed += shadowed;
+            s.frozen += frozen;
+        });
+        held
     }
 
     /// Queues a dispatched transaction for the flush stage.

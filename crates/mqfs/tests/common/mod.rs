@@ -43,12 +43,23 @@ pub fn setup(mode: Mode, blocks: u64, cores: usize) -> Option<TestFs> {
 /// Like [`setup`], with `bytes_per_inode` for mkfs (large values give few
 /// inodes).
 pub fn setup_with(mode: Mode, blocks: u64, cores: usize, bytes_per_inode: u64) -> Option<TestFs> {
+    setup_profile(mode, blocks, cores, bytes_per_inode, FsProfile::default())
+}
+
+/// Like [`setup_with`], mounted with `profile`.
+pub fn setup_profile(
+    mode: Mode,
+    blocks: u64,
+    cores: usize,
+    bytes_per_inode: u64,
+    profile: FsProfile,
+) -> Option<TestFs> {
     let (ex, machine, ctrl) = machine(SsdProfile::optane_905p(), blocks, cores, TraceMode::Off, 1);
     let m2 = machine.clone();
     let r = ex
         .block_on(async move {
             let tune = |o: &mut mqfs::MkfsOptions| o.bytes_per_inode = bytes_per_inode;
-            format_and_mount(&m2, mode, blocks, tune, FsProfile::default()).await
+            format_and_mount(&m2, mode, blocks, tune, profile).await
         })
         .unwrap_or_else(|e| panic!("{mode:?}: setup did not finish: {e}"));
     match r {
