@@ -1,9 +1,14 @@
 //! The Horae ordering queue (Horae, OSDI'20, sections 5.2-5.5;
-//! `docs/decisions.md` H4, H5): the baseline ccNVMe is compared with.
+//! `docs/decisions.md` H4, H5, H7, H11): the baseline ccNVMe is compared with.
 //!
-//! One ordered write stream (HoraeFS uses one queue shared by all cores,
+//! An ordered write stream (HoraeFS uses one queue shared by all cores,
 //! H3) keeps its ordering metadata in a circular queue in the PMR (H4;
-//! layout and entry bits in [`layout`]). The upper layer:
+//! layout and entry bits in [`layout`]). Several streams partition the PMR
+//! evenly, each with its own queue and pointers
+//! ([`OrderingQueue::init_stream`] with [`StreamParams`], Horae Table 1
+//! `olayer_init_stream`), and a stream may span several devices: each
+//! entry names its device (`devid`), the data goes to that device, and the
+//! queue lives in the first device's PMR. The upper layer:
 //!
 //! 1. appends an **epoch** of writes with no order among them
 //!    ([`OrderingQueue::append_epoch`]): one 16-byte entry per write, each
@@ -17,14 +22,19 @@
 //! 2. submits the data writes through the normal block layer, on any core,
 //!    without waiting ([`OrderingQueue::submit`], or
 //!    [`crate::BlockDevice::submit`] plus [`OrderingQueue::complete`]);
-//! 3. for durability calls [`OrderingQueue::flush`] (the joint FLUSH of a
-//!    single device, H7): waits until every entry appended so far has
-//!    completed, sends one NVMe Flush through the block layer (which drops
-//!    it on a device without a volatile cache), then persists `flushed`.
-//!    [`OrderingQueue::flush_through`] flushes up to a given entry (a flush
-//!    point, Horae 5.3) and waits only for the entries before it: HoraeFS's
-//!    flush stage makes one transaction durable while the next one's
-//!    writes are in flight (`docs/decisions.md` H10).
+//! 3. for durability calls [`OrderingQueue::flush`], the joint FLUSH
+//!    (Horae 5.3, Figure 7, H7): waits until every entry appended so far
+//!    has completed, sends one NVMe Flush to every device with an entry
+//!    in the flushed range (the device ranges of Figure 7:
+//!    [`OrderingQueue::flush_candidates`]), all at once, waits for all of
+//!    them (the block layer drops a Flush to a device without a volatile
+//!    cache), then persists `flushed`. [`OrderingQueue::flush_through`]
+//!    flushes up to a given entry (a flush point) and waits only for the
+//!    entries before it: HoraeFS's flush stage makes one transaction
+//!    durable while the next one's writes are in flight
+//!    (`docs/decisions.md` H10); [`OrderingQueue::flush_device`] is
+//!    `olayer_blkdev_issue_flush` for one device (flush point: after its
+//!    last entry).
 //!
 //! The append charges the ordering layer's CPU cost per write
 //! ([`crate::DriverProfile::ordering_layer`], 0.7 us, Horae 6.2), the
@@ -39,8 +49,9 @@
 //! power-loss-protected one) a write is durable when it completes, so the
 //! completion path sets the entry's `dr` bit with an 8-byte persistent
 //! MMIO write before the waiter is woken (Horae 5.3, H5), as an `end_io`
-//! hook does in Linux. With a volatile cache `dr` is never set: only
-//! `flushed` makes entries durable.
+//! hook does in Linux. On a device with a volatile cache `dr` is never
+//! set: only `flushed` makes its entries durable. In a stream over devices
+//! of both kinds this is decided per entry, by its device.
 //!
 //! Every write to the region uses [`ORDERING_QUEUE`] (so
 //! [`crate::Traffic::ordering_mmio`] counts it apart from Table 1's MMIO
@@ -61,11 +72,19 @@
 //! `flushed`, or `dr` set). It is lazy: it runs when an append finds the
 //! queue full (with a volatile cache it first flushes), or when called.
 //!
-//! **Recovery** ([`recover`], Horae 5.5): entries from head up to `flushed`
-//! are durable, then from `flushed` forward while `dr` = 1; the first entry
+//! **Recovery** ([`recover`], [`recover_stream`] for a stream of several
+//! devices or streams, Horae 5.5): entries from head up to `flushed` are
+//! durable, then from `flushed` forward while `dr` = 1; the first entry
 //! with `dr` = 0 and every entry after it violate the order, and
-//! [`HoraeRecovery::discard_and_reset`] zero-fills their blocks in queue
-//! order (except in-place writes, below), then empties the queue durably.
+//! [`HoraeRecovery::discard_and_reset`] (`_all` for several devices)
+//! zero-fills their blocks, each on its device, in queue order (except
+//! in-place writes, below), flushes the devices written, then empties the
+//! queue durably.
+//!
+//! Fault switches ([`crate::DriverFaults`]): `horae_no_joint_flush` flushes
+//! only the device of the last entry before the flush point;
+//! `horae_early_dr` sets `dr` when the write is submitted. The two-device
+//! crash test (`tests/horae_devices.rs`) catches both.
 //!
 //! ## Not implemented (documented decisions)
 //!
@@ -85,8 +104,11 @@
 //!   before fsync.
 //! - **Swap** to a checkpoint region (Horae 5.2): a full queue makes
 //!   `append_epoch` wait for dequeue instead.
-//! - Several streams and several devices (`devid` is always 0; the joint
-//!   FLUSH degenerates to one Flush, H7).
+//! - The striped HoraeFS volume over several devices (issue 16): mqfs's
+//!   horae mode runs on one device; the ordering layer, its recovery and
+//!   its crash states are multi-device (`docs/decisions.md` H11).
+//! - libaio's `io_setup` / `io_submit_order` (Horae Table 1: HoraeStore's
+//!   interface; no user-space object store here).
 //!
 //! Usage rule: submit an epoch's writes before appending the next epoch
 //! from the same task; a full queue, and an append of a block with a
