@@ -234,6 +234,47 @@ fn dr_bits_per_device_and_no_flush_to_a_device_without_cache() {
 }
 
 #[test]
+fn olayer_submit_bio_appends_an_epoch_per_bio_with_its_device_and_ipu_bit() {
+    let (ex, m, devs) = rig(
+        8,
+        &[SsdProfile::optane_905p(), SsdProfile::optane_905p()],
+        TraceMode::Off,
+    );
+    let m2 = m.clone();
+    ex.block_on(async move {
+        let q = OrderingQueue::init_stream(&devs, StreamParams::SINGLE)
+            .await
+            .unwrap();
+        let a = q
+            .submit_bio(0, 1, &Bio::write(5, pages(&m2, 1, 2)))
+            .await
+            .unwrap();
+        let b = q
+            .submit_bio_ipu(0, 0, &Bio::write(6, pages(&m2, 2, 1)))
+            .await
+            .unwrap();
+        assert!(devs[1].wait(0, &a).await.is_success());
+        assert!(devs[0].wait(0, &b).await.is_success());
+        let (ea, eb) = (q.entry(EntryId(0)), q.entry(EntryId(1)));
+        assert_eq!(
+            (ea.devid, ea.lba, ea.len, ea.etag, ea.ipu),
+            (1, 5, 2, true, false)
+        );
+        assert_eq!((eb.devid, eb.lba, eb.len, eb.etag, eb.ipu), (0, 6, 1, true, true));
+        assert!(ea.dr && eb.dr);
+        let read = q.submit_bio(0, 0, &Bio::read(5, pages(&m2, 3, 1))).await;
+        assert!(matches!(read, Err(DriverError::Invalid(_))), "{read:?}");
+        let far = q.submit_bio(0, 2, &Bio::write(5, pages(&m2, 3, 1))).await;
+        assert!(
+            matches!(far, Err(DriverError::Invalid(_))),
+            "no device 2: {far:?}"
+        );
+        assert_eq!(q.tail(), 2, "refused bios append nothing");
+    })
+    .unwrap();
+}
+
+#[test]
 fn streams_use_disjoint_slices_with_their_own_pointers() {
     let (ex, m, devs) = rig(6, &[SsdProfile::optane_905p()], TraceMode::Off);
     let m2 = m.clone();
@@ -564,7 +605,8 @@ fn a_dr_bit_set_before_completion_loses_the_order_after_a_crash() {
 
 /// `n` ordered random 4 KiB writes from one thread (each its own epoch:
 /// write i must not be durable before write i-1), then durability of all;
-/// spread over the drives round-robin. Horae: append, submit, go on; one
+/// spread over the drives round-robin. Horae: `submit_bio` (append the
+/// entry, submit the write) and go on; one
 /// joint FLUSH at the end. Vanilla (Linux without Horae): each ordered
 /// write waits for its completion and, with a volatile cache, a FLUSH
 /// before the next one is sent. Returns the writes per second.
@@ -591,11 +633,7 @@ fn ordered_writes(profile: &SsdProfile, drives: usize, horae_path: bool, n: u64)
                 if horae_path {
                     // A block is rewritten only after its earlier write
                     // completed (the ordering layer waits for it).
-                    let e = q
-                        .append_writes(0, &[OrderedWrite::fresh(lba, 1).on(d)])
-                        .await
-                        .unwrap();
-                    done.push((d, q.submit(0, e.entry(0).unwrap(), &bio).await.unwrap()));
+                    done.push((d, q.submit_bio(0, d, &bio).await.unwrap()));
                 } else {
                     let dev = &devs[d as usize];
                     dev.submit_wait(0, &bio).await.unwrap();

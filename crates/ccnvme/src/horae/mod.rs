@@ -22,6 +22,9 @@
 //! 2. submits the data writes through the normal block layer, on any core,
 //!    without waiting ([`OrderingQueue::submit`], or
 //!    [`crate::BlockDevice::submit`] plus [`OrderingQueue::complete`]);
+//!    [`OrderingQueue::submit_bio`] and [`OrderingQueue::submit_bio_ipu`]
+//!    do 1 and 2 for one bio (Horae Table 1 `olayer_submit_bio`,
+//!    `olayer_submit_bio_ipu`);
 //! 3. for durability calls [`OrderingQueue::flush`], the joint FLUSH
 //!    (Horae 5.3, Figure 7, H7): waits until every entry appended so far
 //!    has completed, sends one NVMe Flush to every device with an entry

@@ -80,3 +80,55 @@ impl StreamParams {
         Ok((home, g))
     }
 }
+
+impl super::OrderingQueue {
+    /// `olayer_submit_bio(bio, sid)` (Horae Table 1): appends `bio` as an
+    /// epoch of its own to this stream, for device `device` of the stream,
+    /// and submits it; returns once its entry and the tail are persistent
+    /// (the ordering guarantee), with the handle of the data write (wait
+    /// for it with [`BlockDevice::wait`] on the device). `bio` must be a
+    /// write of whole 4 KiB pages to blocks whose old content is dead.
+    pub async fn submit_bio(
+        self: &Rc<Self>,
+        core: usize,
+        device: u8,
+        bio: &crate::Bio,
+    ) -> Result<crate::Done, DriverError> {
+        self.submit_ordered(core, device, bio, false).await
+    }
+
+    /// `olayer_submit_bio_ipu(bio, sid)` (Horae Table 1): as
+    /// [`super::OrderingQueue::submit_bio`] for an in-place update of live
+    /// data (the entry's `ipu` bit; see [`super::OrderedWrite::in_place`]).
+    pub async fn submit_bio_ipu(
+        self: &Rc<Self>,
+        core: usize,
+        device: u8,
+        bio: &crate::Bio,
+    ) -> Result<crate::Done, DriverError> {
+        self.submit_ordered(core, device, bio, true).await
+    }
+
+    async fn submit_ordered(
+        self: &Rc<Self>,
+        core: usize,
+        device: u8,
+        bio: &crate::Bio,
+        in_place: bool,
+    ) -> Result<crate::Done, DriverError> {
+        if bio.op != crate::BioOp::Write {
+            return Err(DriverError::Invalid("an ordered bio is a write".into()));
+        }
+        let len = u32::try_from(bio.blocks())
+            .map_err(|_| DriverError::Invalid(format!("a bio of {} blocks", bio.blocks())))?;
+        let w = super::OrderedWrite {
+            in_place,
+            ..super::OrderedWrite::fresh(bio.lba.0, len).on(device)
+        };
+        let e = self.append_writes(core, &[w]).await?;
+        let id = e
+            .entry(0)
+            .ok_or_else(|| DriverError::Invalid("an epoch of one write has no entry".into()))?;
+        self.submit(core, id, bio).await
+    }
+}
