@@ -146,7 +146,7 @@ impl BlockDevice {
         }
         let p = opts.profile.clone();
         let entries = p.queue_entries.min(cap.mqes() as u32 + 1).max(2);
-        let admin = QueuePair::new(machine, core0.clone(), bar0, 0, 32.min(entries), &p)?;
+        let admin = QueuePair::new(machine, core0.clone(), bar0, port, 0, 32.min(entries), &p)?;
         write32(
             &core0,
             bar0 + regs::AQA,
@@ -246,7 +246,7 @@ impl BlockDevice {
         let mut queues = Vec::new();
         for i in 0..nq {
             let qid = (i + 1) as u16;
-            let qp = QueuePair::new(machine, machine.core(i)?, bar0, qid, entries, &p)?;
+            let qp = QueuePair::new(machine, machine.core(i)?, bar0, port, qid, entries, &p)?;
             qp.set_lba_shift(lba_shift);
             admin_cmd(
                 &admin,

@@ -46,7 +46,7 @@ pub struct DriverProfile {
     pub faults: DriverFaults,
 }
 
-/// Ordering mechanisms of the ccNVMe path that can be switched off for
+/// Ordering mechanisms of the ccNVMe path and the Horae ordering queue that can be switched off for
 /// fault injection. Each one breaks crash consistency when absent; a
 /// crash explorer must report a violation for each.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +68,14 @@ pub struct DriverFaults {
     /// Finish transactions as their own commands complete, not in queue
     /// order (P-SQ-head may pass an unfinished earlier transaction).
     pub out_of_order_completion: bool,
+    /// Horae: the joint FLUSH of a stream over several devices flushes
+    /// only the device of the last entry before the flush point (a
+    /// per-device FLUSH), then moves `flushed` over the other devices'
+    /// entries too.
+    pub horae_no_joint_flush: bool,
+    /// Horae: set an entry's `dr` bit when its write is submitted, not
+    /// when it completes (on a device without a volatile cache).
+    pub horae_early_dr: bool,
 }
 
 impl Default for DriverProfile {

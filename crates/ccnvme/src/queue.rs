@@ -31,7 +31,7 @@ pub fn attr(sqid: u16, cid: u16) -> u32 {
 pub struct QueuePair {
     /// Queue id of the CQ and of the normal SQ.
     pub qid: u16,
-    /// MSI-X vector of the CQ.
+    /// Host interrupt vector of the CQ (its MSI-X table entry is `qid`).
     pub vector: u16,
     /// The core whose threads submit here and that runs the handler.
     pub core: Core,
@@ -77,6 +77,7 @@ impl QueuePair {
         machine: &Machine,
         core: Core,
         bar0: BusAddr,
+        port: u8,
         qid: u16,
         entries: u32,
         profile: &DriverProfile,
@@ -86,7 +87,9 @@ impl QueuePair {
         let cq = mem.alloc(entries as u64 * CQE_BYTES)?;
         Ok(Rc::new(QueuePair {
             qid,
-            vector: qid,
+            // The CQ uses MSI-X table entry `qid` of its device; the
+            // message arrives on the host vector the machine maps it to.
+            vector: pcie_sim::irq::host_vector(port, qid),
             core,
             machine: machine.clone(),
             bar0,

@@ -562,9 +562,8 @@ fn recover_unsent_epoch(in_place: bool) -> ([u8; BLOCK], [u8; BLOCK], Vec<bool>)
         dev.submit_wait(0, &Bio::flush()).await.unwrap();
         let writes = [
             OrderedWrite {
-                lba: 40,
-                len: 1,
                 in_place,
+                ..OrderedWrite::fresh(40, 1)
             },
             OrderedWrite::fresh(41, 1),
         ];

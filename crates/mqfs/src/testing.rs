@@ -6,7 +6,7 @@
 use std::rc::Rc;
 
 use ccnvme::BlockDevice;
-use nvme_ctrl::{Controller, ControllerConfig, Media, SsdProfile};
+use nvme_ctrl::{attach_drives, Controller, ControllerConfig, Drive, Media, SsdProfile};
 use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, TraceMode};
 
 use crate::error::FsError;
@@ -70,6 +70,25 @@ pub fn machine_after(
     mode: TraceMode,
     seed: u64,
 ) -> (Executor, Machine, Rc<Controller>) {
+    let drive = Drive {
+        config: ControllerConfig::new(profile),
+        media,
+        pmr,
+    };
+    let (ex, m, mut ctrls) = machine_with_drives(vec![drive], cores, mode, seed);
+    let ctrl = ctrls.pop().expect("one drive was plugged in");
+    (ex, m, ctrl)
+}
+
+/// A machine with `cores` cores (512 MiB of host DRAM) and `drives`, each
+/// on its own port in order ([`nvme_ctrl::attach_drives`]): drive `i` is
+/// probed as `BlockDevice::probe(&machine, i, ..)`.
+pub fn machine_with_drives(
+    drives: Vec<Drive>,
+    cores: usize,
+    mode: TraceMode,
+    seed: u64,
+) -> (Executor, Machine, Vec<Rc<Controller>>) {
     let ex = Executor::new(seed);
     let m = Machine::new(
         &ex,
@@ -86,9 +105,8 @@ pub fn machine_after(
         },
         mode,
     );
-    let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, pmr)
-        .expect("a fresh machine takes a controller");
-    (ex, m, ctrl)
+    let ctrls = attach_drives(&m, drives).expect("a fresh machine takes its drives");
+    (ex, m, ctrls)
 }
 
 /// Probes the drive on port 0 of `machine`, makes a file system of `mode`

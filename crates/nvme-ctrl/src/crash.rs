@@ -1,6 +1,12 @@
-//! Crash states of a machine with one controller: the PMR states of
-//! `pcie_sim::CrashCursor` combined with the media states of
-//! [`MediaCursor`], and a fresh machine booted over any of them.
+//! Crash states of a machine with one controller ([`Explorer`]) or several
+//! ([`DevicesExplorer`]): the PMR states of `pcie_sim::CrashCursor`
+//! combined with the media states of one [`MediaCursor`] per controller,
+//! and a fresh machine booted over any of them.
+//!
+//! With several controllers each one fails on its own: the PMR cursor
+//! already chooses per port which in-flight writes landed, and the media
+//! states are the product of each drive's choice of cache blocks that were
+//! destaged ([`product`], the one enumeration both explorers use).
 //!
 //! A state is the persistent PMR image at the crash point plus a choice of
 //! pending PMR writes, times the durable media blocks plus a choice of
@@ -321,24 +327,17 @@ impl<'t> Explorer<'t> {
         self.pmr.advance_past(k)?;
         self.media.advance_past(k)?;
         let pending = self.pmr.pending();
-        let (pmr_choices, mut left_out) = self.pmr.choices(&pending, max_lines);
+        let pmr_choices = self.pmr.choices(&pending, max_lines);
         let blocks = self.media.pending();
-        let (media_sets, media_left) = pcie_sim::subsets::subsets(blocks.len(), max_blocks, k as u64);
-        // Left out: the PMR choices left out times every media state, plus
-        // the enumerated PMR choices times the media states left out.
-        let media_total = (media_sets.len() as u64).saturating_add(media_left);
-        left_out = left_out
-            .saturating_mul(media_total)
-            .saturating_add(media_left.saturating_mul(pmr_choices.len() as u64));
-        let mut out = Vec::with_capacity(pmr_choices.len() * media_sets.len());
-        for pc in &pmr_choices {
-            for landed in &media_sets {
-                out.push(StateChoice {
-                    pmr: pc.clone(),
-                    media: landed.clone(),
-                });
-            }
-        }
+        let media_sets = pcie_sim::subsets::subsets(blocks.len(), max_blocks, k as u64);
+        let (choices, left_out) = product(pmr_choices, vec![media_sets]);
+        let out = choices
+            .into_iter()
+            .map(|mut c| StateChoice {
+                pmr: c.pmr,
+                media: c.media.pop().unwrap_or_default(),
+            })
+            .collect();
         self.current = Some(Current { k, pending, blocks });
         Ok((out, left_out))
     }
@@ -516,4 +515,279 @@ pub fn boot(
 ) -> Result<Rc<Controller>, CtrlError> {
     let media = Media::cow(base.clone(), state.media.clone());
     Controller::attach(machine, config, media, Some(state.pmr.clone()))
+}
+
+/// The crash states of several independent parts as the product of each
+/// part's choices: every PMR choice with every combination of one media
+/// subset per drive. Each part comes with how many of its choices a bound
+/// left out; the result counts the states left out: the full product less
+/// the enumerated one (for one drive: the PMR choices left out times every
+/// media state, plus the enumerated PMR choices times the media states
+/// left out).
+pub fn product(
+    pmr: (Vec<CrashChoice>, u64),
+    media: Vec<(Vec<Vec<usize>>, u64)>,
+) -> (Vec<DevicesChoice>, LeftOut) {
+    let total = |n: usize, left: u64| (n as u64).saturating_add(left);
+    let mut all = total(pmr.0.len(), pmr.1);
+    let mut enumerated = pmr.0.len() as u64;
+    for (sets, left) in &media {
+        all = all.saturating_mul(total(sets.len(), *left));
+        enumerated = enumerated.saturating_mul(sets.len() as u64);
+    }
+    let mut combos: Vec<Vec<Vec<usize>>> = vec![Vec::new()];
+    for (sets, _) in &media {
+        combos = combos
+            .iter()
+            .flat_map(|c| {
+                sets.iter().map(move |s| {
+                    let mut c = c.clone();
+                    c.push(s.clone());
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut out = Vec::with_capacity(pmr.0.len() * combos.len());
+    for pc in &pmr.0 {
+        for c in &combos {
+            out.push(DevicesChoice {
+                pmr: pc.clone(),
+                media: c.clone(),
+            });
+        }
+    }
+    (out, all.saturating_sub(enumerated))
+}
+
+/// Which pending items landed in one state of a machine with several
+/// drives.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DevicesChoice {
+    /// The PMR side, every port.
+    pub pmr: CrashChoice,
+    /// Per drive (by port), indices of its pending media blocks that were
+    /// destaged.
+    pub media: Vec<Vec<usize>>,
+}
+
+/// One crash state of a machine with several drives.
+#[derive(Clone, Debug)]
+pub struct DevicesState {
+    /// The crash happened just after this trace entry.
+    pub point: usize,
+    /// The choice of pending items.
+    pub choice: DevicesChoice,
+    /// Per drive: its PMR image.
+    pub pmr: Vec<PageStore>,
+    /// Per drive: the media blocks that differ from its starting image.
+    pub media: Vec<imbl::HashMap<u64, Block>>,
+    /// Per drive: the hash of its media delta.
+    pub media_hash: Vec<ContentHash>,
+}
+
+impl DevicesState {
+    /// A hash of the state's content (every drive's PMR bytes and media
+    /// blocks), for skipping states already checked. The terms of one
+    /// drive are mixed with its index, so equal content on two drives
+    /// does not cancel out.
+    pub fn content_hash(&mut self) -> ContentHash {
+        let mut h: ContentHash = 0;
+        for (d, (p, m)) in self.pmr.iter_mut().zip(&self.media_hash).enumerate() {
+            let t = p.content_hash() ^ m;
+            h ^= t
+                .rotate_left(d as u32 * 17)
+                .wrapping_mul(2 * d as ContentHash + 1);
+        }
+        h
+    }
+}
+
+/// The pending items of every drive at one point.
+#[derive(Debug)]
+struct DevicesCurrent {
+    k: usize,
+    pending: Pending,
+    blocks: Vec<Vec<PendingBlock>>,
+}
+
+/// Enumerates crash states of a machine whose drives sit on ports
+/// `0..n` (as [`crate::attach_drives`] plugs them), point by point: each
+/// drive's PMR writes in flight and cache blocks land or not independently
+/// of the others'.
+#[derive(Debug)]
+pub struct DevicesExplorer<'t> {
+    trace: &'t BusTrace,
+    pmr: CrashCursor<'t>,
+    media: Vec<MediaCursor<'t>>,
+    current: Option<DevicesCurrent>,
+}
+
+impl<'t> DevicesExplorer<'t> {
+    /// An explorer over `trace` (recorded in `Full` mode) starting from
+    /// `initial_pmr` (one image per port of `layout`); `volatile[i]`: the
+    /// drive on port `i` loses its cache at power failure.
+    pub fn new(
+        trace: &'t BusTrace,
+        layout: BusLayout,
+        initial_pmr: Vec<PageStore>,
+        volatile: &[bool],
+    ) -> Result<Self, CtrlError> {
+        let media = volatile
+            .iter()
+            .enumerate()
+            .map(|(port, &v)| {
+                let port = u8::try_from(port).map_err(|_| CtrlError::Crash("more than 256 drives".into()))?;
+                MediaCursor::new(trace, port, v)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DevicesExplorer {
+            trace,
+            pmr: CrashCursor::new(trace, layout, initial_pmr)?,
+            media,
+            current: None,
+        })
+    }
+
+    /// Number of crash points (entries of the trace).
+    pub fn points(&self) -> usize {
+        self.trace.entries().len()
+    }
+
+    /// Moves to "just after entry `k`" and returns a value that is equal
+    /// at two points exactly when nothing that makes up a crash state
+    /// changed between them (see [`Explorer::advance`]).
+    pub fn advance(&mut self, k: usize) -> Result<Vec<u64>, CtrlError> {
+        self.pmr.advance_past(k)?;
+        let mut v = vec![self.pmr.changes()];
+        for m in &mut self.media {
+            m.advance_past(k)?;
+            v.push(m.changes());
+        }
+        Ok(v)
+    }
+
+    /// The choices of the states after entry `k` (points in order), under
+    /// the bounds of [`Explorer::states_at`] (`max_blocks` per drive),
+    /// with the number of states the bounds left out.
+    pub fn choices_at(
+        &mut self,
+        k: usize,
+        max_lines: u32,
+        max_blocks: u32,
+    ) -> Result<(Vec<DevicesChoice>, LeftOut), CtrlError> {
+        self.advance(k)?;
+        let pending = self.pmr.pending();
+        let pmr_choices = self.pmr.choices(&pending, max_lines);
+        let blocks: Vec<Vec<PendingBlock>> = self.media.iter().map(|m| m.pending()).collect();
+        let sets = blocks
+            .iter()
+            .enumerate()
+            .map(|(d, b)| pcie_sim::subsets::subsets(b.len(), max_blocks, k as u64 ^ ((d as u64) << 40)))
+            .collect();
+        let (choices, left_out) = product(pmr_choices, sets);
+        self.current = Some(DevicesCurrent { k, pending, blocks });
+        Ok((choices, left_out))
+    }
+
+    /// Builds the state after entry `k` given by `choice`; `k` must be the
+    /// point of the last [`DevicesExplorer::choices_at`].
+    pub fn build(&self, k: usize, choice: &DevicesChoice) -> Result<DevicesState, CtrlError> {
+        let cur = self
+            .current
+            .as_ref()
+            .filter(|c| c.k == k)
+            .ok_or_else(|| CtrlError::Crash(format!("point {k} is not the current one")))?;
+        if choice.media.len() != self.media.len() {
+            return Err(CtrlError::Crash(format!(
+                "a choice for {} drives on a machine with {}",
+                choice.media.len(),
+                self.media.len()
+            )));
+        }
+        let images = self.pmr.materialize(&cur.pending, &choice.pmr)?;
+        let mut pmr = Vec::with_capacity(self.media.len());
+        let mut media = Vec::with_capacity(self.media.len());
+        let mut media_hash = Vec::with_capacity(self.media.len());
+        for (d, (cursor, landed)) in self.media.iter().zip(&choice.media).enumerate() {
+            pmr.push(
+                images
+                    .get(d)
+                    .cloned()
+                    .ok_or_else(|| CtrlError::Crash(format!("no PMR image for port {d}")))?,
+            );
+            let m = cursor.state(&cur.blocks[d], landed)?;
+            media.push(m.delta);
+            media_hash.push(m.hash);
+        }
+        Ok(DevicesState {
+            point: k,
+            choice: choice.clone(),
+            pmr,
+            media,
+            media_hash,
+        })
+    }
+}
+
+/// Attaches fresh controllers over a crash state to `machine` (which must
+/// have no device yet, so drive `i` gets port `i` again): drive `i` of
+/// `configs` over `bases[i]` (its starting image) and the state's delta
+/// and PMR image for it.
+pub fn boot_devices(
+    machine: &Machine,
+    configs: Vec<ControllerConfig>,
+    bases: &[Arc<Image>],
+    state: &DevicesState,
+) -> Result<Vec<Rc<Controller>>, CtrlError> {
+    if configs.len() != state.media.len() || bases.len() != state.media.len() {
+        return Err(CtrlError::Crash(format!(
+            "{} configurations and {} images for a state of {} drives",
+            configs.len(),
+            bases.len(),
+            state.media.len()
+        )));
+    }
+    let drives = configs
+        .into_iter()
+        .zip(bases)
+        .zip(state.media.iter().zip(&state.pmr))
+        .map(|((config, base), (delta, pmr))| crate::drives::Drive {
+            config,
+            media: Media::cow(base.clone(), delta.clone()),
+            pmr: Some(pmr.clone()),
+        })
+        .collect();
+    crate::drives::attach_drives(machine, drives)
+}
+
+#[cfg(test)]
+mod product_tests {
+    use super::*;
+
+    #[test]
+    fn product_enumerates_every_combination_and_counts_what_bounds_left_out() {
+        let pmr = vec![
+            CrashChoice::default(),
+            CrashChoice {
+                lines_landed: vec![0],
+                ..Default::default()
+            },
+        ];
+        let a = vec![vec![], vec![0]];
+        let b = vec![vec![], vec![0], vec![1]];
+        let (all, left) = product((pmr.clone(), 0), vec![(a.clone(), 0), (b.clone(), 0)]);
+        assert_eq!((all.len(), left), (12, 0));
+        let distinct: BTreeSet<_> = all
+            .iter()
+            .map(|c| (c.pmr.lines_landed.clone(), c.media.clone()))
+            .collect();
+        assert_eq!(distinct.len(), 12);
+        // One drive: the single-drive formula.
+        let (one, left) = product((pmr.clone(), 3), vec![(b.clone(), 5)]);
+        assert_eq!((one.len(), left), (6, 3 * (3 + 5) + 2 * 5));
+        // Two drives: full product less the enumerated one.
+        let (_, left) = product((pmr, 1), vec![(a, 2), (b, 0)]);
+        assert_eq!(left, 3 * 4 * 3 - 2 * 2 * 3);
+    }
 }

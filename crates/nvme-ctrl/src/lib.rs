@@ -51,6 +51,7 @@ pub mod backend;
 pub mod block_source;
 pub mod controller;
 pub mod crash;
+pub mod drives;
 pub mod engine;
 pub mod error;
 pub mod events;
@@ -68,6 +69,7 @@ mod reset_order;
 
 pub use backend::Backend;
 pub use controller::{Controller, ControllerConfig};
+pub use drives::{attach_drives, Drive};
 pub use error::CtrlError;
 pub use measure::{measure, Measured};
 pub use media::{Block, Image, Media, BLOCK};

@@ -11,6 +11,23 @@ use tokio::sync::Notify;
 /// vector number.
 pub const MSI_ADDRESS: u64 = 0xFEE0_0000;
 
+/// MSI-X table entries each port's device may use (Linux programs every
+/// device's MSI-X table with host vectors of its own,
+/// `pci_alloc_irq_vectors`; here the host vector of entry `e` of the
+/// device on port `p` is `p * VECTORS_PER_PORT + e`, see [`host_vector`]).
+pub const VECTORS_PER_PORT: u16 = 256;
+
+/// The host vector an MSI-X message of table entry `entry` from the device
+/// on `port` arrives on. Port 0's entries map to themselves, so a machine
+/// with one device numbers vectors as the device does. Entries past
+/// [`VECTORS_PER_PORT`] wrap into the port's range (a driver never
+/// programs more: one per core and the admin queue).
+pub fn host_vector(port: u8, entry: u16) -> u16 {
+    (port as u16)
+        .wrapping_mul(VECTORS_PER_PORT)
+        .wrapping_add(entry % VECTORS_PER_PORT)
+}
+
 #[derive(Debug, Default)]
 struct Vector {
     pending: Cell<u64>,

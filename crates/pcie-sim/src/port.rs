@@ -227,8 +227,10 @@ impl DevicePort {
         Ok(last)
     }
 
-    /// Sends an MSI-X message for `vector` (a posted 4-byte write to the
-    /// interrupt address; it cannot pass the DMA writes sent before it).
+    /// Sends an MSI-X message for table entry `vector` (a posted 4-byte
+    /// write to the interrupt address; it cannot pass the DMA writes sent
+    /// before it). It arrives on host vector
+    /// [`crate::irq::host_vector`]`(port, vector)`.
     pub fn msix(&self, vector: u16, attr: u32) -> SimTime {
         let m = &self.machine;
         let now = m.now();
@@ -258,7 +260,12 @@ impl DevicePort {
                 &(vector as u32).to_le_bytes(),
             );
         }
-        m.schedule(tx.arrival, Action::Msix { vector });
+        m.schedule(
+            tx.arrival,
+            Action::Msix {
+                vector: crate::irq::host_vector(self.port, vector),
+            },
+        );
         tx.arrival
     }
 

@@ -27,16 +27,25 @@ pub struct OrderedWrite {
     /// 5.4: "classic IO stacks handle dependency loops by prohibiting
     /// multiple in-progress IPU on the same address").
     pub in_place: bool,
+    /// The destination device: its index in the stream's device list
+    /// (Figure 6's `devid`; 0 on a single-device stream).
+    pub device: u8,
 }
 
 impl OrderedWrite {
-    /// A write whose blocks' old content is dead.
+    /// A write to device 0 whose blocks' old content is dead.
     pub fn fresh(lba: u64, len: u32) -> OrderedWrite {
         OrderedWrite {
             lba,
             len,
             in_place: false,
+            device: 0,
         }
+    }
+
+    /// The same write to the stream's device `device`.
+    pub fn on(self, device: u8) -> OrderedWrite {
+        OrderedWrite { device, ..self }
     }
 }
 
@@ -49,9 +58,15 @@ impl OrderingQueue {
                 writes.len()
             )));
         }
-        let info = self.dev.info();
-        let per_page = 4096 / info.lba_size as u64;
-        for &OrderedWrite { lba, len, .. } in writes {
+        for &OrderedWrite { lba, len, device, .. } in writes {
+            let Some(dev) = self.devs.get(device as usize) else {
+                return Err(DriverError::Invalid(format!(
+                    "ordered write {lba}+{len} to device {device} of a stream over {}",
+                    self.devs.len()
+                )));
+            };
+            let info = dev.info();
+            let per_page = 4096 / info.lba_size as u64;
             let end = (len as u64)
                 .checked_mul(per_page)
                 .and_then(|b| lba.checked_add(b));
@@ -92,9 +107,9 @@ impl OrderingQueue {
     /// order and leave the older content on the device.
     pub async fn append_writes(&self, core: usize, writes: &[OrderedWrite]) -> Result<Epoch, DriverError> {
         self.check_writes(writes)?;
-        let c = self.dev.machine().core(core)?;
+        let c = self.home().machine().core(core)?;
         let n = writes.len() as u64;
-        c.busy(self.dev.profile().ordering_layer * n).await;
+        c.busy(self.home().profile().ordering_layer * n).await;
         while self.overlaps_in_flight(writes) {
             self.progress.notified().await;
         }
@@ -121,18 +136,23 @@ impl OrderingQueue {
     }
 
     /// True if a write in flight (appended or submitted, not completed or
-    /// failed) covers a block one of `writes` covers.
+    /// failed) covers a block of the same device one of `writes` covers.
     fn overlaps_in_flight(&self, writes: &[OrderedWrite]) -> bool {
-        let per_page = (4096 / self.dev.info().lba_size.max(1)) as u64;
-        let span = |lba: u64, len: u32| (lba, lba + len as u64 * per_page);
+        let span = |device: u8, lba: u64, len: u32| {
+            let per_page = self
+                .devs
+                .get(device as usize)
+                .map_or(1, |d| (4096 / d.info().lba_size.max(1)) as u64);
+            (lba, lba + len as u64 * per_page)
+        };
         let st = self.state.borrow();
         st.entries
             .iter()
             .filter(|p| matches!(p.progress, Progress::Appended | Progress::Submitted))
             .any(|p| {
-                let (a0, a1) = span(p.lba, p.len);
-                writes.iter().any(|w| {
-                    let (b0, b1) = span(w.lba, w.len);
+                let (a0, a1) = span(p.device, p.lba, p.len);
+                writes.iter().filter(|w| w.device == p.device).any(|w| {
+                    let (b0, b1) = span(w.device, w.lba, w.len);
                     a0 < b1 && b0 < a1
                 })
             })
@@ -153,8 +173,14 @@ impl OrderingQueue {
         st.entries.extend(writes.iter().map(|w| Pending {
             lba: w.lba,
             len: w.len,
+            device: w.device,
             progress: Progress::Appended,
         }));
+        for (i, w) in writes.iter().enumerate() {
+            let seq = first + i as u64;
+            let r = &mut st.ranges[w.device as usize];
+            *r = Some(r.map_or((seq, seq), |(a, _)| (a, seq)));
+        }
         Some((first, id))
     }
 
@@ -164,7 +190,7 @@ impl OrderingQueue {
             let e = RawEntry {
                 lba: w.lba as u32,
                 len: w.len,
-                devid: 0,
+                devid: w.device,
                 etag: i == 0,
                 dr: false,
                 plba: layout::NO_PLBA,
@@ -206,13 +232,13 @@ impl OrderingQueue {
         if let Some(s) = stuck {
             return Err(DriverError::Command(s));
         }
-        let front_completed = self
+        let front_completed_volatile = self
             .state
             .borrow()
             .entries
             .front()
-            .is_some_and(|p| p.progress == Progress::Completed);
-        if self.volatile && front_completed {
+            .is_some_and(|p| p.progress == Progress::Completed && self.volatile[p.device as usize]);
+        if front_completed_volatile {
             self.flush(core).await?;
             self.dequeue(core).await?;
             return Ok(());

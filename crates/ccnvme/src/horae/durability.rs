@@ -1,5 +1,6 @@
 //! The durability path: data submission and completion (`dr` bits), the
-//! joint FLUSH and the `flushed` pointer, and dequeue.
+//! joint FLUSH over the stream's devices and the `flushed` pointer, and
+//! dequeue.
 
 use std::rc::Rc;
 
@@ -12,20 +13,19 @@ use crate::error::DriverError;
 
 impl OrderingQueue {
     /// First sequence number not known durable: entries before `flushed`
-    /// are, then (without a volatile cache) completed ones (`dr` set).
+    /// are, then completed ones on devices without a volatile cache (`dr`
+    /// set).
     pub(super) fn durable_point(&self) -> u64 {
         let (head, tail) = (self.head(), self.tail());
         let mut seq = head.max(self.flushed());
-        if !self.volatile {
-            let st = self.state.borrow();
-            while seq < tail
-                && st
-                    .entries
-                    .get((seq - head) as usize)
-                    .is_some_and(|p| p.progress == Progress::Completed)
-            {
-                seq += 1;
-            }
+        let st = self.state.borrow();
+        while seq < tail
+            && st
+                .entries
+                .get((seq - head) as usize)
+                .is_some_and(|p| p.progress == Progress::Completed && !self.volatile[p.device as usize])
+        {
+            seq += 1;
         }
         seq
     }
@@ -34,7 +34,7 @@ impl OrderingQueue {
     /// predecessors are durable; returns the head.
     pub async fn dequeue(&self, core: usize) -> Result<u64, DriverError> {
         let _g = self.head_lock.lock().await;
-        let c = self.dev.machine().core(core)?;
+        let c = self.home().machine().core(core)?;
         let head = self.head();
         let d = self.durable_point();
         if d > head {
@@ -57,13 +57,15 @@ impl OrderingQueue {
         Ok((id.0 - head) as usize)
     }
 
-    /// Submits the data write of entry `id` on `core`'s queue (it must
-    /// write exactly the entry's blocks). The returned handle completes
+    /// Submits the data write of entry `id` on `core`'s queue of the
+    /// entry's device (it must write exactly the entry's blocks; Horae's
+    /// data path: any hardware queue of any device). The returned handle
+    /// completes
     /// after [`OrderingQueue::complete`] ran for it (so, without a volatile
     /// cache, after its `dr` bit is persistent); wait for it with
     /// [`crate::BlockDevice::wait`].
     pub async fn submit(self: &Rc<Self>, core: usize, id: EntryId, bio: &Bio) -> Result<Done, DriverError> {
-        {
+        let device = {
             let i = self.index(id)?;
             let mut st = self.state.borrow_mut();
             let p = &mut st.entries[i];
@@ -80,8 +82,15 @@ impl OrderingQueue {
                 )));
             }
             p.progress = Progress::Submitted;
+            p.device as usize
+        };
+        let dev = &self.devs[device];
+        if self.home().profile().faults.horae_early_dr && !self.volatile[device] {
+            // Fault: the `dr` bit says durable before the write completed.
+            let c = self.home().machine().core(core)?;
+            self.set_dr(&c, id).await?;
         }
-        let inner = match self.dev.submit(core, bio).await {
+        let inner = match dev.submit(core, bio).await {
             Ok(d) => d,
             Err(e) => {
                 if let Ok(i) = self.index(id) {
@@ -91,10 +100,10 @@ impl OrderingQueue {
             }
         };
         let outer = Done::new();
-        let irq_core = self.dev.queue(core).core.index();
+        let irq_core = dev.queue(core).core.index();
         let me = self.clone();
         let out = outer.clone();
-        self.dev.machine().sim().spawn(async move {
+        dev.machine().sim().spawn(async move {
             let s = inner.wait_raw().await;
             let s = match me.complete(irq_core, id, s).await {
                 Ok(()) => s,
@@ -105,25 +114,34 @@ impl OrderingQueue {
         Ok(outer)
     }
 
+    /// Sets entry `id`'s `dr` bit with a persistent 8-byte MMIO write.
+    async fn set_dr(&self, c: &pcie_sim::Core, id: EntryId) -> Result<(), DriverError> {
+        let e = RawEntry {
+            dr: true,
+            ..self.entry(id)
+        };
+        self.write(c, self.layout.slot(id.0) + 8, &e.high_word()).await
+    }
+
     /// Reports the completion of entry `id`'s data write, on the core that
-    /// handles it. Without a volatile cache a successful write is durable:
-    /// its `dr` bit is set with a persistent 8-byte MMIO write first.
+    /// handles it. On a device without a volatile cache a successful write
+    /// is durable: its `dr` bit is set with a persistent 8-byte MMIO write
+    /// first.
     pub async fn complete(&self, core: usize, id: EntryId, status: Status) -> Result<(), DriverError> {
         let i = self.index(id)?;
-        let p = self.state.borrow().entries[i].progress;
+        let (p, device) = {
+            let st = self.state.borrow();
+            (st.entries[i].progress, st.entries[i].device as usize)
+        };
         if !matches!(p, Progress::Appended | Progress::Submitted) {
             return Err(DriverError::Invalid(format!("entry {} already completed", id.0)));
         }
         let progress = if !status.is_success() {
             Progress::Failed(status)
         } else {
-            if !self.volatile {
-                let c = self.dev.machine().core(core)?;
-                let e = RawEntry {
-                    dr: true,
-                    ..self.entry(id)
-                };
-                self.write(&c, self.layout.slot(id.0) + 8, &e.high_word()).await?;
+            if !self.volatile[device] && !self.entry(id).dr {
+                let c = self.home().machine().core(core)?;
+                self.set_dr(&c, id).await?;
             }
             Progress::Completed
         };
@@ -133,21 +151,56 @@ impl OrderingQueue {
         Ok(())
     }
 
-    /// The joint FLUSH (one device, H7): waits until every entry appended
-    /// so far has completed, sends one Flush through the block layer
-    /// (dropped there without a volatile cache: Horae's sync flush on PLP
-    /// devices), then persists `flushed` at the tail it saw. A failed
-    /// write in the range gives its status and moves nothing.
+    /// The joint FLUSH of everything appended so far (Horae 5.3,
+    /// `docs/decisions.md` H7): [`OrderingQueue::flush_through`] the tail.
     pub async fn flush(&self, core: usize) -> Result<(), DriverError> {
         self.flush_through(core, self.tail()).await
     }
 
+    /// `olayer_blkdev_issue_flush(bdev, .., sid)` (Horae Table 1, Figure
+    /// 7): the joint FLUSH asked for device `device` of the stream. The
+    /// flush point is the position after the device's last entry not yet
+    /// flushed; [`OrderingQueue::flush_through`] it. Nothing to do if the
+    /// device has no such entry.
+    pub async fn flush_device(&self, core: usize, device: u8) -> Result<(), DriverError> {
+        let range = *self
+            .state
+            .borrow()
+            .ranges
+            .get(device as usize)
+            .ok_or_else(|| DriverError::Invalid(format!("no device {device} in the stream")))?;
+        match range {
+            Some((_, last)) => self.flush_through(core, last + 1).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The devices a joint FLUSH up to `end` must flush (Horae 5.3: "a
+    /// device should be flushed if it has requests prior to the flush
+    /// point"): those whose device range intersects `[flushed, end)`.
+    pub fn flush_candidates(&self, end: u64) -> Vec<u8> {
+        let from = self.flushed();
+        let st = self.state.borrow();
+        st.ranges
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_some_and(|(a, b)| a < end && b >= from))
+            .map(|(d, _)| d as u8)
+            .collect()
+    }
+
     /// The joint FLUSH up to sequence number `end` (exclusive; at most the
-    /// tail): as [`OrderingQueue::flush`], but it waits only for the
-    /// entries before `end`, so a flush stage that makes one transaction
-    /// durable does not wait for the writes of the transactions dispatched
-    /// after it (Horae 5.3: the flush point). Nothing to do when `flushed`
-    /// is already past `end`.
+    /// tail; Horae 5.3, Figure 7). It waits until every entry before `end`
+    /// has completed (a failed one gives its status and moves nothing),
+    /// picks the candidate devices ([`OrderingQueue::flush_candidates`]),
+    /// submits one NVMe Flush to each of them at once and waits for all
+    /// (the block layer completes it at once on a device without a
+    /// volatile cache: Horae's sync flush on PLP devices), then persists
+    /// `flushed` := `end` and trims the device ranges to what lies past
+    /// `end`. A flush stage that makes one transaction durable thus does
+    /// not wait for the writes of the transactions dispatched after it
+    /// (the flush point; `docs/decisions.md` H10). Nothing to do when
+    /// `flushed` is already past `end`.
     pub async fn flush_through(&self, core: usize, end: u64) -> Result<(), DriverError> {
         let _g = self.flush_lock.lock().await;
         if end > self.tail() {
@@ -179,10 +232,61 @@ impl OrderingQueue {
             }
             self.progress.notified().await;
         }
-        self.dev.submit_wait(core, &Bio::flush()).await?;
-        let c = self.dev.machine().core(core)?;
+        let mut candidates = self.flush_candidates(target);
+        if self.home().profile().faults.horae_no_joint_flush && candidates.len() > 1 {
+            // Fault: flush only the device of the last entry before the
+            // flush point, as a per-device FLUSH would.
+            let last = self.last_device_before(target);
+            candidates.retain(|&d| Some(d) == last);
+        }
+        let mut sent = Vec::with_capacity(candidates.len());
+        for &d in &candidates {
+            let dev = &self.devs[d as usize];
+            sent.push((dev, dev.submit(core, &Bio::flush()).await?));
+        }
+        for (dev, done) in &sent {
+            let s = dev.wait(core, done).await;
+            if !s.is_success() {
+                return Err(DriverError::Command(s));
+            }
+        }
+        let c = self.home().machine().core(core)?;
         self.write(&c, layout::FLUSHED, &target.to_le_bytes()).await?;
+        self.trim_ranges(target);
         self.progress.notify_waiters();
         Ok(())
+    }
+
+    /// After a joint FLUSH up to `target`: each device range keeps only
+    /// the entries at or past `target` (its first one found in the queue),
+    /// or is reset if it has none (Horae Figure 7b).
+    fn trim_ranges(&self, target: u64) {
+        let head = self.head();
+        let mut st = self.state.borrow_mut();
+        let first_from = |st: &super::State, d: usize| {
+            let skip = target.saturating_sub(head) as usize;
+            st.entries
+                .iter()
+                .skip(skip)
+                .position(|p| p.device as usize == d)
+                .map(|i| head.max(target) + i as u64)
+        };
+        for d in 0..st.ranges.len() {
+            st.ranges[d] = match st.ranges[d] {
+                Some((a, b)) if b >= target => Some((first_from(&st, d).unwrap_or(a.max(target)), b)),
+                _ => None,
+            };
+        }
+    }
+
+    /// The device of the entry just before `end`, if it is still queued.
+    fn last_device_before(&self, end: u64) -> Option<u8> {
+        let head = self.head();
+        let seq = end.checked_sub(1).filter(|&s| s >= head)?;
+        self.state
+            .borrow()
+            .entries
+            .get((seq - head) as usize)
+            .map(|p| p.device)
     }
 }

@@ -2,7 +2,8 @@
 //! metadata entry of Horae's Figure 6, bit-exact.
 //!
 //! ```text
-//! start + 0x000  header line: magic "HORAEOQ1" (u64), version (u32), capacity (u32), zeros
+//! start + 0x000  header line: magic "HORAEOQ1" (u64), version (u32), capacity (u32),
+//!                devices (u8), zero (u8), stream (u16), streams (u16), zeros
 //! start + 0x040  head    (u64, alone in its 64-byte line)
 //! start + 0x080  flushed (u64, alone in its line)
 //! start + 0x0C0  tail    (u64, alone in its line)
@@ -10,7 +11,15 @@
 //! ```
 //!
 //! `start` is [`crate::BlockDevice::pmr_free_start`] (the first byte after
-//! the ccNVMe queue regions, 0 without ccNVMe; `docs/decisions.md` H4). All integers
+//! the ccNVMe queue regions, 0 without ccNVMe; `docs/decisions.md` H4) on
+//! the stream's first device, plus the stream's slice: with `streams`
+//! streams the room after the free start is cut into `streams` equal
+//! 64-byte-aligned slices and stream `sid` owns slice `sid` (Horae Table 1:
+//! "HORAE evenly partitions the CMB area ... and assigns a portion to each
+//! stream"; [`RegionLayout::for_stream`]). The header says how many
+//! devices the stream's entries may name and which slice it is
+//! ([`Geometry`]); zeros there (a region written before streams existed)
+//! read as one device, stream 0 of 1. All integers
 //! are little-endian. The pointers are monotonic 64-bit sequence numbers
 //! (never wrapped in practice); entry `seq` lives in slot
 //! `seq % capacity`. The queue holds `[head, tail)`; `flushed <= tail`, and
@@ -26,7 +35,7 @@
 //! |---|---|---|
 //! | 0..32 | `lba` | first logical block (device LBA units) |
 //! | 32..64 | `len` | 4 KiB blocks (the bio's pages) |
-//! | 64..72 | `devid` | destination device (always 0: one device) |
+//! | 64..72 | `devid` | destination device: index in the stream's device list |
 //! | 72 | `etag` | set on the first entry of each epoch |
 //! | 73 | `dr` | the entry's data is durable (set on completion) |
 //! | 74..106 | `plba` | prepare-write LBA; [`NO_PLBA`]: not redirected |
@@ -73,6 +82,53 @@ pub const NO_PLBA: u32 = u32::MAX;
 /// Mask of the 21 reserved bits.
 const RSVD_MASK: u32 = (1 << 21) - 1;
 
+/// Which stream a region is and over how many devices (header bytes
+/// 16..22). Zeros read as [`Geometry::SINGLE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Devices the stream's entries may name (`devid < devices`).
+    pub devices: u8,
+    /// The stream's id (its slice).
+    pub stream: u16,
+    /// Streams the PMR is partitioned into.
+    pub streams: u16,
+}
+
+impl Geometry {
+    /// One stream on one device (what a region without these fields is).
+    pub const SINGLE: Geometry = Geometry {
+        devices: 1,
+        stream: 0,
+        streams: 1,
+    };
+
+    /// The fields as the header stores them (bytes 16..22).
+    fn to_bytes(self) -> [u8; 6] {
+        let mut b = [0u8; 6];
+        b[0] = self.devices;
+        b[2..4].copy_from_slice(&self.stream.to_le_bytes());
+        b[4..6].copy_from_slice(&self.streams.to_le_bytes());
+        b
+    }
+
+    /// Reads header bytes 16..22; all zero is [`Geometry::SINGLE`].
+    fn from_header(h: &[u8; 64]) -> Geometry {
+        if h[16..22].iter().all(|&b| b == 0) {
+            return Geometry::SINGLE;
+        }
+        Geometry {
+            devices: h[16],
+            stream: u16::from_le_bytes([h[18], h[19]]),
+            streams: u16::from_le_bytes([h[20], h[21]]),
+        }
+    }
+
+    /// True if the fields describe a stream that can exist.
+    pub fn valid(self) -> bool {
+        self.devices >= 1 && self.streams >= 1 && self.stream < self.streams
+    }
+}
+
 /// Where the region sits in the PMR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegionLayout {
@@ -90,6 +146,33 @@ impl RegionLayout {
         (capacity >= 1).then_some(RegionLayout { start, capacity })
     }
 
+    /// The region of stream `stream` of `streams` (Horae Table 1: the
+    /// room from `free_start` to the end of the PMR cut into `streams`
+    /// equal slices, each rounded down to 64 bytes), with the largest ring
+    /// that fits its slice or `capacity` entries if given and it fits.
+    /// `None` if the slice has no room for one entry or `capacity` does
+    /// not fit it.
+    pub fn for_stream(
+        free_start: u64,
+        pmr_bytes: u64,
+        stream: u16,
+        streams: u16,
+        capacity: Option<u32>,
+    ) -> Option<RegionLayout> {
+        if streams == 0 || stream >= streams {
+            return None;
+        }
+        let room = pmr_bytes.checked_sub(free_start.div_ceil(64) * 64)?;
+        let slice = room / streams as u64 / 64 * 64;
+        let start = free_start.div_ceil(64) * 64 + stream as u64 * slice;
+        let largest = RegionLayout::largest(start, start + slice)?;
+        match capacity {
+            None => Some(largest),
+            Some(c) if c >= 1 && c <= largest.capacity => Some(RegionLayout { start, capacity: c }),
+            Some(_) => None,
+        }
+    }
+
     /// Bytes of the region.
     pub fn bytes(&self) -> u64 {
         RING + self.capacity as u64 * ENTRY_BYTES
@@ -105,13 +188,35 @@ impl RegionLayout {
         RING + (seq % self.capacity as u64) * ENTRY_BYTES
     }
 
-    /// The header line's bytes.
+    /// The header line's bytes (geometry fields zero: one stream on one
+    /// device).
     pub fn header_bytes(&self) -> [u8; 64] {
         let mut h = [0u8; 64];
         h[0..8].copy_from_slice(&MAGIC.to_le_bytes());
         h[8..12].copy_from_slice(&VERSION.to_le_bytes());
         h[12..16].copy_from_slice(&self.capacity.to_le_bytes());
         h
+    }
+
+    /// The header line's bytes of a region of stream geometry `g`
+    /// ([`Geometry::SINGLE`] writes the same bytes as
+    /// [`RegionLayout::header_bytes`]).
+    pub fn header_bytes_of(&self, g: Geometry) -> [u8; 64] {
+        let mut h = self.header_bytes();
+        if g != Geometry::SINGLE {
+            h[16..22].copy_from_slice(&g.to_bytes());
+        }
+        h
+    }
+
+    /// The geometry a header line names (see [`Geometry`]), or why it is
+    /// not one.
+    pub fn parse_geometry(h: &[u8; 64]) -> Result<Geometry, String> {
+        let g = Geometry::from_header(h);
+        if !g.valid() {
+            return Err(format!("impossible stream geometry {g:?}"));
+        }
+        Ok(g)
     }
 
     /// Parses a header line of a region at `start`: `Ok(None)` without the

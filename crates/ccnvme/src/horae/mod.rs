@@ -1,9 +1,14 @@
 //! The Horae ordering queue (Horae, OSDI'20, sections 5.2-5.5;
-//! `docs/decisions.md` H4, H5): the baseline ccNVMe is compared with.
+//! `docs/decisions.md` H4, H5, H7, H11): the baseline ccNVMe is compared with.
 //!
-//! One ordered write stream (HoraeFS uses one queue shared by all cores,
+//! An ordered write stream (HoraeFS uses one queue shared by all cores,
 //! H3) keeps its ordering metadata in a circular queue in the PMR (H4;
-//! layout and entry bits in [`layout`]). The upper layer:
+//! layout and entry bits in [`layout`]). Several streams partition the PMR
+//! evenly, each with its own queue and pointers
+//! ([`OrderingQueue::init_stream`] with [`StreamParams`], Horae Table 1
+//! `olayer_init_stream`), and a stream may span several devices: each
+//! entry names its device (`devid`), the data goes to that device, and the
+//! queue lives in the first device's PMR. The upper layer:
 //!
 //! 1. appends an **epoch** of writes with no order among them
 //!    ([`OrderingQueue::append_epoch`]): one 16-byte entry per write, each
@@ -17,14 +22,22 @@
 //! 2. submits the data writes through the normal block layer, on any core,
 //!    without waiting ([`OrderingQueue::submit`], or
 //!    [`crate::BlockDevice::submit`] plus [`OrderingQueue::complete`]);
-//! 3. for durability calls [`OrderingQueue::flush`] (the joint FLUSH of a
-//!    single device, H7): waits until every entry appended so far has
-//!    completed, sends one NVMe Flush through the block layer (which drops
-//!    it on a device without a volatile cache), then persists `flushed`.
-//!    [`OrderingQueue::flush_through`] flushes up to a given entry (a flush
-//!    point, Horae 5.3) and waits only for the entries before it: HoraeFS's
-//!    flush stage makes one transaction durable while the next one's
-//!    writes are in flight (`docs/decisions.md` H10).
+//!    [`OrderingQueue::submit_bio`] and [`OrderingQueue::submit_bio_ipu`]
+//!    do 1 and 2 for one bio (Horae Table 1 `olayer_submit_bio`,
+//!    `olayer_submit_bio_ipu`);
+//! 3. for durability calls [`OrderingQueue::flush`], the joint FLUSH
+//!    (Horae 5.3, Figure 7, H7): waits until every entry appended so far
+//!    has completed, sends one NVMe Flush to every device with an entry
+//!    in the flushed range (the device ranges of Figure 7:
+//!    [`OrderingQueue::flush_candidates`]), all at once, waits for all of
+//!    them (the block layer drops a Flush to a device without a volatile
+//!    cache), then persists `flushed`. [`OrderingQueue::flush_through`]
+//!    flushes up to a given entry (a flush point) and waits only for the
+//!    entries before it: HoraeFS's flush stage makes one transaction
+//!    durable while the next one's writes are in flight
+//!    (`docs/decisions.md` H10); [`OrderingQueue::flush_device`] is
+//!    `olayer_blkdev_issue_flush` for one device (flush point: after its
+//!    last entry).
 //!
 //! The append charges the ordering layer's CPU cost per write
 //! ([`crate::DriverProfile::ordering_layer`], 0.7 us, Horae 6.2), the
@@ -39,8 +52,9 @@
 //! power-loss-protected one) a write is durable when it completes, so the
 //! completion path sets the entry's `dr` bit with an 8-byte persistent
 //! MMIO write before the waiter is woken (Horae 5.3, H5), as an `end_io`
-//! hook does in Linux. With a volatile cache `dr` is never set: only
-//! `flushed` makes entries durable.
+//! hook does in Linux. On a device with a volatile cache `dr` is never
+//! set: only `flushed` makes its entries durable. In a stream over devices
+//! of both kinds this is decided per entry, by its device.
 //!
 //! Every write to the region uses [`ORDERING_QUEUE`] (so
 //! [`crate::Traffic::ordering_mmio`] counts it apart from Table 1's MMIO
@@ -61,11 +75,19 @@
 //! `flushed`, or `dr` set). It is lazy: it runs when an append finds the
 //! queue full (with a volatile cache it first flushes), or when called.
 //!
-//! **Recovery** ([`recover`], Horae 5.5): entries from head up to `flushed`
-//! are durable, then from `flushed` forward while `dr` = 1; the first entry
+//! **Recovery** ([`recover`], [`recover_stream`] for a stream of several
+//! devices or streams, Horae 5.5): entries from head up to `flushed` are
+//! durable, then from `flushed` forward while `dr` = 1; the first entry
 //! with `dr` = 0 and every entry after it violate the order, and
-//! [`HoraeRecovery::discard_and_reset`] zero-fills their blocks in queue
-//! order (except in-place writes, below), then empties the queue durably.
+//! [`HoraeRecovery::discard_and_reset`] (`_all` for several devices)
+//! zero-fills their blocks, each on its device, in queue order (except
+//! in-place writes, below), flushes the devices written, then empties the
+//! queue durably.
+//!
+//! Fault switches ([`crate::DriverFaults`]): `horae_no_joint_flush` flushes
+//! only the device of the last entry before the flush point;
+//! `horae_early_dr` sets `dr` when the write is submitted. The two-device
+//! crash test (`tests/horae_devices.rs`) catches both.
 //!
 //! ## Not implemented (documented decisions)
 //!
@@ -85,8 +107,11 @@
 //!   before fsync.
 //! - **Swap** to a checkpoint region (Horae 5.2): a full queue makes
 //!   `append_epoch` wait for dequeue instead.
-//! - Several streams and several devices (`devid` is always 0; the joint
-//!   FLUSH degenerates to one Flush, H7).
+//! - The striped HoraeFS volume over several devices (issue 16): mqfs's
+//!   horae mode runs on one device; the ordering layer, its recovery and
+//!   its crash states are multi-device (`docs/decisions.md` H11).
+//! - libaio's `io_setup` / `io_submit_order` (Horae Table 1: HoraeStore's
+//!   interface; no user-space object store here).
 //!
 //! Usage rule: submit an epoch's writes before appending the next epoch
 //! from the same task; a full queue, and an append of a block with a
@@ -96,6 +121,7 @@ mod append;
 mod durability;
 pub mod layout;
 pub mod recovery;
+mod stream;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -109,8 +135,9 @@ use crate::device::BlockDevice;
 use crate::error::DriverError;
 
 pub use append::OrderedWrite;
-pub use layout::{RawEntry, RegionLayout};
-pub use recovery::{recover, HoraeRecovery, OrderingEntry};
+pub use layout::{Geometry, RawEntry, RegionLayout};
+pub use recovery::{recover, recover_stream, HoraeRecovery, OrderingEntry};
+pub use stream::StreamParams;
 
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
 /// ordering queue (the ccNVMe queues use their index).
@@ -173,6 +200,8 @@ enum Progress {
 struct Pending {
     lba: u64,
     len: u32,
+    /// Index of the destination device in the stream's device list.
+    device: u8,
     progress: Progress,
 }
 
@@ -185,14 +214,22 @@ struct State {
     entries: VecDeque<Pending>,
     /// Set when an append failed half-way: later epochs cannot publish.
     broken: Option<String>,
+    /// Per device, the first and last sequence number of its entries not
+    /// yet covered by a joint FLUSH (Horae Figure 7's device ranges).
+    ranges: Vec<Option<(u64, u64)>>,
 }
 
-/// The ordering queue of one stream on one device.
+/// The ordering queue of one stream, over one or several devices.
 pub struct OrderingQueue {
-    dev: Rc<BlockDevice>,
+    /// The stream's devices; entries name them by index (`devid`). The
+    /// queue's region is in the first one's PMR.
+    devs: Vec<Rc<BlockDevice>>,
     pmr: BusAddr,
     layout: RegionLayout,
-    volatile: bool,
+    geometry: Geometry,
+    /// Per device: it has a volatile write cache (no `dr` bits, only
+    /// `flushed` makes its entries durable).
+    volatile: Vec<bool>,
     /// The write-through DRAM copy of the region (what is persistent).
     mirror: RefCell<Vec<u8>>,
     state: RefCell<State>,
@@ -244,7 +281,7 @@ pub(crate) async fn read_region_head(
     pmr: BusAddr,
     start: u64,
     pmr_bytes: u64,
-) -> Result<Option<(RegionLayout, [u64; 3])>, DriverError> {
+) -> Result<Option<(RegionLayout, Geometry, [u64; 3])>, DriverError> {
     if start + layout::RING > pmr_bytes {
         return Err(DriverError::Unsupported(
             "no room for the ordering queue in the PMR".into(),
@@ -255,6 +292,7 @@ pub(crate) async fn read_region_head(
     let Some(l) = RegionLayout::parse_header(&h, start, pmr_bytes).map_err(corrupt)? else {
         return Ok(None);
     };
+    let g = RegionLayout::parse_geometry(&h).map_err(corrupt)?;
     let mut p = [0u8; (layout::RING - layout::HEAD) as usize];
     core.mmio_read(pmr + start + layout::HEAD, &mut p, ORDERING_QUEUE, ATTR)
         .await?;
@@ -267,7 +305,7 @@ pub(crate) async fn read_region_head(
             l.capacity
         )));
     }
-    Ok(Some((l, ptrs)))
+    Ok(Some((l, g, ptrs)))
 }
 
 impl OrderingQueue {
@@ -277,41 +315,76 @@ impl OrderingQueue {
         Self::attach_with(dev, None).await
     }
 
-    /// Attaches to the region. Without a valid header (no magic) it formats
-    /// one with `capacity` entries (default: all that fit): pointers zero,
-    /// header last. With a header, the queue must be empty (head = tail):
-    /// otherwise [`DriverError::RecoveryPending`] until [`recover`] and
-    /// [`HoraeRecovery::discard_and_reset`] ran; `capacity` is then
-    /// ignored. A corrupt header or pointers give
+    /// Attaches the single stream of `dev` ([`OrderingQueue::init_stream`]
+    /// with stream 0 of 1 on `dev` alone). Without a valid header (no
+    /// magic) it formats one with `capacity` entries (default: all that
+    /// fit): pointers zero, header last. With a header, the queue must be
+    /// empty (head = tail): otherwise [`DriverError::RecoveryPending`]
+    /// until [`recover`] and [`HoraeRecovery::discard_and_reset`] ran;
+    /// `capacity` is then ignored. A corrupt header or pointers give
     /// [`DriverError::CorruptPsq`] and nothing is written.
     pub async fn attach_with(
         dev: &Rc<BlockDevice>,
         capacity: Option<u32>,
     ) -> Result<Rc<OrderingQueue>, DriverError> {
-        let (pmr, start) = region_of(dev)?;
+        Self::init_stream(
+            std::slice::from_ref(dev),
+            StreamParams {
+                capacity,
+                ..StreamParams::SINGLE
+            },
+        )
+        .await
+    }
+
+    /// Registers an ordered write stream (Horae Table 1,
+    /// `olayer_init_stream(sid, param)`): stream `params.stream` of
+    /// `params.streams`, whose writes go to `devices` (entries name them by
+    /// index, the `devid` of Figure 6) and whose queue is its slice of the
+    /// first device's PMR ([`RegionLayout::for_stream`]). Formats the
+    /// slice or attaches to it as [`OrderingQueue::attach_with`] says; a
+    /// header of another geometry (other device count, stream or stream
+    /// count) is [`DriverError::Invalid`].
+    pub async fn init_stream(
+        devices: &[Rc<BlockDevice>],
+        params: StreamParams,
+    ) -> Result<Rc<OrderingQueue>, DriverError> {
+        let (dev, geometry) = params.check(devices)?;
+        let (pmr, free) = region_of(dev)?;
         let pmr_bytes = dev.info().pmr_bytes;
+        let slice = RegionLayout::for_stream(free, pmr_bytes, params.stream, params.streams, None)
+            .ok_or_else(|| DriverError::Unsupported("no room for the ordering queue".into()))?;
+        let start = slice.start;
         let core = dev.machine().core(0)?;
         let found = read_region_head(&core, pmr, start, pmr_bytes).await?;
         let (layout, ptrs, format) = match found {
-            Some((_, p)) if p[0] != p[2] => return Err(DriverError::RecoveryPending),
-            Some((l, p)) => (l, p, false),
+            Some((_, g, _)) if g != geometry => {
+                return Err(DriverError::Invalid(format!(
+                    "the region holds stream geometry {g:?}, not {geometry:?}"
+                )))
+            }
+            Some((l, _, _)) if l.capacity > slice.capacity => {
+                return Err(corrupt(format!(
+                    "capacity {} overflows the stream's slice ({})",
+                    l.capacity, slice.capacity
+                )))
+            }
+            Some((_, _, p)) if p[0] != p[2] => return Err(DriverError::RecoveryPending),
+            Some((l, _, p)) => (l, p, false),
             None => {
-                let l = match capacity {
-                    Some(c) => RegionLayout { start, capacity: c },
-                    None => RegionLayout::largest(start, pmr_bytes)
-                        .ok_or_else(|| DriverError::Unsupported("no room for the ordering queue".into()))?,
-                };
-                if !l.fits(pmr_bytes) {
-                    return Err(DriverError::Invalid(format!(
-                        "an ordering queue of {} entries does not fit the PMR",
-                        l.capacity
-                    )));
-                }
+                let l =
+                    RegionLayout::for_stream(free, pmr_bytes, params.stream, params.streams, params.capacity)
+                        .ok_or_else(|| {
+                            DriverError::Invalid(format!(
+                            "an ordering queue of {:?} entries does not fit the stream's slice of the PMR",
+                            params.capacity
+                        ))
+                        })?;
                 (l, [0; 3], true)
             }
         };
         let mut mirror = vec![0u8; layout.bytes() as usize];
-        mirror[..64].copy_from_slice(&layout.header_bytes());
+        mirror[..64].copy_from_slice(&layout.header_bytes_of(geometry));
         for (o, v) in [layout::HEAD, layout::FLUSHED, layout::TAIL].iter().zip(ptrs) {
             mirror[*o as usize..*o as usize + 8].copy_from_slice(&v.to_le_bytes());
         }
@@ -319,19 +392,21 @@ impl OrderingQueue {
             for o in [layout::HEAD, layout::FLUSHED, layout::TAIL] {
                 persist(&core, pmr, start + o, &0u64.to_le_bytes()).await?;
             }
-            persist(&core, pmr, start, &layout.header_bytes()).await?;
+            persist(&core, pmr, start, &layout.header_bytes_of(geometry)).await?;
         }
         Ok(Rc::new(OrderingQueue {
-            dev: dev.clone(),
+            devs: devices.to_vec(),
             pmr,
             layout,
-            volatile: dev.info().volatile_cache,
+            geometry,
+            volatile: devices.iter().map(|d| d.info().volatile_cache).collect(),
             mirror: RefCell::new(mirror),
             state: RefCell::new(State {
                 reserved: ptrs[2],
                 next_epoch: 0,
                 entries: VecDeque::new(),
                 broken: None,
+                ranges: vec![None; devices.len()],
             }),
             published: Notify::new(),
             progress: Notify::new(),
@@ -339,6 +414,22 @@ impl OrderingQueue {
             head_lock: Mutex::new(()),
             write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
         }))
+    }
+
+    /// The stream's first device: its PMR holds the queue, its machine
+    /// runs the stream.
+    fn home(&self) -> &Rc<BlockDevice> {
+        &self.devs[0]
+    }
+
+    /// The stream's devices, by `devid`.
+    pub fn devices(&self) -> &[Rc<BlockDevice>] {
+        &self.devs
+    }
+
+    /// Which stream this is and over how many devices.
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
     }
 
     /// Where the region sits.

@@ -13,8 +13,13 @@
 //! left as they are. With no write redirection there are no prepare writes
 //! to commit (see the module documentation of [`crate::horae`]).
 //!
+//! A stream over several devices ([`recover_stream`]) is one queue: the
+//! scan is the same, each entry's blocks are on the device its `devid`
+//! names, and the discard writes each device's blocks on that device and
+//! flushes every device it wrote.
+//!
 //! Anything that does not make sense (pointers out of range, an entry of
-//! length 0, past the device, for another device, with reserved bits or a
+//! length 0, past its device, for a device the stream does not have, with reserved bits or a
 //! prepare write) is [`DriverError::CorruptPsq`] with queue
 //! [`super::ORDERING_QUEUE_ID`]; a region without the magic is
 //! [`DriverError::NoLayout`]. Nothing is written in either case.
@@ -23,7 +28,8 @@ use std::rc::Rc;
 
 use super::ORDERING_QUEUE;
 
-use super::layout::{self, RawEntry, RegionLayout};
+use super::layout::{self, Geometry, RawEntry, RegionLayout};
+use super::StreamParams;
 use super::{corrupt, persist, read_region_head, region_of, ATTR};
 use crate::bio::Bio;
 use crate::device::BlockDevice;
@@ -44,6 +50,8 @@ pub struct OrderingEntry {
     pub dr: bool,
     /// `ipu` bit: an in-place write, whose blocks a discard keeps.
     pub in_place: bool,
+    /// `devid`: the entry's device, by index in the stream's device list.
+    pub device: u8,
 }
 
 /// What [`recover`] found.
@@ -51,6 +59,8 @@ pub struct OrderingEntry {
 pub struct HoraeRecovery {
     /// The region.
     pub layout: RegionLayout,
+    /// Which stream, over how many devices.
+    pub geometry: Geometry,
     /// Persistent head.
     pub head: u64,
     /// Persistent `flushed` pointer.
@@ -67,12 +77,22 @@ pub struct HoraeRecovery {
 
 impl HoraeRecovery {
     /// The `(lba, len in 4 KiB blocks)` ranges to zero-fill, in queue
-    /// order: the discarded entries that are not in-place writes.
+    /// order: the discarded entries that are not in-place writes (of
+    /// every device: see [`HoraeRecovery::discard_ranges_of`]).
     pub fn discard_ranges(&self) -> Vec<(u64, u32)> {
         self.discard
             .iter()
             .filter(|e| !e.in_place)
             .map(|e| (e.lba, e.len))
+            .collect()
+    }
+
+    /// [`HoraeRecovery::discard_ranges`] with each range's device.
+    pub fn discard_ranges_of(&self) -> Vec<(u8, u64, u32)> {
+        self.discard
+            .iter()
+            .filter(|e| !e.in_place)
+            .map(|e| (e.device, e.lba, e.len))
             .collect()
     }
 
@@ -87,20 +107,48 @@ impl HoraeRecovery {
     /// flushes (dropped without a volatile cache), then empties the queue
     /// durably: head := tail (one persistent write makes it empty), then
     /// `flushed` := tail. Running it again after a crash half-way is safe.
+    /// For the single stream of one device; [`HoraeRecovery::discard_and_reset_all`]
+    /// for a stream of several.
     pub async fn discard_and_reset(&self, dev: &Rc<BlockDevice>, core: usize) -> Result<(), DriverError> {
-        let (pmr, start) = region_of(dev)?;
-        if start != self.layout.start {
+        self.discard_and_reset_all(std::slice::from_ref(dev), core).await
+    }
+
+    /// [`HoraeRecovery::discard_and_reset`] for the stream over `devs` (the
+    /// list [`recover_stream`] read it with): each range is zero-filled on
+    /// its device, then every device written is flushed, then the queue
+    /// on the first device is emptied.
+    pub async fn discard_and_reset_all(
+        &self,
+        devs: &[Rc<BlockDevice>],
+        core: usize,
+    ) -> Result<(), DriverError> {
+        let home = devs
+            .first()
+            .ok_or_else(|| DriverError::Invalid("recovery without a device".into()))?;
+        let (pmr, free) = region_of(home)?;
+        let slice = RegionLayout::for_stream(
+            free,
+            home.info().pmr_bytes,
+            self.geometry.stream,
+            self.geometry.streams,
+            None,
+        );
+        if slice.map(|l| l.start) != Some(self.layout.start) || devs.len() != self.geometry.devices as usize {
             return Err(DriverError::Invalid("recovery of another region".into()));
         }
-        let ranges = self.discard_ranges();
+        let start = self.layout.start;
+        let ranges = self.discard_ranges_of();
         if !ranges.is_empty() {
-            let mem = dev.machine().memory();
+            let mem = home.machine().memory();
             let zero = mem.alloc(4096)?;
             mem.fill(zero, 4096, 0)?;
-            let per_page = 4096 / dev.info().lba_size as u64;
-            let chunk = (dev.info().max_transfer / 4096).clamp(1, 1 << 16);
+            let mut written = vec![false; devs.len()];
             let mut r = Ok(());
-            'all: for &(lba, len) in &ranges {
+            'all: for &(d, lba, len) in &ranges {
+                let dev = &devs[d as usize];
+                written[d as usize] = true;
+                let per_page = 4096 / dev.info().lba_size as u64;
+                let chunk = (dev.info().max_transfer / 4096).clamp(1, 1 << 16);
                 let mut off = 0u64;
                 while off < len as u64 {
                     let k = chunk.min(len as u64 - off);
@@ -112,13 +160,15 @@ impl HoraeRecovery {
                     off += k;
                 }
             }
-            if r.is_ok() {
-                r = dev.submit_wait(core, &Bio::flush()).await;
+            for (dev, _) in devs.iter().zip(&written).filter(|(_, w)| **w) {
+                if r.is_ok() {
+                    r = dev.submit_wait(core, &Bio::flush()).await;
+                }
             }
             mem.free(zero)?;
             r?;
         }
-        let c = dev.machine().core(core)?;
+        let c = home.machine().core(core)?;
         persist(&c, pmr, start + layout::HEAD, &self.tail.to_le_bytes()).await?;
         persist(&c, pmr, start + layout::FLUSHED, &self.tail.to_le_bytes()).await?;
         Ok(())
@@ -126,17 +176,38 @@ impl HoraeRecovery {
 }
 
 /// Reads the ordering queue of `dev` (probed with `horae: true`) and
-/// classifies its entries; writes nothing.
+/// classifies its entries; writes nothing. The single stream of one
+/// device: [`recover_stream`] with stream 0 of 1 on `dev`.
 pub async fn recover(dev: &Rc<BlockDevice>) -> Result<HoraeRecovery, DriverError> {
-    let (pmr, start) = region_of(dev)?;
+    recover_stream(std::slice::from_ref(dev), StreamParams::SINGLE).await
+}
+
+/// Reads the ordering queue of stream `params` over `devs` (each probed
+/// with `horae: true`; the queue is in the first one's PMR) and classifies
+/// its entries; writes nothing. A header of another geometry (device
+/// count, stream, stream count) is [`DriverError::Invalid`].
+pub async fn recover_stream(
+    devs: &[Rc<BlockDevice>],
+    params: StreamParams,
+) -> Result<HoraeRecovery, DriverError> {
+    let (dev, geometry) = params.check(devs)?;
+    let (pmr, free) = region_of(dev)?;
     let info = dev.info();
+    let start = RegionLayout::for_stream(free, info.pmr_bytes, params.stream, params.streams, None)
+        .ok_or(DriverError::NoLayout)?
+        .start;
     let core = dev.machine().core(0)?;
-    let (l, [head, flushed, tail]) = read_region_head(&core, pmr, start, info.pmr_bytes)
+    let (l, g, [head, flushed, tail]) = read_region_head(&core, pmr, start, info.pmr_bytes)
         .await?
         .ok_or(DriverError::NoLayout)?;
-    let per_page = 4096 / info.lba_size as u64;
+    if g != geometry {
+        return Err(DriverError::Invalid(format!(
+            "the region holds stream geometry {g:?}, not {geometry:?}"
+        )));
+    }
     let mut out = HoraeRecovery {
         layout: l,
+        geometry,
         head,
         flushed,
         tail,
@@ -158,14 +229,17 @@ pub async fn recover(dev: &Rc<BlockDevice>) -> Result<HoraeRecovery, DriverError
             let mut b = [0u8; 16];
             b.copy_from_slice(raw);
             let e = RawEntry::from_bytes(&b);
+            let target = devs.get(e.devid as usize).map(|d| d.info());
             let bad = if e.len == 0 {
                 Some("length 0".to_string())
-            } else if e.lba as u64 + e.len as u64 * per_page > info.blocks {
+            } else if let Some(t) =
+                target.filter(|t| e.lba as u64 + e.len as u64 * (4096 / t.lba_size as u64) > t.blocks)
+            {
                 Some(format!(
-                    "blocks {}+{} past the device ({})",
-                    e.lba, e.len, info.blocks
+                    "blocks {}+{} past the device ({}: {} blocks)",
+                    e.lba, e.len, e.devid, t.blocks
                 ))
-            } else if e.devid != 0 {
+            } else if target.is_none() {
                 Some(format!("device {} unknown", e.devid))
             } else if e.rsvd != 0 {
                 Some("reserved bits set".to_string())
@@ -184,6 +258,7 @@ pub async fn recover(dev: &Rc<BlockDevice>) -> Result<HoraeRecovery, DriverError
                 etag: e.etag,
                 dr: e.dr,
                 in_place: e.ipu,
+                device: e.devid,
             };
             if out.discard.is_empty() && (seq < flushed || e.dr) {
                 out.durable.push(entry);

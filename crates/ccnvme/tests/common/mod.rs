@@ -50,3 +50,28 @@ pub fn pages(m: &Machine, n: usize, seed: u8) -> Vec<HostAddr> {
         })
         .collect()
 }
+
+/// A machine (default profile, executor seeded with `seed`) with `drives`,
+/// drive `i` on port `i` (the shared `nvme_ctrl::attach_drives`).
+pub fn machine_with_drives(
+    seed: u64,
+    drives: Vec<nvme_ctrl::Drive>,
+    mode: TraceMode,
+) -> (Executor, Machine, Vec<Rc<Controller>>) {
+    let ex = Executor::new(seed);
+    let m = Machine::new(&ex, MachineProfile::default(), mode);
+    let ctrls = nvme_ctrl::attach_drives(&m, drives).unwrap();
+    (ex, m, ctrls)
+}
+
+/// Probes the drives on ports `0..n` with `opts`.
+pub fn probe_all(ex: &Executor, m: &Machine, n: u8, opts: ProbeOptions) -> Vec<Rc<BlockDevice>> {
+    (0..n)
+        .map(|port| {
+            let (m2, o) = (m.clone(), opts.clone());
+            ex.block_on(async move { BlockDevice::probe(&m2, port, o).await })
+                .unwrap()
+                .unwrap()
+        })
+        .collect()
+}

@@ -698,9 +698,8 @@ impl Jbd {
             .iter()
             .zip(in_place)
             .map(|((b, _), ip)| OrderedWrite {
-                lba: *b,
-                len: 1,
                 in_place: *ip,
+                ..OrderedWrite::fresh(*b, 1)
             })
             .collect();
         Ok(oq.append_writes(ctx.core, &writes).await?)
