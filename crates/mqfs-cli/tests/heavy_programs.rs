@@ -62,9 +62,11 @@ fn fio_fsync_jobs(mode: &str, jobs: u64, mib: u64, bs_kib: u64) {
     m.unmount();
     let report = fsck_ok(&img);
     assert!(report.contains("0 errors"), "{report}");
-    // Interleaved appenders fragment the files: beyond the data blocks
-    // (and the root directory's), the files hold extent-tree blocks, the
-    // test's premise (more extents than an inode holds).
+    // Beyond the data blocks (and the root directory's), every file holds
+    // an extent-tree block, the test's premise (more extents than an inode
+    // holds): the allocator's windows (docs/decisions.md M23) keep each
+    // appender's file to a few dozen extents, up to 8 MiB each, but the
+    // interleaved jobs' windows are not adjacent, so they do not merge.
     let blocks: u64 = report
         .split(" blocks")
         .next()
@@ -73,7 +75,7 @@ fn fio_fsync_jobs(mode: &str, jobs: u64, mib: u64, bs_kib: u64) {
         .unwrap_or_else(|| panic!("no block count in {report}"));
     let data = jobs * (mib << 20) / 4096;
     assert!(
-        blocks > data + 1 + jobs,
+        blocks >= data + 1 + jobs,
         "{blocks} blocks for {data} data blocks: {report}"
     );
 }
