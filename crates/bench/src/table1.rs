@@ -57,13 +57,14 @@
 //! happen, asynchronously): 4, N+1, N+1, N+1.
 //!
 //! Two more critical-path columns are checked against derived formulas:
-//! the Horae ordering-queue writes, 2N+7 on a drive without a volatile
-//! cache (the `ccnvme::horae` module docs: N+2 entries in two epochs, two
-//! tail pointers, N+2 `dr` words, one `flushed` pointer) plus one tail
+//! the Horae ordering-queue writes, N+7 on a drive without a volatile
+//! cache (the `ccnvme::horae` module docs: the N+2 entries of two epochs
+//! as one burst per epoch, two tail pointers, N+2 `dr` words, one
+//! `flushed` pointer; `docs/decisions.md` H1) plus a burst and a tail
 //! pointer when the change wrote file data (N >= 2 here: the fsync caller
 //! dispatches its data as an epoch of its own before the journal's two,
 //! `docs/decisions.md` H10), 0 elsewhere; and the zero-length flush reads,
-//! one per persistent MMIO write: Horae's 2N+7 (+1), MQFS's 3 (P-SQ burst,
+//! one per persistent MMIO write: Horae's N+7 (+2), MQFS's 3 (P-SQ burst,
 //! P-SQDB, P-SQ-head), MQFS-A's 2, none for plain NVMe.
 //!
 //! Only the paper's four columns of its four rows decide whether the
@@ -187,8 +188,8 @@ impl System {
     pub fn extra_formula(self) -> [Formula; 2] {
         match self {
             System::Horae => [
-                Formula::new(2, 7, "2N+7 (+1 with data)").plus_with_data(1),
-                Formula::new(2, 7, "2N+7 (+1 with data)").plus_with_data(1),
+                Formula::new(1, 7, "N+7 (+2 with data)").plus_with_data(2),
+                Formula::new(1, 7, "N+7 (+2 with data)").plus_with_data(2),
             ],
             System::Mq => [Formula::new(0, 0, "0"), Formula::new(0, 3, "3")],
             System::MqAtomic => [Formula::new(0, 0, "0"), Formula::new(0, 2, "2")],

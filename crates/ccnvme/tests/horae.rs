@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ccnvme::horae::ORDERING_QUEUE;
 use ccnvme::horae::{self, layout, EntryId, OrderedWrite, OrderingQueue, RawEntry};
-use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, ProbeOptions, Traffic};
+use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, EntryPersist, ProbeOptions, Traffic};
 use nvme_ctrl::{Image, Media, MediaCursor, SsdProfile, BLOCK};
 use pcie_sim::{CrashCursor, EventKind, Executor, HostAddr, Machine, PageStore, Purpose, TraceMode};
 
@@ -121,8 +121,19 @@ async fn plain_fsync(m: &Machine, dev: &Rc<BlockDevice>, n: u64) -> Traffic {
 
 #[test]
 fn fsync_sequence_costs_plain_nvme_traffic_plus_ordering_mmio_apart() {
-    eprintln!("profile        N  mmio dma_q blk irq | ordering_mmio flush_reads | fsync us (plain us)");
-    for profile in [SsdProfile::optane_905p(), SsdProfile::flash_vwc()] {
+    eprintln!(
+        "persist   profile        N  mmio dma_q blk irq | ordering_mmio flush_reads | fsync us (plain us)"
+    );
+    for (persist, profile) in [EntryPersist::PerEpoch, EntryPersist::PerEntry]
+        .into_iter()
+        .flat_map(|p| [(p, SsdProfile::optane_905p()), (p, SsdProfile::flash_vwc())])
+    {
+        // Persistent writes of the N+2 entries of the two epochs: one
+        // burst per epoch, or one write per entry (`docs/decisions.md` H1).
+        let epochs = |n: u64, epochs: u64| match persist {
+            EntryPersist::PerEpoch => epochs,
+            EntryPersist::PerEntry => n + epochs,
+        };
         let vwc = profile.volatile_cache();
         for n in 1..=16u64 {
             let (ex, m) = machine(&profile, Media::memory(BLOCKS), None, TraceMode::Off);
@@ -137,7 +148,9 @@ fn fsync_sequence_costs_plain_nvme_traffic_plus_ordering_mmio_apart() {
                 .unwrap();
 
             let (ex, m) = machine(&profile, Media::memory(BLOCKS), None, TraceMode::Off);
-            let dev = probe(&ex, &m, horae_opts());
+            let mut opts = horae_opts();
+            opts.profile.horae_entry_persist = persist;
+            let dev = probe(&ex, &m, opts);
             let q = attach(&ex, &dev, None).unwrap();
             let m2 = m.clone();
             let (t1, t, us) = ex
@@ -148,14 +161,15 @@ fn fsync_sequence_costs_plain_nvme_traffic_plus_ordering_mmio_apart() {
                 })
                 .unwrap();
             eprintln!(
-                "{:<13} {n:>2} {:>5} {:>5} {:>3} {:>3} | {:>13} {:>11} | {us:>8.2} ({plain_us:.2})",
+                "{persist:<9?} {:<13} {n:>2} {:>5} {:>5} {:>3} {:>3} | {:>13} {:>11} | {us:>8.2} ({plain_us:.2})",
                 profile.name, t.mmio, t.dma_q, t.block_io, t.irq, t.ordering_mmio, t.flush_reads
             );
             // The first append: N+1 entries and one tail, nothing on the
             // NVMe side.
+            let first = epochs(n, 1) + 1;
             assert_eq!(
                 (t1.mmio, t1.dma_q, t1.ordering_mmio, t1.flush_reads),
-                (0, 0, n + 2, n + 2)
+                (0, 0, first, first)
             );
             if vwc {
                 // The joint FLUSH is one NVMe Flush (doorbell, fetch, CQE,
@@ -165,7 +179,11 @@ fn fsync_sequence_costs_plain_nvme_traffic_plus_ordering_mmio_apart() {
                     (2 * (n + 2) + 2, 2 * (n + 2) + 2, n + 2, n + 3),
                     "N={n}: {t:?}"
                 );
-                assert_eq!(t.ordering_mmio, (n + 2) + 2 + 1, "entries, tails, flushed: {t:?}");
+                assert_eq!(
+                    t.ordering_mmio,
+                    epochs(n, 2) + 2 + 1,
+                    "entries, tails, flushed: {t:?}"
+                );
             } else {
                 assert_eq!(
                     (t.mmio, t.dma_q, t.block_io, t.irq),
@@ -185,7 +203,7 @@ fn fsync_sequence_costs_plain_nvme_traffic_plus_ordering_mmio_apart() {
                 );
                 assert_eq!(
                     t.ordering_mmio,
-                    (n + 2) + 2 + (n + 2) + 1,
+                    epochs(n, 2) + 2 + (n + 2) + 1,
                     "entries, tails, dr words, flushed: {t:?}"
                 );
             }

@@ -163,9 +163,10 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              commit: most fsyncs join the transaction being formed), so the flush stage has little \
              to overlap. \
              The commit thread's core pays, per journaled block, 0.7 us of ordering layer, 1 us of \
-             block layer and the paper-literal persistent MMIO writes of the ordering queue \
-             ({:.1} per append, each a small write followed by a zero-length read that stalls the \
-             core about 1.5 us, plus a `dr` write per completion on its interrupt core), where the \
+             block layer and the persistent MMIO writes of the ordering queue \
+             ({:.1} per append: a burst of entries and a tail per epoch, `docs/decisions.md` H1, \
+             each followed by a zero-length read that stalls the core about 1.5 us, plus a `dr` \
+             write per completion on its interrupt core), where the \
              paper's 0.7 us covers processing and writing the ordering metadata. At {top} threads \
              HoraeFS makes {:.2}x Ext4's throughput, where the paper's ratios (MQFS 2x Ext4 and \
              1.5x HoraeFS) put it at about 1.3x.",

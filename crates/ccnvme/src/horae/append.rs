@@ -7,6 +7,7 @@ use pcie_sim::Core;
 use super::layout::{self, RawEntry};
 use super::{Epoch, OrderingQueue, Pending, Progress};
 use crate::error::DriverError;
+use crate::profile::EntryPersist;
 
 /// One write of an epoch: `len` 4 KiB blocks at device block `lba`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,19 +187,42 @@ impl OrderingQueue {
 
     /// Stores the entries of an epoch, waits for its turn, persists the tail.
     async fn store_epoch(&self, c: &Core, first: u64, writes: &[OrderedWrite]) -> Result<(), DriverError> {
-        for (i, w) in writes.iter().enumerate() {
-            let e = RawEntry {
-                lba: w.lba as u32,
-                len: w.len,
-                devid: w.device,
-                etag: i == 0,
-                dr: false,
-                plba: layout::NO_PLBA,
-                ipu: w.in_place,
-                rsvd: 0,
-            };
-            self.write(c, self.layout.slot(first + i as u64), &e.to_bytes())
-                .await?;
+        let entries: Vec<[u8; 16]> = writes
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                RawEntry {
+                    lba: w.lba as u32,
+                    len: w.len,
+                    devid: w.device,
+                    etag: i == 0,
+                    dr: false,
+                    plba: layout::NO_PLBA,
+                    ipu: w.in_place,
+                    rsvd: 0,
+                }
+                .to_bytes()
+            })
+            .collect();
+        match self.home().profile().horae_entry_persist {
+            EntryPersist::PerEntry => {
+                for (i, e) in entries.iter().enumerate() {
+                    self.write(c, self.layout.slot(first + i as u64), e).await?;
+                }
+            }
+            EntryPersist::PerEpoch => {
+                // Contiguous slots as one burst; the ring wraps at most once
+                // (an epoch holds at most `capacity` entries).
+                let cap = self.layout.capacity as u64;
+                let mut i = 0;
+                while i < entries.len() {
+                    let seq = first + i as u64;
+                    let run = ((cap - seq % cap) as usize).min(entries.len() - i);
+                    self.write(c, self.layout.slot(seq), &entries[i..i + run].concat())
+                        .await?;
+                    i += run;
+                }
+            }
         }
         loop {
             if self.tail() == first {

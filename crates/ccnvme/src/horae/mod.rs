@@ -11,11 +11,14 @@
 //! queue lives in the first device's PMR. The upper layer:
 //!
 //! 1. appends an **epoch** of writes with no order among them
-//!    ([`OrderingQueue::append_epoch`]): one 16-byte entry per write, each
-//!    stored with a persistent MMIO write (WC store, `clflush`, `mfence`,
-//!    zero-length read: Horae 5.5 "after each MMIO write, HORAE issues a
-//!    non-posted MMIO read of zero byte length", H1 paper-literal), then
-//!    the 8-byte tail pointer, persisted the same way, in epoch order.
+//!    ([`OrderingQueue::append_epoch`]): one 16-byte entry per write, the
+//!    epoch's entries stored as one persistent MMIO write (a WC burst,
+//!    `clflush` of each line, `mfence`, zero-length read: Horae 5.5 "after
+//!    each MMIO write, HORAE issues a non-posted MMIO read of zero byte
+//!    length"; [`crate::EntryPersist`] and `docs/decisions.md` H1 say why
+//!    one burst and not one write per entry, which the profile can still
+//!    ask for), then the 8-byte tail pointer, persisted the same way, in
+//!    epoch order.
 //!    Entries of concurrent epochs are stored concurrently; tails are
 //!    published one epoch after the other (Horae Figure 5). It returns once
 //!    the tail is persistent: the ordering guarantee;
@@ -66,9 +69,11 @@
 //!
 //! **Per fsync-like sequence** (epoch {JD, D1..DN}, epoch {JC}, wait, flush)
 //! on a device without a volatile cache, `ordering_mmio` is
-//! (N+2) entries + 2 tails + (N+2) `dr` words + 1 `flushed` = 2N+7
+//! 2 entry bursts + 2 tails + (N+2) `dr` words + 1 `flushed` = N+7
 //! persistent writes, each with one flush read; with a volatile cache
-//! there are no `dr` words: N+5 (plus the NVMe Flush on the data path).
+//! there are no `dr` words: 5 (plus the NVMe Flush on the data path).
+//! With [`crate::EntryPersist::PerEntry`] each of the N+2 entries is its
+//! own write: 2N+7 and N+5.
 //!
 //! **Dequeue** ([`OrderingQueue::dequeue`]) moves the persistent head over
 //! the entries whose data and all predecessors are durable (before
