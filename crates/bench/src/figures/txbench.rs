@@ -29,6 +29,7 @@ use ccnvme::bio::{Bio, BioFlags, TxId};
 use ccnvme::device::{BlockDevice, ProbeOptions};
 use ccnvme::error::DriverError;
 use ccnvme::horae::OrderingQueue;
+use ccnvme::{DriverProfile, Traffic};
 
 use super::common::BenchResult;
 
@@ -72,6 +73,12 @@ pub struct TxResult {
     pub tps: f64,
     /// Device write bandwidth (all blocks) over the maximum.
     pub utilization: f64,
+    /// The share of the cores' time they were occupied (kernel and user,
+    /// the machine's CPU accounting): near 1, the threads are CPU-bound.
+    pub busy: f64,
+    /// Persistent MMIO writes to the Horae ordering queue per transaction
+    /// (0 for the other approaches), counted by the machine.
+    pub ordering_writes_per_tx: f64,
 }
 
 /// Maximum device bandwidth for utilization (P5800X on PCIe 3.0).
@@ -86,6 +93,25 @@ const JOURNAL: u64 = 4096;
 /// `approach` on `profile` for `duration` of simulated time.
 pub fn run(
     profile: &SsdProfile,
+    approach: Approach,
+    threads: usize,
+    blocks: usize,
+    duration: SimDuration,
+) -> BenchResult<TxResult> {
+    run_with(
+        profile,
+        &DriverProfile::default(),
+        approach,
+        threads,
+        blocks,
+        duration,
+    )
+}
+
+/// [`run`] with the driver's profile `driver` (side experiments).
+pub fn run_with(
+    profile: &SsdProfile,
+    driver: &DriverProfile,
     approach: Approach,
     threads: usize,
     blocks: usize,
@@ -114,6 +140,7 @@ pub fn run(
     let opts = ProbeOptions {
         ccnvme: matches!(approach, Approach::CcNvme | Approach::CcNvmeAtomic),
         horae: approach == Approach::Horae,
+        profile: driver.clone(),
         ..ProbeOptions::default()
     };
     let dev = ex.block_on(async move { BlockDevice::probe(&m2, 0, opts).await })??;
@@ -127,6 +154,7 @@ pub fn run(
     let start = m.sim().now();
     let end = start + duration;
     let before = m.counters();
+    let cpu_before = m.cpu_stats();
     for t in 0..threads {
         let dev = dev.clone();
         let m3 = m.clone();
@@ -185,9 +213,16 @@ pub fn run(
     let written = c
         .get(EventKind::DmaReadCompletion, traffic::DATA_BLOCK)
         .payload_bytes;
+    let (kernel, user) = m
+        .cpu_stats()
+        .since(cpu_before)
+        .utilization(end - start, threads.max(1));
+    let txs = done.get().max(1) as f64;
     Ok(TxResult {
         tps: done.get() as f64 / elapsed,
         utilization: written as f64 / elapsed / MAX_BANDWIDTH,
+        busy: kernel + user,
+        ordering_writes_per_tx: Traffic::from_counters(&c).ordering_mmio as f64 / txs,
     })
 }
 
