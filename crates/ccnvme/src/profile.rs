@@ -37,9 +37,6 @@ pub struct DriverProfile {
     /// Interval between two polls of a completion queue (Linux io_poll
     /// spins; 200 ns keeps the simulation from spinning every cycle).
     pub poll_interval: SimDuration,
-    /// Merge LBA-contiguous writes submitted together into one command
-    /// (off by default: ccNVMe Table 1 assumes no merging).
-    pub merge: bool,
     /// Entries per I/O submission and completion queue.
     pub queue_entries: u32,
     /// Slots per persistent submission queue (bounded by the PMR).
@@ -115,7 +112,6 @@ impl Default for DriverProfile {
             wakeup: SimDuration::from_ns(2_000),
             polling: false,
             poll_interval: SimDuration::from_ns(200),
-            merge: false,
             queue_entries: 1024,
             psq_slots: 256,
             faults: DriverFaults::default(),
