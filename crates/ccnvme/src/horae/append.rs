@@ -162,6 +162,9 @@ impl OrderingQueue {
     fn reserve(&self, writes: &[OrderedWrite]) -> Option<(u64, u64)> {
         let head = self.head();
         let n = writes.len() as u64;
+        if self.swapping() {
+            return None;
+        }
         let mut st = self.state.borrow_mut();
         if st.reserved + n - head > self.layout.capacity as u64 {
             return None;
@@ -216,12 +219,16 @@ impl OrderingQueue {
         Ok(())
     }
 
-    /// Frees room for an append: dequeue, flush on a volatile cache, or
-    /// wait for progress.
+    /// Frees room for an append: dequeue, swap to the checkpoint region
+    /// (Horae 5.2, [`super::swap`]), or without one flush on a volatile
+    /// cache or wait for progress.
     async fn make_room(&self, core: usize) -> Result<(), DriverError> {
         let head = self.head();
         if self.durable_point() > head {
             self.dequeue(core).await?;
+            return Ok(());
+        }
+        if self.swap_for_room(core).await? {
             return Ok(());
         }
         // A failed write never becomes durable: the queue cannot drain.

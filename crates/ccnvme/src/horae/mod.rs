@@ -122,6 +122,7 @@ mod durability;
 pub mod layout;
 pub mod recovery;
 mod stream;
+pub mod swap;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -138,6 +139,7 @@ pub use append::OrderedWrite;
 pub use layout::{Geometry, RawEntry, RegionLayout};
 pub use recovery::{recover, recover_stream, HoraeRecovery, OrderingEntry};
 pub use stream::StreamParams;
+pub use swap::CheckpointRegion;
 
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
 /// ordering queue (the ccNVMe queues use their index).
@@ -244,6 +246,8 @@ pub struct OrderingQueue {
     /// completion's `dr` write never joins the WC burst of an append on the
     /// same core and every persistent write is its own MMIO operation.
     write_locks: Vec<Mutex<()>>,
+    /// Swap to the checkpoint region ([`swap`]).
+    swap: swap::Swap,
 }
 
 impl std::fmt::Debug for OrderingQueue {
@@ -383,6 +387,7 @@ impl OrderingQueue {
                 (l, [0; 3], true)
             }
         };
+        let swap = swap::Swap::new(params.checkpoint, dev, layout.capacity)?;
         let mut mirror = vec![0u8; layout.bytes() as usize];
         mirror[..64].copy_from_slice(&layout.header_bytes_of(geometry));
         for (o, v) in [layout::HEAD, layout::FLUSHED, layout::TAIL].iter().zip(ptrs) {
@@ -394,7 +399,7 @@ impl OrderingQueue {
             }
             persist(&core, pmr, start, &layout.header_bytes_of(geometry)).await?;
         }
-        Ok(Rc::new(OrderingQueue {
+        let q = Rc::new(OrderingQueue {
             devs: devices.to_vec(),
             pmr,
             layout,
@@ -413,7 +418,10 @@ impl OrderingQueue {
             flush_lock: Mutex::new(()),
             head_lock: Mutex::new(()),
             write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
-        }))
+            swap,
+        });
+        q.reset_checkpoint().await?;
+        Ok(q)
     }
 
     /// The stream's first device: its PMR holds the queue, its machine
