@@ -217,6 +217,49 @@ fn swapped_entries_drain_after_a_flush_and_the_ring_keeps_its_order() {
     .unwrap();
 }
 
+#[test]
+fn a_full_checkpoint_is_flushed_and_drained_then_swapping_goes_on() {
+    // Writes completed into a volatile cache are durable only after a
+    // FLUSH, so every full ring swaps until the checkpoint's two entry
+    // pages (510 entries) are full; then a joint FLUSH drains them.
+    let profile = SsdProfile::flash_vwc();
+    let (ex, m, dev) = rig(&profile, DriverFaults::default(), TraceMode::Full);
+    let m2 = m.clone();
+    ex.block_on(async move {
+        let q = OrderingQueue::init_stream(std::slice::from_ref(&dev), params(&dev, true))
+            .await
+            .unwrap();
+        let from = m2.trace().len() as usize;
+        let mut most = 0;
+        for i in 0..300u64 {
+            let (_, d) = epoch(&m2, &q, &[100 + 2 * i, 101 + 2 * i]).await;
+            for x in &d {
+                assert!(dev.wait(0, x).await.is_success());
+            }
+            most = most.max(q.swapped());
+        }
+        let flushes = flush_dones(&m2, from);
+        eprintln!(
+            "600 writes in a ring of {RING}: {} swaps, at most {most} entries swapped, {flushes} FLUSH",
+            q.swaps()
+        );
+        assert!(most > 2 * ENTRIES_PER_PAGE - RING as u64 && most <= 2 * ENTRIES_PER_PAGE);
+        assert_eq!(flushes, 1, "one joint FLUSH when the checkpoint was full");
+        assert!(q.swaps() >= 290 / 2);
+        q.flush(0).await.unwrap();
+        q.dequeue(0).await.unwrap();
+        assert_eq!((q.swapped(), q.head()), (0, 600));
+        let rec = horae::recover_stream(std::slice::from_ref(&dev), params(&dev, true))
+            .await
+            .unwrap();
+        assert_eq!(
+            (rec.from_checkpoint, rec.discard.len(), rec.head, rec.tail),
+            (0, 0, 600, 600)
+        );
+    })
+    .unwrap();
+}
+
 // ---- crash states ----
 
 #[derive(Clone, Debug)]
