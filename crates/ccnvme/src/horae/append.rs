@@ -94,8 +94,9 @@ impl OrderingQueue {
     /// and returns once its entries and the tail covering them are
     /// persistent (every earlier epoch's tail first). Charges
     /// [`DriverProfile::ordering_layer`](crate::DriverProfile::ordering_layer)
-    /// per write. Waits (dequeueing, and flushing on a device with a
-    /// volatile cache) while the queue is full.
+    /// per write. While the queue is full it dequeues, or swaps the queue
+    /// to the stream's checkpoint region ([`super::swap`], Horae 5.2),
+    /// or without one waits (flushing on a device with a volatile cache).
     ///
     /// First it waits until no earlier write to any of the same blocks is
     /// in flight (appended or submitted, not completed). Without write

@@ -13,6 +13,10 @@
 //! left as they are. With no write redirection there are no prepare writes
 //! to commit (see the module documentation of [`crate::horae`]).
 //!
+//! A stream with a checkpoint region (given in [`StreamParams`], as at
+//! init) has its swapped entries there: they are read first, in order,
+//! and the same rules run over the whole sequence ([`super::swap`]).
+//!
 //! A stream over several devices ([`recover_stream`]) is one queue: the
 //! scan is the same, each entry's blocks are on the device its `devid`
 //! names, and the discard writes each device's blocks on that device and
