@@ -260,6 +260,67 @@ fn a_full_checkpoint_is_flushed_and_drained_then_swapping_goes_on() {
     .unwrap();
 }
 
+#[test]
+fn joint_flush_ranges_count_swapped_entries_on_each_device() {
+    // Two drives with caches, the ring on the first, entries on both:
+    // after a swap the device ranges (Figure 7) still start at swapped
+    // entries, so a flush point inside the checkpoint flushes their device.
+    let vwc = SsdProfile::flash_vwc();
+    let drives = vec![Drive::fresh(vwc.clone(), BLOCKS), Drive::fresh(vwc, BLOCKS)];
+    let (ex, m, _) = common::machine_with_drives(13, drives, TraceMode::Full);
+    let devs = common::probe_all(&ex, &m, 2, horae_opts(DriverFaults::default()));
+    let m2 = m.clone();
+    ex.block_on(async move {
+        let q = OrderingQueue::init_stream(&devs, params(&devs[0], true))
+            .await
+            .unwrap();
+        let mut done = Vec::new();
+        // seq 0 on device 1, 1..=2 on device 0, then 3..=4 on device 1.
+        for (d, lbas) in [
+            (1u8, vec![10u64]),
+            (0, vec![20]),
+            (0, vec![21]),
+            (1, vec![11, 12]),
+        ] {
+            let ws: Vec<_> = lbas
+                .iter()
+                .map(|&l| ccnvme::horae::OrderedWrite::fresh(l, 1).on(d))
+                .collect();
+            let e = q.append_writes(0, &ws).await.unwrap();
+            for (i, &l) in lbas.iter().enumerate() {
+                let id = e.entry(i as u32).unwrap();
+                done.push((d, q.submit(0, id, &Bio::write(l, page(&m2, l))).await.unwrap()));
+            }
+        }
+        assert_eq!((q.swaps(), q.swapped(), q.head()), (1, 3, 3));
+        for (d, x) in &done {
+            assert!(devs[*d as usize].wait(0, x).await.is_success());
+        }
+        // Flush through seq 0 (device 1 only), then ask who holds seq 1.
+        q.flush_through(0, 1).await.unwrap();
+        assert_eq!(q.flushed(), 1);
+        assert_eq!(
+            q.flush_candidates(2),
+            [0],
+            "device 0's range starts at swapped seq 1"
+        );
+        let before = flush_dones(&m2, 0);
+        q.flush_device(0, 0).await.unwrap();
+        assert_eq!(q.flushed(), 3);
+        assert_eq!(
+            flush_dones(&m2, 0) - before,
+            1,
+            "device 0 alone: device 1 has nothing before seq 3"
+        );
+        q.dequeue(0).await.unwrap();
+        assert_eq!(q.swapped(), 0, "flushed swapped entries drained");
+        q.flush(0).await.unwrap();
+        q.dequeue(0).await.unwrap();
+        assert_eq!((q.head(), q.tail()), (5, 5));
+    })
+    .unwrap();
+}
+
 // ---- crash states ----
 
 #[derive(Clone, Debug)]
