@@ -98,6 +98,10 @@ pub struct DriverFaults {
     /// Horae: set an entry's `dr` bit when its write is submitted, not
     /// when it completes (on a device without a volatile cache).
     pub horae_early_dr: bool,
+    /// Horae: a swap writes the checkpoint region without FUA, so the head
+    /// moves over the swapped entries while their copy may still sit in
+    /// the drive's volatile cache.
+    pub horae_swap_no_fua: bool,
 }
 
 impl Default for DriverProfile {

@@ -5,7 +5,9 @@
 //! block 0                superblock
 //! blocks 1 .. G          block groups; group g at `groups_start + g * blocks_per_group`:
 //!                          [block bitmap][inode bitmap][inode table][data blocks...]
-//! blocks J .. end        journal areas (`journal_areas` x `area_blocks`), at the end
+//! blocks J .. C          journal areas (`journal_areas` x `area_blocks`)
+//! blocks C .. end        horae mode: the ordering queue's checkpoint region
+//!                          (`checkpoint_blocks`, Horae 5.2 swap), else nothing (C = end)
 //! ```
 //!
 //! Group metadata is found by arithmetic (no group descriptor table).
@@ -78,6 +80,13 @@
 //!   "..", dx_node blocks, and the hash seed at superblock byte 112. A
 //!   version-3 reader would see an indexed directory's blocks as linear
 //!   ones and insert entries without the index, so the version is bumped.
+//! - 5: journal checksums seeded by the UUID (bytes 116..132).
+//! - 6: the checkpoint region of horae mode (superblock byte 140,
+//!   `checkpoint_blocks`): the last blocks of the device, after the
+//!   journal, where the ordering layer swaps a full ordering queue
+//!   (Horae 5.2, `docs/decisions.md` H6). A version-5 reader would take
+//!   the journal for the end of the device and recover the ordering queue
+//!   without its swapped entries, so the version is bumped.
 //!
 //! The superblock's newest time (byte 96, u64 ns since 1970,
 //! [`Superblock::newest_time`]) came with version 3 without a bump: older
@@ -101,7 +110,7 @@ pub const INODES_PER_BLOCK: u32 = (BLOCK / INODE_SIZE) as u32;
 /// Superblock magic ("MQFS0001").
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"MQFS0001");
 /// Layout version (see the module docs for what each one added).
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// The root directory's inode number.
 pub const ROOT_INO: u32 = 2;
 /// First inode number handed to files.
@@ -285,6 +294,10 @@ pub struct Superblock {
     /// 5): set by mkfs. It seeds the journal checksums
     /// ([`Superblock::journal_csum_seed`]).
     pub uuid: [u8; 16],
+    /// Blocks of the checkpoint region at the end of the device (byte
+    /// 140, version 6): horae mode's room for the ordering queue's swap
+    /// (Horae 5.2; `ccnvme::horae::swap`); 0 in the other modes.
+    pub checkpoint_blocks: u64,
 }
 
 impl Superblock {
@@ -364,6 +377,12 @@ impl Superblock {
         crc(&self.uuid)
     }
 
+    /// First block of the checkpoint region (the device's end without
+    /// one).
+    pub fn checkpoint_start(&self) -> u64 {
+        self.blocks - self.checkpoint_blocks
+    }
+
     /// First block of journal area `a`.
     pub fn area_start(&self, a: u32) -> u64 {
         self.journal_start + a as u64 * self.area_blocks
@@ -392,6 +411,7 @@ impl Superblock {
         put_u64(&mut b[..], 104, self.journal_damage);
         put_u32(&mut b[..], 112, self.hash_seed);
         b[116..132].copy_from_slice(&self.uuid);
+        put_u64(&mut b[..], 140, self.checkpoint_blocks);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -436,6 +456,7 @@ impl Superblock {
                 u.copy_from_slice(&b[116..132]);
                 u
             },
+            checkpoint_blocks: get_u64(b, 140),
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -470,8 +491,11 @@ impl Superblock {
                     .ok_or_else(|| bad("journal overflows"))?,
             )
             .ok_or_else(|| bad("journal overflows"))?;
-        if journal_end != self.blocks {
-            return Err(bad("journal does not end the device"));
+        if self.checkpoint_blocks != 0 && self.mode != Mode::Horae {
+            return Err(bad("a checkpoint region outside horae mode"));
+        }
+        if journal_end.checked_add(self.checkpoint_blocks) != Some(self.blocks) {
+            return Err(bad("journal and checkpoint region do not end the device"));
         }
         let groups_end = self.groups_start + self.groups as u64 * self.blocks_per_group as u64;
         let last = self.group_start(self.groups - 1);
@@ -1134,6 +1158,43 @@ mod tests {
             journal_damage: 0,
             hash_seed: 0x5eed,
             uuid: *b"0123456789abcdef",
+            checkpoint_blocks: 0,
+        }
+    }
+
+    /// A horae superblock keeps its checkpoint region (version 6); one in
+    /// another mode, or one that leaves a gap, is refused.
+    #[test]
+    fn the_checkpoint_region_round_trips_in_horae_mode_only() {
+        let h = Superblock {
+            mode: Mode::Horae,
+            journal_areas: 1,
+            area_blocks: 512,
+            journal_start: 16384 - 512 - 512,
+            blocks_per_group: 16384 - 1024 - 1,
+            checkpoint_blocks: 512,
+            ..sb()
+        };
+        let b = h.encode();
+        assert_eq!(Superblock::decode(&b[..], 16384).unwrap(), h);
+        assert_eq!(h.checkpoint_start(), 16384 - 512);
+        for bad in [
+            Superblock {
+                mode: Mode::Classic,
+                ..h.clone()
+            },
+            Superblock {
+                checkpoint_blocks: 256,
+                ..h.clone()
+            },
+        ] {
+            assert!(
+                matches!(
+                    Superblock::decode(&bad.encode()[..], 16384),
+                    Err(FsError::Corrupt(_))
+                ),
+                "{bad:?}"
+            );
         }
     }
 

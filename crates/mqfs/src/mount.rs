@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use ccnvme::horae::{self, OrderingQueue};
+use ccnvme::horae::{self, CheckpointRegion, OrderingQueue, RegionLayout, StreamParams};
 use ccnvme::{Bio, BioFlags, BlockDevice, ProbeOptions};
 use tokio::sync::{Mutex, Semaphore};
 
@@ -50,7 +50,18 @@ pub struct MkfsOptions {
     /// at random; `mqfs mkfs` gives each image its own (mke2fs draws it at
     /// random).
     pub uuid: Option<[u8; 16]>,
+    /// Horae mode: blocks of the ordering queue's checkpoint region at the
+    /// end of the device, where a full queue is swapped (Horae 5.2; 0:
+    /// none, a full queue waits for dequeue). Default
+    /// [`DEFAULT_CHECKPOINT_BLOCKS`], capped at a sixteenth of the device;
+    /// ignored in the other modes.
+    pub checkpoint_blocks: Option<u64>,
 }
+
+/// The default checkpoint region of horae mode: 2560 blocks (10 MiB), what
+/// Horae's artifact reserves on the SSD for its "PMR checkpoint region"
+/// (the paper gives no size; `docs/decisions.md` H6).
+pub const DEFAULT_CHECKPOINT_BLOCKS: u64 = 2560;
 
 impl MkfsOptions {
     /// Defaults for `mode`.
@@ -62,6 +73,7 @@ impl MkfsOptions {
             bytes_per_inode: 16384,
             zeroed: false,
             uuid: None,
+            checkpoint_blocks: None,
         }
     }
 }
@@ -73,6 +85,26 @@ pub fn probe_options(mode: Mode) -> ProbeOptions {
         horae: mode == Mode::Horae,
         ..ProbeOptions::default()
     }
+}
+
+/// HoraeFS's one stream on `dev`: with the checkpoint region mkfs
+/// reserved (Horae 5.2 swap), and a ring no larger than the region takes
+/// ([`CheckpointRegion::ring_limit`]) when the PMR slice is formatted.
+pub fn horae_stream(dev: &BlockDevice, sb: &Superblock) -> StreamParams {
+    if sb.checkpoint_blocks == 0 {
+        return StreamParams::SINGLE;
+    }
+    let region = CheckpointRegion {
+        lba: sb.checkpoint_start(),
+        pages: sb.checkpoint_blocks.min(u32::MAX as u64) as u32,
+    };
+    let largest = RegionLayout::for_stream(dev.pmr_free_start(), dev.info().pmr_bytes, 0, 1, None)
+        .map_or(u32::MAX, |l| l.capacity);
+    StreamParams {
+        capacity: Some(largest.min(region.ring_limit())),
+        ..StreamParams::SINGLE
+    }
+    .with_checkpoint(region)
 }
 
 /// Computes the geometry for a device of `blocks` 4 KiB blocks.
@@ -88,8 +120,17 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         .min(blocks / 4)
         .max(areas as u64 * 32);
     let area_blocks = journal / areas as u64;
+    let checkpoint = if opts.mode == Mode::Horae {
+        opts.checkpoint_blocks
+            .unwrap_or(DEFAULT_CHECKPOINT_BLOCKS)
+            .min(blocks / 16)
+    } else {
+        0
+    };
+    // Under 3 blocks (a header and two entry pages) it could hold nothing.
+    let checkpoint = if checkpoint < 3 { 0 } else { checkpoint };
     let journal_start = blocks
-        .checked_sub(area_blocks * areas as u64)
+        .checked_sub(area_blocks * areas as u64 + checkpoint)
         .ok_or_else(|| FsError::Invalid("device too small".into()))?;
     let space = journal_start.saturating_sub(1);
     if space < 64 {
@@ -119,6 +160,7 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         journal_damage: 0,
         hash_seed: 0,
         uuid: [0; 16],
+        checkpoint_blocks: checkpoint,
     };
     // A seed of its own per geometry, deterministic (no randomness in the
     // emulator; ext4's mkfs draws `s_hash_seed` at random).
@@ -269,6 +311,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             journal_damage: 0,
             hash_seed: 0,
             uuid: [0; 16],
+            checkpoint_blocks: 0,
         }),
         profile,
         bufs: BufferCache::default(),
@@ -298,13 +341,14 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         Mode::None => Journal::None,
         Mode::Classic | Mode::Horae => {
             let oq = if sb.mode == Mode::Horae {
-                match horae::recover(dev).await {
+                let params = horae_stream(dev, &sb);
+                match horae::recover_stream(std::slice::from_ref(dev), params).await {
                     Ok(rec) => rec.discard_and_reset(dev, ctx.core).await?,
                     // A fresh PMR: attach formats the ordering queue.
                     Err(ccnvme::DriverError::NoLayout) => {}
                     Err(e) => return Err(e.into()),
                 }
-                Some(OrderingQueue::attach(dev).await?)
+                Some(OrderingQueue::init_stream(std::slice::from_ref(dev), params).await?)
             } else {
                 None
             };

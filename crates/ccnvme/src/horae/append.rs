@@ -95,8 +95,9 @@ impl OrderingQueue {
     /// and returns once its entries and the tail covering them are
     /// persistent (every earlier epoch's tail first). Charges
     /// [`DriverProfile::ordering_layer`](crate::DriverProfile::ordering_layer)
-    /// per write. Waits (dequeueing, and flushing on a device with a
-    /// volatile cache) while the queue is full.
+    /// per write. While the queue is full it dequeues, or swaps the queue
+    /// to the stream's checkpoint region ([`super::swap`], Horae 5.2),
+    /// or without one waits (flushing on a device with a volatile cache).
     ///
     /// First it waits until no earlier write to any of the same blocks is
     /// in flight (appended or submitted, not completed). Without write
@@ -163,6 +164,9 @@ impl OrderingQueue {
     fn reserve(&self, writes: &[OrderedWrite]) -> Option<(u64, u64)> {
         let head = self.head();
         let n = writes.len() as u64;
+        if self.swapping() {
+            return None;
+        }
         let mut st = self.state.borrow_mut();
         if st.reserved + n - head > self.layout.capacity as u64 {
             return None;
@@ -240,12 +244,16 @@ impl OrderingQueue {
         Ok(())
     }
 
-    /// Frees room for an append: dequeue, flush on a volatile cache, or
-    /// wait for progress.
+    /// Frees room for an append: dequeue, swap to the checkpoint region
+    /// (Horae 5.2, [`super::swap`]), or without one flush on a volatile
+    /// cache or wait for progress.
     async fn make_room(&self, core: usize) -> Result<(), DriverError> {
         let head = self.head();
         if self.durable_point() > head {
             self.dequeue(core).await?;
+            return Ok(());
+        }
+        if self.swap_for_room(core).await? {
             return Ok(());
         }
         // A failed write never becomes durable: the queue cannot drain.

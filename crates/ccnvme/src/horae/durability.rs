@@ -16,6 +16,10 @@ impl OrderingQueue {
     /// are, then completed ones on devices without a volatile cache (`dr`
     /// set).
     pub(super) fn durable_point(&self) -> u64 {
+        if let Some(s) = self.swapped_not_durable() {
+            // A swapped entry is durable once `flushed` passes it (swap.rs).
+            return s;
+        }
         let (head, tail) = (self.head(), self.tail());
         let mut seq = head.max(self.flushed());
         let st = self.state.borrow();
@@ -31,9 +35,11 @@ impl OrderingQueue {
     }
 
     /// Moves the persistent head over every entry whose data and all
-    /// predecessors are durable; returns the head.
+    /// predecessors are durable (swapped ones first: they leave the
+    /// checkpoint region); returns the head.
     pub async fn dequeue(&self, core: usize) -> Result<u64, DriverError> {
         let _g = self.head_lock.lock().await;
+        self.drain_swapped();
         let c = self.home().machine().core(core)?;
         let head = self.head();
         let d = self.durable_point();
@@ -45,8 +51,9 @@ impl OrderingQueue {
         Ok(self.head())
     }
 
-    /// Index of `id` in the entries, if it is appended and not dequeued.
-    fn index(&self, id: EntryId) -> Result<usize, DriverError> {
+    /// Index of `id` in the entries, if it is appended and not dequeued
+    /// (nor swapped).
+    pub(super) fn index(&self, id: EntryId) -> Result<usize, DriverError> {
         let head = self.head();
         if id.0 < head || id.0 >= self.tail() {
             return Err(DriverError::Invalid(format!(
@@ -65,10 +72,7 @@ impl OrderingQueue {
     /// cache, after its `dr` bit is persistent); wait for it with
     /// [`crate::BlockDevice::wait`].
     pub async fn submit(self: &Rc<Self>, core: usize, id: EntryId, bio: &Bio) -> Result<Done, DriverError> {
-        let device = {
-            let i = self.index(id)?;
-            let mut st = self.state.borrow_mut();
-            let p = &mut st.entries[i];
+        let device = self.with_pending(id, |p| {
             if bio.op != BioOp::Write || bio.lba.0 != p.lba || bio.blocks() != p.len as u64 {
                 return Err(DriverError::Invalid(format!(
                     "bio does not write entry {}'s blocks {}+{}",
@@ -82,8 +86,8 @@ impl OrderingQueue {
                 )));
             }
             p.progress = Progress::Submitted;
-            p.device as usize
-        };
+            Ok(p.device as usize)
+        })??;
         let dev = &self.devs[device];
         if self.home().profile().faults.horae_early_dr && !self.volatile[device] {
             // Fault: the `dr` bit says durable before the write completed.
@@ -93,9 +97,7 @@ impl OrderingQueue {
         let inner = match dev.submit(core, bio).await {
             Ok(d) => d,
             Err(e) => {
-                if let Ok(i) = self.index(id) {
-                    self.state.borrow_mut().entries[i].progress = Progress::Appended;
-                }
+                let _ = self.with_pending(id, |p| p.progress = Progress::Appended);
                 return Err(e);
             }
         };
@@ -114,13 +116,20 @@ impl OrderingQueue {
         Ok(outer)
     }
 
-    /// Sets entry `id`'s `dr` bit with a persistent 8-byte MMIO write.
+    /// Sets entry `id`'s `dr` bit with a persistent 8-byte MMIO write;
+    /// nothing for a swapped entry (its slot may hold another entry: its
+    /// durability is `flushed`'s, see swap.rs).
     async fn set_dr(&self, c: &pcie_sim::Core, id: EntryId) -> Result<(), DriverError> {
+        if !self.dr_write_begin(id.0) {
+            return Ok(());
+        }
         let e = RawEntry {
             dr: true,
             ..self.entry(id)
         };
-        self.write(c, self.layout.slot(id.0) + 8, &e.high_word()).await
+        let r = self.write(c, self.layout.slot(id.0) + 8, &e.high_word()).await;
+        self.dr_write_end();
+        r
     }
 
     /// Reports the completion of entry `id`'s data write, on the core that
@@ -128,11 +137,7 @@ impl OrderingQueue {
     /// is durable: its `dr` bit is set with a persistent 8-byte MMIO write
     /// first.
     pub async fn complete(&self, core: usize, id: EntryId, status: Status) -> Result<(), DriverError> {
-        let i = self.index(id)?;
-        let (p, device) = {
-            let st = self.state.borrow();
-            (st.entries[i].progress, st.entries[i].device as usize)
-        };
+        let (p, device) = self.with_pending(id, |p| (p.progress, p.device as usize))?;
         if !matches!(p, Progress::Appended | Progress::Submitted) {
             return Err(DriverError::Invalid(format!("entry {} already completed", id.0)));
         }
@@ -145,8 +150,7 @@ impl OrderingQueue {
             }
             Progress::Completed
         };
-        let i = self.index(id)?;
-        self.state.borrow_mut().entries[i].progress = progress;
+        self.with_pending(id, |p| p.progress = progress)?;
         self.progress.notify_waiters();
         Ok(())
     }
@@ -216,7 +220,7 @@ impl OrderingQueue {
         loop {
             let head = self.head();
             let from = head.max(self.flushed());
-            let mut waiting = false;
+            let mut waiting = self.swapped_in_flight(target)?;
             {
                 let st = self.state.borrow();
                 for seq in from..target {
@@ -265,11 +269,13 @@ impl OrderingQueue {
         let mut st = self.state.borrow_mut();
         let first_from = |st: &super::State, d: usize| {
             let skip = target.saturating_sub(head) as usize;
-            st.entries
-                .iter()
-                .skip(skip)
-                .position(|p| p.device as usize == d)
-                .map(|i| head.max(target) + i as u64)
+            self.swapped_first_of(d, target).or_else(|| {
+                st.entries
+                    .iter()
+                    .skip(skip)
+                    .position(|p| p.device as usize == d)
+                    .map(|i| head.max(target) + i as u64)
+            })
         };
         for d in 0..st.ranges.len() {
             st.ranges[d] = match st.ranges[d] {
@@ -282,7 +288,10 @@ impl OrderingQueue {
     /// The device of the entry just before `end`, if it is still queued.
     fn last_device_before(&self, end: u64) -> Option<u8> {
         let head = self.head();
-        let seq = end.checked_sub(1).filter(|&s| s >= head)?;
+        let seq = end.checked_sub(1)?;
+        if seq < head {
+            return self.swapped_device(seq);
+        }
         self.state
             .borrow()
             .entries

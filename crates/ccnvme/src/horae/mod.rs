@@ -78,10 +78,24 @@
 //! **Dequeue** ([`OrderingQueue::dequeue`]) moves the persistent head over
 //! the entries whose data and all predecessors are durable (before
 //! `flushed`, or `dr` set). It is lazy: it runs when an append finds the
-//! queue full (with a volatile cache it first flushes), or when called.
+//! queue full, or when called.
+//!
+//! **Swap** ([`swap`], Horae 5.2, `docs/decisions.md` H6): when an append
+//! finds the queue full and dequeue frees nothing, a stream given a
+//! checkpoint region ([`StreamParams::checkpoint`], a range the upper
+//! layer reserved on its first device) blocks new appends, waits for the
+//! on-going ones, copies the valid entries to the region (FUA), writes the
+//! region's header (the lightweight journal record naming the
+//! checkpoint's extent and the new head, FUA), then moves the head over
+//! them, and appends go on: no waiting for the writes or a FLUSH. A swapped
+//! entry's durability is tracked by `flushed` (its `dr` is frozen at the
+//! copy); a full checkpoint is drained by a joint FLUSH. Without a
+//! checkpoint region a full queue waits for dequeue (with a volatile
+//! cache it first flushes).
 //!
 //! **Recovery** ([`recover`], [`recover_stream`] for a stream of several
-//! devices or streams, Horae 5.5): entries from head up to `flushed` are
+//! devices or streams, or with a checkpoint region, Horae 5.5): the
+//! checkpointed entries come first, then the PMR's; entries up to `flushed` are
 //! durable, then from `flushed` forward while `dr` = 1; the first entry
 //! with `dr` = 0 and every entry after it violate the order, and
 //! [`HoraeRecovery::discard_and_reset`] (`_all` for several devices)
@@ -92,7 +106,9 @@
 //! Fault switches ([`crate::DriverFaults`]): `horae_no_joint_flush` flushes
 //! only the device of the last entry before the flush point;
 //! `horae_early_dr` sets `dr` when the write is submitted. The two-device
-//! crash test (`tests/horae_devices.rs`) catches both.
+//! crash test (`tests/horae_devices.rs`) catches both. `horae_swap_no_fua`
+//! writes the checkpoint without FUA (the head moves while the copy may
+//! sit in a volatile cache); `tests/horae_swap.rs` catches it.
 //!
 //! ## Not implemented (documented decisions)
 //!
@@ -110,8 +126,6 @@
 //!   content, not Horae's old content for certain (the p-area would
 //!   give that); ext4's ordered mode promises no more for an overwrite
 //!   before fsync.
-//! - **Swap** to a checkpoint region (Horae 5.2): a full queue makes
-//!   `append_epoch` wait for dequeue instead.
 //! - The striped HoraeFS volume over several devices (issue 16): mqfs's
 //!   horae mode runs on one device; the ordering layer, its recovery and
 //!   its crash states are multi-device (`docs/decisions.md` H11).
@@ -119,14 +133,15 @@
 //!   interface; no user-space object store here).
 //!
 //! Usage rule: submit an epoch's writes before appending the next epoch
-//! from the same task; a full queue, and an append of a block with a
-//! write in flight, wait for their completion.
+//! from the same task; a full queue without a checkpoint region, and an
+//! append of a block with a write in flight, wait for their completion.
 
 mod append;
 mod durability;
 pub mod layout;
 pub mod recovery;
 mod stream;
+pub mod swap;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -143,6 +158,7 @@ pub use append::OrderedWrite;
 pub use layout::{Geometry, RawEntry, RegionLayout};
 pub use recovery::{recover, recover_stream, HoraeRecovery, OrderingEntry};
 pub use stream::StreamParams;
+pub use swap::CheckpointRegion;
 
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
 /// ordering queue (the ccNVMe queues use their index).
@@ -249,6 +265,8 @@ pub struct OrderingQueue {
     /// completion's `dr` write never joins the WC burst of an append on the
     /// same core and every persistent write is its own MMIO operation.
     write_locks: Vec<Mutex<()>>,
+    /// Swap to the checkpoint region ([`swap`]).
+    swap: swap::Swap,
 }
 
 impl std::fmt::Debug for OrderingQueue {
@@ -388,6 +406,7 @@ impl OrderingQueue {
                 (l, [0; 3], true)
             }
         };
+        let swap = swap::Swap::new(params.checkpoint, dev, layout.capacity)?;
         let mut mirror = vec![0u8; layout.bytes() as usize];
         mirror[..64].copy_from_slice(&layout.header_bytes_of(geometry));
         for (o, v) in [layout::HEAD, layout::FLUSHED, layout::TAIL].iter().zip(ptrs) {
@@ -399,7 +418,7 @@ impl OrderingQueue {
             }
             persist(&core, pmr, start, &layout.header_bytes_of(geometry)).await?;
         }
-        Ok(Rc::new(OrderingQueue {
+        let q = Rc::new(OrderingQueue {
             devs: devices.to_vec(),
             pmr,
             layout,
@@ -418,7 +437,10 @@ impl OrderingQueue {
             flush_lock: Mutex::new(()),
             head_lock: Mutex::new(()),
             write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
-        }))
+            swap,
+        });
+        q.reset_checkpoint().await?;
+        Ok(q)
     }
 
     /// The stream's first device: its PMR holds the queue, its machine

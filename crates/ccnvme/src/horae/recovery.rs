@@ -13,6 +13,10 @@
 //! left as they are. With no write redirection there are no prepare writes
 //! to commit (see the module documentation of [`crate::horae`]).
 //!
+//! A stream with a checkpoint region (given in [`StreamParams`], as at
+//! init) has its swapped entries there: they are read first, in order,
+//! and the same rules run over the whole sequence ([`super::swap`]).
+//!
 //! A stream over several devices ([`recover_stream`]) is one queue: the
 //! scan is the same, each entry's blocks are on the device its `devid`
 //! names, and the discard writes each device's blocks on that device and
@@ -67,6 +71,9 @@ pub struct HoraeRecovery {
     pub flushed: u64,
     /// Persistent tail.
     pub tail: u64,
+    /// Entries read from the checkpoint region (swapped, Horae 5.2; they
+    /// come first in `durable` and `discard`, see [`super::swap`]).
+    pub from_checkpoint: u64,
     /// Entries whose data is durable and in order, in queue order.
     pub durable: Vec<OrderingEntry>,
     /// The first entry past `flushed` with `dr` = 0 and every later entry,
@@ -211,9 +218,18 @@ pub async fn recover_stream(
         head,
         flushed,
         tail,
+        from_checkpoint: 0,
         durable: Vec::new(),
         discard: Vec::new(),
     };
+    if let Some(region) = params.checkpoint {
+        // The swapped entries come first, in order (Horae 5.2, 5.5).
+        let swapped = super::swap::read_checkpoint(dev, region, geometry, head, flushed, tail).await?;
+        out.from_checkpoint = swapped.len() as u64;
+        for (seq, e) in swapped {
+            admit(&mut out, devs, seq, e)?;
+        }
+    }
     let mut seq = head;
     let mut buf = vec![0u8; 4096];
     while seq < tail {
@@ -228,45 +244,57 @@ pub async fn recover_stream(
         for raw in bytes.chunks_exact(layout::ENTRY_BYTES as usize) {
             let mut b = [0u8; 16];
             b.copy_from_slice(raw);
-            let e = RawEntry::from_bytes(&b);
-            let target = devs.get(e.devid as usize).map(|d| d.info());
-            let bad = if e.len == 0 {
-                Some("length 0".to_string())
-            } else if let Some(t) =
-                target.filter(|t| e.lba as u64 + e.len as u64 * (4096 / t.lba_size as u64) > t.blocks)
-            {
-                Some(format!(
-                    "blocks {}+{} past the device ({}: {} blocks)",
-                    e.lba, e.len, e.devid, t.blocks
-                ))
-            } else if target.is_none() {
-                Some(format!("device {} unknown", e.devid))
-            } else if e.rsvd != 0 {
-                Some("reserved bits set".to_string())
-            } else if e.plba != layout::NO_PLBA {
-                Some("a prepare write (write redirection is not implemented)".to_string())
-            } else {
-                None
-            };
-            if let Some(why) = bad {
-                return Err(corrupt(format!("entry {seq}: {why}")));
-            }
-            let entry = OrderingEntry {
-                seq,
-                lba: e.lba as u64,
-                len: e.len,
-                etag: e.etag,
-                dr: e.dr,
-                in_place: e.ipu,
-                device: e.devid,
-            };
-            if out.discard.is_empty() && (seq < flushed || e.dr) {
-                out.durable.push(entry);
-            } else {
-                out.discard.push(entry);
-            }
+            admit(&mut out, devs, seq, RawEntry::from_bytes(&b))?;
             seq += 1;
         }
     }
     Ok(out)
+}
+
+/// Checks entry `seq` and classifies it (Horae 5.5): durable while every
+/// entry so far is (before `flushed`, or `dr` set), else to discard.
+fn admit(
+    out: &mut HoraeRecovery,
+    devs: &[Rc<BlockDevice>],
+    seq: u64,
+    e: RawEntry,
+) -> Result<(), DriverError> {
+    let flushed = out.flushed;
+    let target = devs.get(e.devid as usize).map(|d| d.info());
+    let bad = if e.len == 0 {
+        Some("length 0".to_string())
+    } else if let Some(t) =
+        target.filter(|t| e.lba as u64 + e.len as u64 * (4096 / t.lba_size as u64) > t.blocks)
+    {
+        Some(format!(
+            "blocks {}+{} past the device ({}: {} blocks)",
+            e.lba, e.len, e.devid, t.blocks
+        ))
+    } else if target.is_none() {
+        Some(format!("device {} unknown", e.devid))
+    } else if e.rsvd != 0 {
+        Some("reserved bits set".to_string())
+    } else if e.plba != layout::NO_PLBA {
+        Some("a prepare write (write redirection is not implemented)".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = bad {
+        return Err(corrupt(format!("entry {seq}: {why}")));
+    }
+    let entry = OrderingEntry {
+        seq,
+        lba: e.lba as u64,
+        len: e.len,
+        etag: e.etag,
+        dr: e.dr,
+        in_place: e.ipu,
+        device: e.devid,
+    };
+    if out.discard.is_empty() && (seq < flushed || e.dr) {
+        out.durable.push(entry);
+    } else {
+        out.discard.push(entry);
+    }
+    Ok(())
 }

@@ -35,6 +35,11 @@ pub struct StreamParams {
     /// Entries of the ring when the slice is formatted (default: all that
     /// fit the slice); ignored when attaching to a formatted slice.
     pub capacity: Option<u32>,
+    /// The checkpoint region the upper layer reserved for this stream on
+    /// its first device, where a full queue is swapped to (Horae 5.2;
+    /// [`super::swap`]); `None`: a full queue waits for dequeue instead.
+    /// Recovery must be given the same region.
+    pub checkpoint: Option<super::CheckpointRegion>,
 }
 
 impl StreamParams {
@@ -43,6 +48,7 @@ impl StreamParams {
         stream: 0,
         streams: 1,
         capacity: None,
+        checkpoint: None,
     };
 
     /// Stream `stream` of `streams`, with the largest ring of its slice.
@@ -51,6 +57,16 @@ impl StreamParams {
             stream,
             streams,
             capacity: None,
+            checkpoint: None,
+        }
+    }
+
+    /// The same parameters with the checkpoint region `region` (this
+    /// stream's own range of the first device).
+    pub fn with_checkpoint(self, region: super::CheckpointRegion) -> StreamParams {
+        StreamParams {
+            checkpoint: Some(region),
+            ..self
         }
     }
 
