@@ -76,6 +76,10 @@ pub struct DriverFaults {
     /// Horae: set an entry's `dr` bit when its write is submitted, not
     /// when it completes (on a device without a volatile cache).
     pub horae_early_dr: bool,
+    /// Horae: recovery does not commit the durable prepare writes of
+    /// redirected in-place updates (it empties the queue with their home
+    /// blocks still holding the old content).
+    pub horae_no_redirect_commit: bool,
 }
 
 impl Default for DriverProfile {

@@ -43,11 +43,27 @@
 //! ([`crate::DriverProfile::ordering_layer`], 0.7 us, Horae 6.2), the
 //! submission the block layer's ([`crate::DriverProfile::block_layer`],
 //! 1.0 us); the persistent MMIO writes are bus traffic on top. An append
-//! first waits until no earlier write to one of its blocks is in flight:
-//! without write redirection that is how a dependency loop is refused
-//! (Horae 5.4, the classic stacks' rule; see
+//! of a write that goes to its home blocks first waits until no earlier
+//! write to one of them is in flight: that is how a dependency loop is
+//! refused without redirection (Horae 5.4, the classic stacks' rule; see
 //! [`OrderingQueue::append_writes`]).
 //!
+//! **Write redirection** ([`redirect`], Horae 5.4): on a stream given a
+//! p-area ([`StreamParams::p_area`]), an in-place write
+//! ([`OrderedWrite::in_place`], `olayer_submit_bio_ipu`) is a prepare
+//! write to p-area slots named by the entry's `plba`, recorded in the IPU
+//! tree; reads go through [`OrderingQueue::read`] or
+//! [`OrderingQueue::read_location`]; [`OrderingQueue::dequeue`] commits
+//! the durable prepare writes home before moving the head (lazily after a
+//! joint FLUSH when the stream is idle, eagerly when the p-area is full).
+//! Several in-place writes of one block may be in flight together. On a
+//! stream without a p-area (`p_area: None`, the default: the upper layer
+//! must reserve the device space) an in-place write is not redirected: its
+//! entry carries the `ipu` bit (a reserved bit of Figure 6, see
+//! [`layout`]), it goes home directly, and recovery neither zero-fills nor
+//! commits it (its block holds old or new content, as ext4's ordered mode
+//! allows for an overwrite before fsync).
+
 //! On a device without a volatile write cache (no cache, or a
 //! power-loss-protected one) a write is durable when it completes, so the
 //! completion path sets the entry's `dr` bit with an 8-byte persistent
@@ -72,39 +88,31 @@
 //!
 //! **Dequeue** ([`OrderingQueue::dequeue`]) moves the persistent head over
 //! the entries whose data and all predecessors are durable (before
-//! `flushed`, or `dr` set). It is lazy: it runs when an append finds the
-//! queue full (with a volatile cache it first flushes), or when called.
+//! `flushed`, or `dr` set), after committing their prepare writes. It is
+//! lazy: it runs when an append finds the queue or the p-area full (with a
+//! volatile cache it first flushes), after a joint FLUSH that leaves the
+//! stream idle with prepare writes to commit, or when called.
 //!
 //! **Recovery** ([`recover`], [`recover_stream`] for a stream of several
 //! devices or streams, Horae 5.5): entries from head up to `flushed` are
 //! durable, then from `flushed` forward while `dr` = 1; the first entry
-//! with `dr` = 0 and every entry after it violate the order, and
+//! with `dr` = 0 and every entry after it violate the order.
 //! [`HoraeRecovery::discard_and_reset`] (`_all` for several devices)
-//! zero-fills their blocks, each on its device, in queue order (except
-//! in-place writes, below), flushes the devices written, then empties the
-//! queue durably.
-//!
+//! commits the durable prepare writes (merged, newest wins), zero-fills the
+//! blocks of the discarded entries that went home, each on its device, in
+//! queue order, ignores the discarded prepare writes (their home blocks
+//! keep the old content: request atomicity), flushes the devices written,
+//! then empties the queue durably. It never zero-fills live data.
+
 //! Fault switches ([`crate::DriverFaults`]): `horae_no_joint_flush` flushes
 //! only the device of the last entry before the flush point;
 //! `horae_early_dr` sets `dr` when the write is submitted. The two-device
 //! crash test (`tests/horae_devices.rs`) catches both.
+//! `horae_no_redirect_commit` makes recovery skip the commit of durable
+//! prepare writes; `tests/horae_redirect.rs` catches it.
 //!
 //! ## Not implemented (documented decisions)
 //!
-//! - **Write redirection** for in-place updates (Horae 5.4: p-area,
-//!   prepare and commit writes, IPU radix tree; `docs/decisions.md` H9,
-//!   issue 16): every entry has `plba` = [`layout::NO_PLBA`], and recovery
-//!   refuses entries with a `plba`. The upper layer says which writes
-//!   update live data in place ([`OrderedWrite::in_place`], as HoraeFS
-//!   detects IPU from `BH_New`, Horae 5.6.2); their entries carry the `ipu`
-//!   bit (a reserved bit of Figure 6, see [`layout`]) and go to their home
-//!   blocks directly. Recovery zero-fills only the discarded entries
-//!   without it (newly allocated blocks, journal blocks cleaned before
-//!   reuse): zero-filling an in-place write would destroy live data. An
-//!   in-place block past the durable point holds its old or its new
-//!   content, not Horae's old content for certain (the p-area would
-//!   give that); ext4's ordered mode promises no more for an overwrite
-//!   before fsync.
 //! - **Swap** to a checkpoint region (Horae 5.2): a full queue makes
 //!   `append_epoch` wait for dequeue instead.
 //! - The striped HoraeFS volume over several devices (issue 16): mqfs's
@@ -114,18 +122,19 @@
 //!   interface; no user-space object store here).
 //!
 //! Usage rule: submit an epoch's writes before appending the next epoch
-//! from the same task; a full queue, and an append of a block with a
-//! write in flight, wait for their completion.
+//! from the same task; a full queue or p-area, and an append of a block
+//! with a write in flight, wait for their completion.
 
 mod append;
 mod durability;
 pub mod layout;
 pub mod recovery;
+pub mod redirect;
 mod stream;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use nvme_spec::completion::Status;
 use pcie_sim::{BusAddr, Core, PersistSkips, Purpose};
@@ -137,6 +146,7 @@ use crate::error::DriverError;
 pub use append::OrderedWrite;
 pub use layout::{Geometry, RawEntry, RegionLayout};
 pub use recovery::{recover, recover_stream, HoraeRecovery, OrderingEntry};
+pub use redirect::PArea;
 pub use stream::StreamParams;
 
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
@@ -202,6 +212,8 @@ struct Pending {
     len: u32,
     /// Index of the destination device in the stream's device list.
     device: u8,
+    /// The p-area slots of a redirected write (its prepare write).
+    plba: Option<u64>,
     progress: Progress,
 }
 
@@ -244,6 +256,10 @@ pub struct OrderingQueue {
     /// completion's `dr` write never joins the WC burst of an append on the
     /// same core and every persistent write is its own MMIO operation.
     write_locks: Vec<Mutex<()>>,
+    /// Write redirection: p-area slots and the IPU tree ([`redirect`]).
+    redirect: RefCell<redirect::Redirect>,
+    /// The queue itself, for the background (lazy) commit.
+    me: Weak<OrderingQueue>,
 }
 
 impl std::fmt::Debug for OrderingQueue {
@@ -350,6 +366,7 @@ impl OrderingQueue {
         params: StreamParams,
     ) -> Result<Rc<OrderingQueue>, DriverError> {
         let (dev, geometry) = params.check(devices)?;
+        let areas = params.p_area_slices(devices)?;
         let (pmr, free) = region_of(dev)?;
         let pmr_bytes = dev.info().pmr_bytes;
         let slice = RegionLayout::for_stream(free, pmr_bytes, params.stream, params.streams, None)
@@ -394,7 +411,7 @@ impl OrderingQueue {
             }
             persist(&core, pmr, start, &layout.header_bytes_of(geometry)).await?;
         }
-        Ok(Rc::new(OrderingQueue {
+        Ok(Rc::new_cyclic(|me| OrderingQueue {
             devs: devices.to_vec(),
             pmr,
             layout,
@@ -413,6 +430,8 @@ impl OrderingQueue {
             flush_lock: Mutex::new(()),
             head_lock: Mutex::new(()),
             write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
+            redirect: RefCell::new(redirect::Redirect::new(areas)),
+            me: me.clone(),
         }))
     }
 
