@@ -5,7 +5,9 @@
 //! block 0                superblock
 //! blocks 1 .. G          block groups; group g at `groups_start + g * blocks_per_group`:
 //!                          [block bitmap][inode bitmap][inode table][data blocks...]
-//! blocks J .. end        journal areas (`journal_areas` x `area_blocks`), at the end
+//! blocks J .. P          journal areas (`journal_areas` x `area_blocks`)
+//! blocks P .. end        horae mode: the p-area (`p_area_blocks`, Horae 5.4: the
+//!                          ordering layer's prepare writes), else nothing (P = end)
 //! ```
 //!
 //! Group metadata is found by arithmetic (no group descriptor table).
@@ -78,6 +80,13 @@
 //!   "..", dx_node blocks, and the hash seed at superblock byte 112. A
 //!   version-3 reader would see an indexed directory's blocks as linear
 //!   ones and insert entries without the index, so the version is bumped.
+//! - 5: journal checksums seeded by the UUID (bytes 116..132).
+//! - 6: the p-area of horae mode (superblock byte 132, `p_area_blocks`):
+//!   the last blocks of the device, after the journal, hold the ordering
+//!   layer's prepare writes (Horae 5.4 write redirection,
+//!   `docs/decisions.md` H9). A version-5 reader would take the journal for
+//!   the end of the device and mount a horae image without redirecting
+//!   its reads, so the version is bumped.
 //!
 //! The superblock's newest time (byte 96, u64 ns since 1970,
 //! [`Superblock::newest_time`]) came with version 3 without a bump: older
@@ -101,7 +110,7 @@ pub const INODES_PER_BLOCK: u32 = (BLOCK / INODE_SIZE) as u32;
 /// Superblock magic ("MQFS0001").
 pub const SB_MAGIC: u64 = u64::from_le_bytes(*b"MQFS0001");
 /// Layout version (see the module docs for what each one added).
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// The root directory's inode number.
 pub const ROOT_INO: u32 = 2;
 /// First inode number handed to files.
@@ -285,6 +294,11 @@ pub struct Superblock {
     /// 5): set by mkfs. It seeds the journal checksums
     /// ([`Superblock::journal_csum_seed`]).
     pub uuid: [u8; 16],
+    /// Blocks of the p-area at the end of the device (byte 132, version
+    /// 6): horae mode's room for the ordering layer's prepare writes
+    /// (Horae 5.4: "a pre-reserved area of each device"); 0 in the other
+    /// modes.
+    pub p_area_blocks: u64,
 }
 
 impl Superblock {
@@ -364,6 +378,11 @@ impl Superblock {
         crc(&self.uuid)
     }
 
+    /// First block of the p-area (the device's end without one).
+    pub fn p_area_start(&self) -> u64 {
+        self.blocks - self.p_area_blocks
+    }
+
     /// First block of journal area `a`.
     pub fn area_start(&self, a: u32) -> u64 {
         self.journal_start + a as u64 * self.area_blocks
@@ -392,6 +411,7 @@ impl Superblock {
         put_u64(&mut b[..], 104, self.journal_damage);
         put_u32(&mut b[..], 112, self.hash_seed);
         b[116..132].copy_from_slice(&self.uuid);
+        put_u64(&mut b[..], 132, self.p_area_blocks);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -436,6 +456,7 @@ impl Superblock {
                 u.copy_from_slice(&b[116..132]);
                 u
             },
+            p_area_blocks: get_u64(b, 132),
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -470,8 +491,11 @@ impl Superblock {
                     .ok_or_else(|| bad("journal overflows"))?,
             )
             .ok_or_else(|| bad("journal overflows"))?;
-        if journal_end != self.blocks {
-            return Err(bad("journal does not end the device"));
+        if self.p_area_blocks != 0 && self.mode != Mode::Horae {
+            return Err(bad("a p-area outside horae mode"));
+        }
+        if journal_end.checked_add(self.p_area_blocks) != Some(self.blocks) {
+            return Err(bad("journal and p-area do not end the device"));
         }
         let groups_end = self.groups_start + self.groups as u64 * self.blocks_per_group as u64;
         let last = self.group_start(self.groups - 1);
@@ -1134,6 +1158,44 @@ mod tests {
             journal_damage: 0,
             hash_seed: 0x5eed,
             uuid: *b"0123456789abcdef",
+            p_area_blocks: 0,
+        }
+    }
+
+    /// A horae superblock keeps its p-area (version 6); a p-area in
+    /// another mode, or one that leaves a gap, is refused.
+    #[test]
+    fn the_p_area_round_trips_in_horae_mode_only() {
+        let h = Superblock {
+            mode: Mode::Horae,
+            journal_areas: 1,
+            area_blocks: 512,
+            journal_start: 16384 - 512 - 512,
+            blocks_per_group: 16384 - 1024 - 1,
+            p_area_blocks: 512,
+            ..sb()
+        };
+        let b = h.encode();
+        assert_eq!(Superblock::decode(&b[..], 16384).unwrap(), h);
+        assert_eq!(h.p_area_start(), 16384 - 512);
+        let reseal = |s: &Superblock| s.encode();
+        for bad in [
+            Superblock {
+                mode: Mode::Classic,
+                ..h.clone()
+            },
+            Superblock {
+                p_area_blocks: 256,
+                ..h.clone()
+            },
+        ] {
+            assert!(
+                matches!(
+                    Superblock::decode(&reseal(&bad)[..], 16384),
+                    Err(FsError::Corrupt(_))
+                ),
+                "{bad:?}"
+            );
         }
     }
 

@@ -326,6 +326,36 @@ impl OrderingQueue {
         self.redirect.borrow().free_slots(device)
     }
 
+    /// Makes the home locations of the pages at `lbas` on the stream's
+    /// device `device` current before the upper layer writes them outside
+    /// the queue (a write that is not ordered cannot be redirected, and an
+    /// older prepare write's commit would overwrite it): while the IPU tree
+    /// holds one of them, a joint FLUSH of everything appended and a
+    /// dequeue, which commits. Nothing (no IO, no MMIO) when none is
+    /// redirected.
+    pub async fn settle(&self, core: usize, device: u8, lbas: &[u64]) -> Result<(), DriverError> {
+        loop {
+            let held = {
+                let rd = self.redirect.borrow();
+                lbas.iter().any(|l| rd.tree.contains_key(&(device, *l)))
+            };
+            if !held {
+                return Ok(());
+            }
+            self.flush(core).await?;
+            self.dequeue(core).await?;
+        }
+    }
+
+    /// Commits every prepare write: a joint FLUSH of everything appended,
+    /// then a dequeue (before a clean shutdown, so that the home blocks
+    /// hold everything without a recovery).
+    pub async fn commit_all(&self, core: usize) -> Result<(), DriverError> {
+        self.flush(core).await?;
+        self.dequeue(core).await?;
+        Ok(())
+    }
+
     /// Reads `bio` (a read of whole pages) from the stream's device
     /// `device` through the IPU tree: each run of pages that sit together
     /// ([`OrderingQueue::read_location`]) is one read, all submitted, then
