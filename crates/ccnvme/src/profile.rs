@@ -102,6 +102,10 @@ pub struct DriverFaults {
     /// moves over the swapped entries while their copy may still sit in
     /// the drive's volatile cache.
     pub horae_swap_no_fua: bool,
+    /// Horae: recovery does not commit the durable prepare writes of
+    /// redirected in-place updates (it empties the queue with their home
+    /// blocks still holding the old content).
+    pub horae_no_redirect_commit: bool,
 }
 
 impl Default for DriverProfile {

@@ -756,8 +756,15 @@ fn corrupt_state_gives_typed_errors_and_no_format() {
             "reserved",
         ),
         (
-            "prepare write",
-            patch(slot(0), &RawEntry { plba: 7, ..entry(0) }.to_bytes()),
+            "prepare write past the device",
+            patch(
+                slot(0),
+                &RawEntry {
+                    plba: BLOCKS as u32,
+                    ..entry(0)
+                }
+                .to_bytes(),
+            ),
             "prepare write",
         ),
         (

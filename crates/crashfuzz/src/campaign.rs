@@ -53,7 +53,7 @@ impl CaughtBy {
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 8] = [
+pub const SELF_CHECKS: [SelfCheck; 9] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -108,6 +108,13 @@ pub const SELF_CHECKS: [SelfCheck; 8] = [
         workload: "generic_035",
         mode: ModeName::Horae,
         profile: "flash-vwc",
+        caught_by: CaughtBy::Promise,
+    },
+    SelfCheck {
+        fault: Fault::HoraeNoRedirectCommit,
+        workload: "stress_scattered",
+        mode: ModeName::Horae,
+        profile: "optane-905p",
         caught_by: CaughtBy::Promise,
     },
 ];

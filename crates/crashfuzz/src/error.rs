@@ -17,7 +17,7 @@ pub enum Error {
     #[error("unknown mode `{0}` (one of: none, classic, horae, mq, mq-atomic, mq-literal)")]
     UnknownMode(String),
     /// No fault has this name.
-    #[error("unknown fault `{0}` (one of: no-flush-read, no-fence, no-entry-fence, no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack)")]
+    #[error("unknown fault `{0}` (one of: no-flush-read, no-fence, no-entry-fence, no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack, horae-no-redirect-commit)")]
     UnknownFault(String),
     /// A fault that switches off a mechanism the mode does not have: the
     /// run would test nothing.

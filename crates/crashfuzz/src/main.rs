@@ -154,7 +154,8 @@ struct RunArgs {
     #[arg(long)]
     shard: Option<String>,
     /// Switch off one ordering mechanism (no-flush-read, no-fence, no-entry-fence,
-    /// no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack)
+    /// no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack,
+    /// horae-no-redirect-commit)
     /// to see crashfuzz catch it.
     #[arg(long)]
     fault: Option<String>,

@@ -139,11 +139,15 @@ pub enum Fault {
     /// return) once dispatched, before its writes complete and before the
     /// joint FLUSH.
     HoraeEarlyAck,
+    /// Horae's recovery not committing the durable prepare writes of
+    /// redirected in-place updates (their home blocks keep the old
+    /// content, the p-area copy is dropped with the queue).
+    HoraeNoRedirectCommit,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::NoFlushRead,
         Fault::NoFence,
         Fault::NoEntryFence,
@@ -152,6 +156,7 @@ impl Fault {
         Fault::NoRevoke,
         Fault::NoDataFlush,
         Fault::HoraeEarlyAck,
+        Fault::HoraeNoRedirectCommit,
     ];
 
     /// Command-line name.
@@ -165,6 +170,7 @@ impl Fault {
             Fault::NoRevoke => "no-revoke",
             Fault::NoDataFlush => "no-data-flush",
             Fault::HoraeEarlyAck => "horae-early-ack",
+            Fault::HoraeNoRedirectCommit => "horae-no-redirect-commit",
         }
     }
 
@@ -173,7 +179,8 @@ impl Fault {
     /// revocation are MQFS-on-ccNVMe mechanisms; the commit record's FUA
     /// is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has none of them.
     /// The flush for data written outside a sync is the journaled modes'
-    /// (Ext4-NJ's fsync always flushes). The flush stage is HoraeFS's.
+    /// (Ext4-NJ's fsync always flushes). The flush stage and the
+    /// redirection commit are HoraeFS's.
     pub fn applies_to(self, mode: ModeName) -> bool {
         let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
         match self {
@@ -185,7 +192,7 @@ impl Fault {
             Fault::NoCommitFua | Fault::NoDataFlush => {
                 ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae)
             }
-            Fault::HoraeEarlyAck => mode == ModeName::Horae,
+            Fault::HoraeEarlyAck | Fault::HoraeNoRedirectCommit => mode == ModeName::Horae,
         }
     }
 
@@ -220,6 +227,7 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
         Some(Fault::NoEntryFence) => f.no_entry_fence = true,
         Some(Fault::NoCommitFua) => f.no_commit_fua = true,
         Some(Fault::OutOfOrder) => f.out_of_order_completion = true,
+        Some(Fault::HoraeNoRedirectCommit) => f.horae_no_redirect_commit = true,
         Some(Fault::NoRevoke | Fault::NoDataFlush | Fault::HoraeEarlyAck) | None => {}
     }
     p

@@ -260,13 +260,25 @@ impl Fs {
         self.pages.borrow_mut().push(p);
     }
 
-    /// Reads device block `b` (bypassing the cache).
+    /// HoraeFS's ordering queue when it redirects in-place writes (a
+    /// p-area): reads and unordered writes must go through it.
+    fn redirecting_queue(&self) -> Option<Rc<ccnvme::horae::OrderingQueue>> {
+        match &*self.journal.borrow() {
+            Some(crate::journal::Journal::Jbd(j)) => j.ordering_queue().filter(|q| q.redirects()).cloned(),
+            _ => None,
+        }
+    }
+
+    /// Reads device block `b` (bypassing the cache). HoraeFS reads through
+    /// the ordering layer's IPU tree: the newest content of a block
+    /// overwritten in place may be in the p-area (Horae 5.4 "Read").
     pub(crate) async fn read_raw(&self, ctx: Ctx, b: u64) -> Result<Box<[u8; BLOCK]>, FsError> {
         let page = self.take_page()?;
-        let r = self
-            .dev
-            .submit_wait(self.core_of(ctx), &Bio::read(b, vec![page]))
-            .await;
+        let bio = Bio::read(b, vec![page]);
+        let r = match self.redirecting_queue() {
+            Some(q) => q.read(self.core_of(ctx), 0, &bio).await,
+            None => self.dev.submit_wait(self.core_of(ctx), &bio).await,
+        };
         let mut out = Box::new([0u8; BLOCK]);
         let copied = self.machine.memory().read(page, &mut out[..]);
         self.put_page(page);
@@ -321,6 +333,13 @@ impl Fs {
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         flags: BioFlags,
     ) -> Result<(), FsError> {
+        // HoraeFS: a block still redirected to the p-area is committed
+        // home first, or the older prepare write's commit would overwrite
+        // this unordered write.
+        if let Some(q) = self.redirecting_queue() {
+            let lbas: Vec<u64> = blocks.iter().map(|(b, _)| *b).collect();
+            q.settle(self.core_of(ctx), 0, &lbas).await?;
+        }
         let mut started = Vec::with_capacity(blocks.len());
         for (b, data) in blocks {
             started.push(self.write_start(ctx, *b, data, flags).await?);

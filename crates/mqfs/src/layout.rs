@@ -6,8 +6,10 @@
 //! blocks 1 .. G          block groups; group g at `groups_start + g * blocks_per_group`:
 //!                          [block bitmap][inode bitmap][inode table][data blocks...]
 //! blocks J .. C          journal areas (`journal_areas` x `area_blocks`)
-//! blocks C .. end        horae mode: the ordering queue's checkpoint region
-//!                          (`checkpoint_blocks`, Horae 5.2 swap), else nothing (C = end)
+//! blocks C .. P          horae mode: the ordering queue's checkpoint region
+//!                          (`checkpoint_blocks`, Horae 5.2 swap), else nothing (C = P)
+//! blocks P .. end        horae mode: the p-area (`p_area_blocks`, Horae 5.4: the
+//!                          ordering layer's prepare writes), else nothing (P = end)
 //! ```
 //!
 //! Group metadata is found by arithmetic (no group descriptor table).
@@ -81,12 +83,15 @@
 //!   version-3 reader would see an indexed directory's blocks as linear
 //!   ones and insert entries without the index, so the version is bumped.
 //! - 5: journal checksums seeded by the UUID (bytes 116..132).
-//! - 6: the checkpoint region of horae mode (superblock byte 140,
-//!   `checkpoint_blocks`): the last blocks of the device, after the
-//!   journal, where the ordering layer swaps a full ordering queue
-//!   (Horae 5.2, `docs/decisions.md` H6). A version-5 reader would take
-//!   the journal for the end of the device and recover the ordering queue
-//!   without its swapped entries, so the version is bumped.
+//! - 6: horae mode's two regions after the journal, which end the device:
+//!   the checkpoint region (superblock byte 140, `checkpoint_blocks`),
+//!   where the ordering layer swaps a full ordering queue (Horae 5.2,
+//!   `docs/decisions.md` H6), then the p-area (superblock byte 132,
+//!   `p_area_blocks`), which holds the ordering layer's prepare writes
+//!   (Horae 5.4 write redirection, `docs/decisions.md` H9). A version-5
+//!   reader would take the journal for the end of the device, recover the
+//!   ordering queue without its swapped entries and mount a horae image
+//!   without redirecting its reads, so the version is bumped.
 //!
 //! The superblock's newest time (byte 96, u64 ns since 1970,
 //! [`Superblock::newest_time`]) came with version 3 without a bump: older
@@ -298,6 +303,11 @@ pub struct Superblock {
     /// 140, version 6): horae mode's room for the ordering queue's swap
     /// (Horae 5.2; `ccnvme::horae::swap`); 0 in the other modes.
     pub checkpoint_blocks: u64,
+    /// Blocks of the p-area at the end of the device (byte 132, version
+    /// 6): horae mode's room for the ordering layer's prepare writes
+    /// (Horae 5.4: "a pre-reserved area of each device"); 0 in the other
+    /// modes.
+    pub p_area_blocks: u64,
 }
 
 impl Superblock {
@@ -377,10 +387,15 @@ impl Superblock {
         crc(&self.uuid)
     }
 
-    /// First block of the checkpoint region (the device's end without
+    /// First block of the checkpoint region (the p-area's start without
     /// one).
     pub fn checkpoint_start(&self) -> u64 {
-        self.blocks - self.checkpoint_blocks
+        self.p_area_start() - self.checkpoint_blocks
+    }
+
+    /// First block of the p-area (the device's end without one).
+    pub fn p_area_start(&self) -> u64 {
+        self.blocks - self.p_area_blocks
     }
 
     /// First block of journal area `a`.
@@ -412,6 +427,7 @@ impl Superblock {
         put_u32(&mut b[..], 112, self.hash_seed);
         b[116..132].copy_from_slice(&self.uuid);
         put_u64(&mut b[..], 140, self.checkpoint_blocks);
+        put_u64(&mut b[..], 132, self.p_area_blocks);
         let c = crc(&b[..BLOCK - 4]);
         put_u32(&mut b[..], BLOCK - 4, c);
         b
@@ -457,6 +473,7 @@ impl Superblock {
                 u
             },
             checkpoint_blocks: get_u64(b, 140),
+            p_area_blocks: get_u64(b, 132),
         };
         sb.validate(device_blocks)?;
         Ok(sb)
@@ -494,8 +511,15 @@ impl Superblock {
         if self.checkpoint_blocks != 0 && self.mode != Mode::Horae {
             return Err(bad("a checkpoint region outside horae mode"));
         }
-        if journal_end.checked_add(self.checkpoint_blocks) != Some(self.blocks) {
-            return Err(bad("journal and checkpoint region do not end the device"));
+        if self.p_area_blocks != 0 && self.mode != Mode::Horae {
+            return Err(bad("a p-area outside horae mode"));
+        }
+        if journal_end
+            .checked_add(self.checkpoint_blocks)
+            .and_then(|e| e.checked_add(self.p_area_blocks))
+            != Some(self.blocks)
+        {
+            return Err(bad("journal, checkpoint region and p-area do not end the device"));
         }
         let groups_end = self.groups_start + self.groups as u64 * self.blocks_per_group as u64;
         let last = self.group_start(self.groups - 1);
@@ -1159,25 +1183,29 @@ mod tests {
             hash_seed: 0x5eed,
             uuid: *b"0123456789abcdef",
             checkpoint_blocks: 0,
+            p_area_blocks: 0,
         }
     }
 
-    /// A horae superblock keeps its checkpoint region (version 6); one in
-    /// another mode, or one that leaves a gap, is refused.
+    /// A horae superblock keeps its checkpoint region and its p-area
+    /// (version 6), in that order at the device's end; either one in
+    /// another mode, or a gap, is refused.
     #[test]
-    fn the_checkpoint_region_round_trips_in_horae_mode_only() {
+    fn the_checkpoint_region_and_p_area_round_trip_in_horae_mode_only() {
         let h = Superblock {
             mode: Mode::Horae,
             journal_areas: 1,
             area_blocks: 512,
-            journal_start: 16384 - 512 - 512,
-            blocks_per_group: 16384 - 1024 - 1,
+            journal_start: 16384 - 512 - 512 - 256,
+            blocks_per_group: 16384 - 1280 - 1,
             checkpoint_blocks: 512,
+            p_area_blocks: 256,
             ..sb()
         };
         let b = h.encode();
         assert_eq!(Superblock::decode(&b[..], 16384).unwrap(), h);
-        assert_eq!(h.checkpoint_start(), 16384 - 512);
+        assert_eq!(h.p_area_start(), 16384 - 256);
+        assert_eq!(h.checkpoint_start(), 16384 - 256 - 512);
         for bad in [
             Superblock {
                 mode: Mode::Classic,
@@ -1185,6 +1213,16 @@ mod tests {
             },
             Superblock {
                 checkpoint_blocks: 256,
+                ..h.clone()
+            },
+            Superblock {
+                p_area_blocks: 128,
+                ..h.clone()
+            },
+            Superblock {
+                mode: Mode::Classic,
+                checkpoint_blocks: 0,
+                journal_start: 16384 - 512 - 256,
                 ..h.clone()
             },
         ] {

@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use ccnvme::horae::{self, CheckpointRegion, OrderingQueue, RegionLayout, StreamParams};
+use ccnvme::horae::{self, CheckpointRegion, OrderingQueue, PArea, RegionLayout, StreamParams};
 use ccnvme::{Bio, BioFlags, BlockDevice, ProbeOptions};
 use tokio::sync::{Mutex, Semaphore};
 
@@ -56,12 +56,26 @@ pub struct MkfsOptions {
     /// [`DEFAULT_CHECKPOINT_BLOCKS`], capped at a sixteenth of the device;
     /// ignored in the other modes.
     pub checkpoint_blocks: Option<u64>,
+    /// Horae mode: blocks of the p-area at the end of the device, where
+    /// the ordering layer redirects in-place writes (Horae 5.4; 0: none,
+    /// in-place writes go home with the `ipu` bit). Default
+    /// [`DEFAULT_P_AREA_BLOCKS`], capped at a sixteenth of the device;
+    /// ignored in the other modes.
+    pub p_area_blocks: Option<u64>,
 }
 
 /// The default checkpoint region of horae mode: 2560 blocks (10 MiB), what
 /// Horae's artifact reserves on the SSD for its "PMR checkpoint region"
 /// (the paper gives no size; `docs/decisions.md` H6).
 pub const DEFAULT_CHECKPOINT_BLOCKS: u64 = 2560;
+
+/// The default p-area of horae mode: 2048 blocks (8 MiB). Horae gives no
+/// size (6.4 compares a small p-area with larger ones and reports that a
+/// larger one narrows the gap of its eager commit); this is four times the
+/// 2 MB CMB the paper's ordering queue uses (5.7), so the p-area holds
+/// the in-place writes of many queue-fulls of transactions before an
+/// eager commit.
+pub const DEFAULT_P_AREA_BLOCKS: u64 = 2048;
 
 impl MkfsOptions {
     /// Defaults for `mode`.
@@ -74,6 +88,7 @@ impl MkfsOptions {
             zeroed: false,
             uuid: None,
             checkpoint_blocks: None,
+            p_area_blocks: None,
         }
     }
 }
@@ -89,22 +104,33 @@ pub fn probe_options(mode: Mode) -> ProbeOptions {
 
 /// HoraeFS's one stream on `dev`: with the checkpoint region mkfs
 /// reserved (Horae 5.2 swap), and a ring no larger than the region takes
-/// ([`CheckpointRegion::ring_limit`]) when the PMR slice is formatted.
+/// ([`CheckpointRegion::ring_limit`]) when the PMR slice is formatted,
+/// and with the p-area mkfs reserved (Horae 5.4 write redirection).
 pub fn horae_stream(dev: &BlockDevice, sb: &Superblock) -> StreamParams {
-    if sb.checkpoint_blocks == 0 {
-        return StreamParams::SINGLE;
-    }
-    let region = CheckpointRegion {
-        lba: sb.checkpoint_start(),
-        pages: sb.checkpoint_blocks.min(u32::MAX as u64) as u32,
+    let params = if sb.checkpoint_blocks == 0 {
+        StreamParams::SINGLE
+    } else {
+        let region = CheckpointRegion {
+            lba: sb.checkpoint_start(),
+            pages: sb.checkpoint_blocks.min(u32::MAX as u64) as u32,
+        };
+        let largest = RegionLayout::for_stream(dev.pmr_free_start(), dev.info().pmr_bytes, 0, 1, None)
+            .map_or(u32::MAX, |l| l.capacity);
+        StreamParams {
+            capacity: Some(largest.min(region.ring_limit())),
+            ..StreamParams::SINGLE
+        }
+        .with_checkpoint(region)
     };
-    let largest = RegionLayout::for_stream(dev.pmr_free_start(), dev.info().pmr_bytes, 0, 1, None)
-        .map_or(u32::MAX, |l| l.capacity);
-    StreamParams {
-        capacity: Some(largest.min(region.ring_limit())),
-        ..StreamParams::SINGLE
+    // The p-area mkfs reserved (Horae 5.4): in-place writes are
+    // redirected there.
+    match sb.p_area_blocks {
+        0 => params,
+        pages => params.with_p_area(PArea {
+            start: sb.p_area_start(),
+            pages,
+        }),
     }
-    .with_checkpoint(region)
 }
 
 /// Computes the geometry for a device of `blocks` 4 KiB blocks.
@@ -127,10 +153,17 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
     } else {
         0
     };
+    let p_area = if opts.mode == Mode::Horae {
+        opts.p_area_blocks
+            .unwrap_or(DEFAULT_P_AREA_BLOCKS)
+            .min(blocks / 16)
+    } else {
+        0
+    };
     // Under 3 blocks (a header and two entry pages) it could hold nothing.
     let checkpoint = if checkpoint < 3 { 0 } else { checkpoint };
     let journal_start = blocks
-        .checked_sub(area_blocks * areas as u64 + checkpoint)
+        .checked_sub(area_blocks * areas as u64 + checkpoint + p_area)
         .ok_or_else(|| FsError::Invalid("device too small".into()))?;
     let space = journal_start.saturating_sub(1);
     if space < 64 {
@@ -161,6 +194,7 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
         hash_seed: 0,
         uuid: [0; 16],
         checkpoint_blocks: checkpoint,
+        p_area_blocks: p_area,
     };
     // A seed of its own per geometry, deterministic (no randomness in the
     // emulator; ext4's mkfs draws `s_hash_seed` at random).
@@ -312,6 +346,7 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
             hash_seed: 0,
             uuid: [0; 16],
             checkpoint_blocks: 0,
+            p_area_blocks: 0,
         }),
         profile,
         bufs: BufferCache::default(),
@@ -398,7 +433,14 @@ impl Fs {
         self.sync(ctx).await?;
         self.stop_flusher();
         match self.journal() {
-            Ok(Journal::Jbd(j)) => j.stop(),
+            Ok(Journal::Jbd(j)) => {
+                // HoraeFS: the prepare writes go home, so the image needs
+                // no recovery to read.
+                if let Some(oq) = j.ordering_queue() {
+                    oq.commit_all(ctx.core).await?;
+                }
+                j.stop()
+            }
             Ok(Journal::Mq(m)) => m.drain(self, ctx).await?,
             _ => {}
         }

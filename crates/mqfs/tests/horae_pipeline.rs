@@ -150,3 +150,67 @@ fn fdatasync_of_data_alone_still_flushes_once() {
         .expect("succeeds");
     assert_eq!(flushes_since(&m, from), 1);
 }
+
+/// An overwrite of a synced block is an in-place write (HoraeFS detects
+/// it from `BH_New`, Horae 5.6.2): the ordering layer redirects it to the
+/// p-area mkfs reserved at the end of the device (Horae 5.4), and after a
+/// power failure right after the fsync, recovery (which commits the
+/// durable prepare write) and the remount read the new content.
+#[test]
+fn an_overwrite_in_place_goes_to_the_p_area_and_survives_a_crash() {
+    use ccnvme::BlockDevice;
+    use mqfs::layout::BLOCK;
+    use mqfs::testing::machine_after;
+    use mqfs::{mount, probe_options};
+    use nvme_ctrl::Media;
+
+    let ssd = SsdProfile::optane_905p();
+    let (ex, m, ctrl) = machine(ssd.clone(), BLOCKS, 1, TraceMode::Off, 1);
+    let m2 = m.clone();
+    let (fs, s0, s1) = ex
+        .block_on(async move {
+            let (_, fs) = format_and_mount(&m2, Mode::Horae, BLOCKS, |_| {}, FsProfile::default()).await?;
+            let c = Ctx::on(0);
+            fs.create_path(c, "/a").await?;
+            fs.write_path(c, "/a", 0, &[0x11; 4096]).await?;
+            fs.fsync_path(c, "/a").await?;
+            let s0 = fs.pipeline_stats().expect("a jbd journal");
+            fs.write_path(c, "/a", 0, &[0x22; 4096]).await?;
+            fs.fsync_path(c, "/a").await?;
+            let s1 = fs.pipeline_stats().expect("a jbd journal");
+            Ok::<_, mqfs::FsError>((fs, s0, s1))
+        })
+        .expect("the fsyncs finish")
+        .expect("the fsyncs succeed");
+    assert_eq!(
+        s1.redirected - s0.redirected,
+        1,
+        "the overwrite is redirected: {s1:?}"
+    );
+    let sb = fs.superblock();
+    assert!(sb.p_area_blocks > 0, "horae mode reserves a p-area");
+    // Power fails now: the media and the PMR as they are.
+    let mut media = Media::memory(BLOCKS);
+    let mut in_p_area = 0;
+    for b in 0..BLOCKS {
+        let mut buf = Box::new([0u8; BLOCK]);
+        ctrl.backend().peek(b, &mut buf);
+        if b >= sb.p_area_start() && buf.iter().all(|x| *x == 0x22) {
+            in_p_area += 1;
+        }
+        media.write(b, &std::sync::Arc::new(*buf));
+    }
+    assert_eq!(in_p_area, 1, "the prepare write is in the p-area");
+    let pmr = m.pmr_image(0);
+    drop((fs, ex));
+    let (ex, m, _ctrl) = machine_after(ssd, media, pmr, 1, TraceMode::Off, 2);
+    let got = ex
+        .block_on(async move {
+            let dev = BlockDevice::probe(&m, 0, probe_options(Mode::Horae)).await?;
+            let fs = mount(&dev, Ctx::on(0), FsProfile::default()).await?;
+            fs.read_path(Ctx::on(0), "/a").await
+        })
+        .expect("the remount finishes")
+        .expect("the remount reads /a");
+    assert_eq!(got, vec![0x22; 4096], "the fsynced overwrite survived");
+}

@@ -6,6 +6,16 @@ use pcie_sim::Core;
 
 use super::layout::{self, RawEntry};
 use super::{Epoch, OrderingQueue, Pending, Progress};
+
+/// What [`OrderingQueue::reserve`] did.
+enum Reserve {
+    /// Reserved: first sequence number, epoch id, each write's slots.
+    Done(u64, u64, Vec<Option<u64>>),
+    /// A write going home overlaps a write in flight: wait for progress.
+    Busy,
+    /// No room in the queue or the p-area: make room.
+    Full,
+}
 use crate::error::DriverError;
 use crate::profile::EntryPersist;
 
@@ -17,16 +27,18 @@ pub struct OrderedWrite {
     /// 4 KiB blocks.
     pub len: u32,
     /// The write overwrites live data in place (an IPU, Horae 5.4: the
-    /// upper layer knows, as HoraeFS does from `BH_New`): its entry carries
-    /// the `ipu` bit and recovery never zero-fills it
+    /// upper layer knows, as HoraeFS does from `BH_New`). On a stream with
+    /// a p-area it is redirected ([`super::redirect`]): a prepare write to
+    /// p-area slots (`plba`), committed home once durable, and recovery
+    /// ignores it if discarded. Without a p-area its entry only carries the
+    /// `ipu` bit and recovery never zero-fills it
     /// ([`layout`](super::layout) module documentation). Without it the
     /// blocks' old content must be dead (newly allocated blocks, journal
-    /// blocks cleaned before reuse): a discard zero-fills them. No two
-    /// writes of one block are in flight together: with no write
-    /// redirection a dependency loop cannot be resolved, so
-    /// [`OrderingQueue::append_writes`] waits for the earlier one (Horae
-    /// 5.4: "classic IO stacks handle dependency loops by prohibiting
-    /// multiple in-progress IPU on the same address").
+    /// blocks cleaned before reuse): a discard zero-fills them. A write
+    /// that goes home waits for an earlier write of one of its blocks in
+    /// flight ([`OrderingQueue::append_writes`]: Horae 5.4, "classic IO
+    /// stacks handle dependency loops by prohibiting multiple in-progress
+    /// IPU on the same address"); a redirected one does not.
     pub in_place: bool,
     /// The destination device: its index in the stream's device list
     /// (Figure 6's `devid`; 0 on a single-device stream).
@@ -99,32 +111,35 @@ impl OrderingQueue {
     /// to the stream's checkpoint region ([`super::swap`], Horae 5.2),
     /// or without one waits (flushing on a device with a volatile cache).
     ///
-    /// First it waits until no earlier write to any of the same blocks is
-    /// in flight (appended or submitted, not completed). Without write
-    /// redirection this is how a dependency loop is kept out (Horae 5.4:
-    /// "classic IO stacks handle dependency loops by prohibiting multiple
-    /// in-progress IPU on the same address"; Linux waits for a page's
-    /// writeback before writing it again, `folio_wait_writeback`): two
-    /// writes of one block in flight together could complete in either
-    /// order and leave the older content on the device.
+    /// A write that goes to its home blocks first waits until no earlier
+    /// write to any of the same blocks that went home is in flight
+    /// (appended or submitted, not completed). Without write redirection
+    /// this is how a dependency loop is kept out (Horae 5.4: "classic IO
+    /// stacks handle dependency loops by prohibiting multiple in-progress
+    /// IPU on the same address"; Linux waits for a page's writeback before
+    /// writing it again, `folio_wait_writeback`): two writes of one block
+    /// in flight together could complete in either order and leave the
+    /// older content on the device. A redirected write (on a stream with a
+    /// p-area: an in-place write, or any write of a block the IPU tree
+    /// holds) waits for nothing but free slots: it has slots of its own,
+    /// and when the p-area is full the append dequeues, which commits
+    /// (the eager commit write; [`super::redirect`]).
     pub async fn append_writes(&self, core: usize, writes: &[OrderedWrite]) -> Result<Epoch, DriverError> {
         self.check_writes(writes)?;
         let c = self.home().machine().core(core)?;
         let n = writes.len() as u64;
         c.busy(self.home().profile().ordering_layer * n).await;
-        while self.overlaps_in_flight(writes) {
-            self.progress.notified().await;
-        }
-        let (first, id) = loop {
+        let (first, id, plbas) = loop {
             if let Some(why) = self.state.borrow().broken.clone() {
                 return Err(DriverError::Invalid(why));
             }
-            if let Some(r) = self.reserve(writes) {
-                break r;
+            match self.reserve(writes)? {
+                Reserve::Done(first, id, plbas) => break (first, id, plbas),
+                Reserve::Busy => self.progress.notified().await,
+                Reserve::Full => self.make_room(core).await?,
             }
-            self.make_room(core).await?;
         };
-        let r = self.store_epoch(&c, first, writes).await;
+        let r = self.store_epoch(&c, first, writes, &plbas).await;
         if let Err(e) = r {
             self.state.borrow_mut().broken = Some(format!("an append failed: {e}"));
             self.published.notify_waiters();
@@ -138,8 +153,9 @@ impl OrderingQueue {
     }
 
     /// True if a write in flight (appended or submitted, not completed or
-    /// failed) covers a block of the same device one of `writes` covers.
-    fn overlaps_in_flight(&self, writes: &[OrderedWrite]) -> bool {
+    /// failed) and not redirected covers a block of the same device one of
+    /// `writes` covers.
+    fn overlaps_in_flight(&self, writes: &[&OrderedWrite]) -> bool {
         let span = |device: u8, lba: u64, len: u32| {
             let per_page = self
                 .devs
@@ -150,7 +166,7 @@ impl OrderingQueue {
         let st = self.state.borrow();
         st.entries
             .iter()
-            .filter(|p| matches!(p.progress, Progress::Appended | Progress::Submitted))
+            .filter(|p| matches!(p.progress, Progress::Appended | Progress::Submitted) && p.plba.is_none())
             .any(|p| {
                 let (a0, a1) = span(p.device, p.lba, p.len);
                 writes.iter().filter(|w| w.device == p.device).any(|w| {
@@ -160,25 +176,71 @@ impl OrderingQueue {
             })
     }
 
-    /// Reserves slots for `writes` if they fit: (first sequence, epoch id).
-    fn reserve(&self, writes: &[OrderedWrite]) -> Option<(u64, u64)> {
+    /// Reserves queue slots for `writes`, and p-area slots for those
+    /// redirected (an in-place write, or a write of a block the IPU tree
+    /// holds, on a stream with a p-area: [`super::redirect`]), and records
+    /// them in the IPU tree; all or nothing. [`Reserve::Busy`] if a write
+    /// that goes home overlaps one in flight, [`Reserve::Full`] if the
+    /// queue or the p-area has no room.
+    fn reserve(&self, writes: &[OrderedWrite]) -> Result<Reserve, DriverError> {
+        let mut rd = self.redirect.borrow_mut();
+        let redirected: Vec<bool> = writes
+            .iter()
+            .map(|w| rd.enabled() && (w.in_place || rd.redirects(w.device, w.lba, w.len)))
+            .collect();
+        let home: Vec<&OrderedWrite> = writes
+            .iter()
+            .zip(&redirected)
+            .filter(|(_, r)| !**r)
+            .map(|(w, _)| w)
+            .collect();
+        if self.overlaps_in_flight(&home) {
+            return Ok(Reserve::Busy);
+        }
         let head = self.head();
         let n = writes.len() as u64;
         if self.swapping() {
-            return None;
+            return Ok(Reserve::Full);
+        }
+        if self.state.borrow().reserved + n - head > self.layout.capacity as u64 {
+            return Ok(Reserve::Full);
+        }
+        let mut plbas: Vec<Option<u64>> = Vec::with_capacity(writes.len());
+        for (w, r) in writes.iter().zip(&redirected) {
+            let got = if *r {
+                rd.allocate(w.device, w.len)
+            } else {
+                Ok(None)
+            };
+            match got {
+                Ok(Some(p)) => plbas.push(Some(p)),
+                Ok(None) if !*r => plbas.push(None),
+                res => {
+                    // Give back what this epoch took.
+                    for (w, p) in writes.iter().zip(&plbas) {
+                        if let Some(p) = p {
+                            rd.unallocate(w.device, w.len, *p);
+                        }
+                    }
+                    return res.map(|_| Reserve::Full);
+                }
+            }
+        }
+        for (w, p) in writes.iter().zip(&plbas) {
+            if let Some(p) = p {
+                rd.insert(w.device, w.lba, w.len, *p);
+            }
         }
         let mut st = self.state.borrow_mut();
-        if st.reserved + n - head > self.layout.capacity as u64 {
-            return None;
-        }
         let first = st.reserved;
         st.reserved += n;
         let id = st.next_epoch;
         st.next_epoch += 1;
-        st.entries.extend(writes.iter().map(|w| Pending {
+        st.entries.extend(writes.iter().zip(&plbas).map(|(w, p)| Pending {
             lba: w.lba,
             len: w.len,
             device: w.device,
+            plba: *p,
             progress: Progress::Appended,
         }));
         for (i, w) in writes.iter().enumerate() {
@@ -186,22 +248,29 @@ impl OrderingQueue {
             let r = &mut st.ranges[w.device as usize];
             *r = Some(r.map_or((seq, seq), |(a, _)| (a, seq)));
         }
-        Some((first, id))
+        Ok(Reserve::Done(first, id, plbas))
     }
 
     /// Stores the entries of an epoch, waits for its turn, persists the tail.
-    async fn store_epoch(&self, c: &Core, first: u64, writes: &[OrderedWrite]) -> Result<(), DriverError> {
+    async fn store_epoch(
+        &self,
+        c: &Core,
+        first: u64,
+        writes: &[OrderedWrite],
+        plbas: &[Option<u64>],
+    ) -> Result<(), DriverError> {
         let entries: Vec<[u8; 16]> = writes
             .iter()
+            .zip(plbas)
             .enumerate()
-            .map(|(i, w)| {
+            .map(|(i, (w, p))| {
                 RawEntry {
                     lba: w.lba as u32,
                     len: w.len,
                     devid: w.device,
                     etag: i == 0,
                     dr: false,
-                    plba: layout::NO_PLBA,
+                    plba: p.map_or(layout::NO_PLBA, |p| p as u32),
                     ipu: w.in_place,
                     rsvd: 0,
                 }

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use nvme_spec::completion::Status;
 
 use super::layout;
+use super::redirect;
 use super::{EntryId, OrderingQueue, Progress, RawEntry};
 use crate::bio::{Bio, BioOp, Done};
 use crate::error::DriverError;
@@ -36,7 +37,11 @@ impl OrderingQueue {
 
     /// Moves the persistent head over every entry whose data and all
     /// predecessors are durable (swapped ones first: they leave the
-    /// checkpoint region); returns the head.
+    /// checkpoint region; a swapped entry is never a prepare write, see
+    /// [`super::swap`]); returns the head. The prepare writes among them
+    /// are committed first (the commit write, [`super::redirect`]):
+    /// merged, copied to their home blocks and flushed, then the head
+    /// moves, then their tree entries and slots are released.
     pub async fn dequeue(&self, core: usize) -> Result<u64, DriverError> {
         let _g = self.head_lock.lock().await;
         self.drain_swapped();
@@ -44,11 +49,66 @@ impl OrderingQueue {
         let head = self.head();
         let d = self.durable_point();
         if d > head {
+            let prepare: Vec<redirect::PrepareWrite> = self
+                .state
+                .borrow()
+                .entries
+                .iter()
+                .take((d - head) as usize)
+                .filter_map(|p| p.plba.map(|pl| (p.device, p.lba, pl, p.len)))
+                .collect();
+            if !prepare.is_empty() {
+                let merged = redirect::merge(&prepare, &self.devs);
+                redirect::copy_home(&self.devs, core, &merged).await?;
+            }
             self.write(&c, layout::HEAD, &d.to_le_bytes()).await?;
-            self.state.borrow_mut().entries.drain(..(d - head) as usize);
+            let gone: Vec<_> = self
+                .state
+                .borrow_mut()
+                .entries
+                .drain(..(d - head) as usize)
+                .collect();
+            self.progress.notify_waiters();
+            while self.redirect.borrow().readers > 0 {
+                self.progress.notified().await;
+            }
+            let mut rd = self.redirect.borrow_mut();
+            for p in gone {
+                if let Some(pl) = p.plba {
+                    rd.release(p.device, p.lba, p.len, pl);
+                }
+            }
+            drop(rd);
             self.progress.notify_waiters();
         }
         Ok(self.head())
+    }
+
+    /// The lazy commit write (Horae 5.4: "performed in background when the
+    /// IO stack is idle"): after a joint FLUSH, if no write of the stream is
+    /// in flight and a durable entry is a prepare write, a background task
+    /// on `core` dequeues (so commits). A failure there is left for the
+    /// next dequeue, which meets it again.
+    fn lazy_commit(&self, core: usize) {
+        let head = self.head();
+        let d = self.durable_point();
+        let (idle, prepared) = {
+            let st = self.state.borrow();
+            (
+                !st.entries
+                    .iter()
+                    .any(|p| matches!(p.progress, Progress::Appended | Progress::Submitted)),
+                st.entries
+                    .iter()
+                    .take((d - head) as usize)
+                    .any(|p| p.plba.is_some()),
+            )
+        };
+        if let (true, true, Some(me)) = (idle, prepared, self.me.upgrade()) {
+            self.home().machine().sim().spawn(async move {
+                let _ = me.dequeue(core).await;
+            });
+        }
     }
 
     /// Index of `id` in the entries, if it is appended and not dequeued
@@ -71,8 +131,10 @@ impl OrderingQueue {
     /// after [`OrderingQueue::complete`] ran for it (so, without a volatile
     /// cache, after its `dr` bit is persistent); wait for it with
     /// [`crate::BlockDevice::wait`].
+    /// A redirected entry's bio goes to its p-area slots instead (the
+    /// prepare write, [`super::redirect`]).
     pub async fn submit(self: &Rc<Self>, core: usize, id: EntryId, bio: &Bio) -> Result<Done, DriverError> {
-        let device = self.with_pending(id, |p| {
+        let (device, plba) = self.with_pending(id, |p| {
             if bio.op != BioOp::Write || bio.lba.0 != p.lba || bio.blocks() != p.len as u64 {
                 return Err(DriverError::Invalid(format!(
                     "bio does not write entry {}'s blocks {}+{}",
@@ -86,8 +148,19 @@ impl OrderingQueue {
                 )));
             }
             p.progress = Progress::Submitted;
-            Ok(p.device as usize)
+            Ok((p.device as usize, p.plba))
         })??;
+        let redirected;
+        let bio = match plba {
+            Some(pl) => {
+                redirected = Bio {
+                    lba: crate::bio::Lba(pl),
+                    ..bio.clone()
+                };
+                &redirected
+            }
+            None => bio,
+        };
         let dev = &self.devs[device];
         if self.home().profile().faults.horae_early_dr && !self.volatile[device] {
             // Fault: the `dr` bit says durable before the write completed.
@@ -258,6 +331,7 @@ impl OrderingQueue {
         self.write(&c, layout::FLUSHED, &target.to_le_bytes()).await?;
         self.trim_ranges(target);
         self.progress.notify_waiters();
+        self.lazy_commit(core);
         Ok(())
     }
 

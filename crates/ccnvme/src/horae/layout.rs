@@ -50,14 +50,16 @@
 //! ## The `ipu` bit (a deviation from Figure 6)
 //!
 //! Horae marks an in-place update (IPU, 5.4) by redirecting it: its entry
-//! carries the p-area block in `plba`, and recovery commits or drops the
-//! prepare write while the home block keeps its old content. Write
-//! redirection is not implemented here (`docs/decisions.md` H9), so an
+//! carries the p-area slot in `plba`, and recovery commits or drops the
+//! prepare write while the home block keeps its old content
+//! ([`super::redirect`]). A stream without a p-area does not redirect: an
 //! in-place write goes to its home block directly and its entry says so
 //! with the `ipu` bit, the lowest bit Figure 6 leaves reserved. Recovery
 //! never zero-fills an `ipu` entry's blocks: they hold live data, old or
 //! new (a 4 KiB write lands whole in the media model; a torn overwrite
-//! before fsync is what ext4's ordered mode allows too). The layout
+//! before fsync is what ext4's ordered mode allows too). A redirected
+//! in-place write carries both `plba` and `ipu`; a write redirected only
+//! because the IPU tree holds its block carries `plba` alone. The layout
 //! version stays 1: a region written before the bit existed has it clear
 //! everywhere (`rsvd` was zero), and a reader that predates it refuses an
 //! `ipu` entry as reserved bits set rather than zero-filling live data.
@@ -76,8 +78,7 @@ pub const TAIL: u64 = 0xC0;
 pub const RING: u64 = 0x100;
 /// Bytes per entry (Figure 6: 128 bits).
 pub const ENTRY_BYTES: u64 = 16;
-/// `plba` of an entry whose write was not redirected (write redirection is
-/// not implemented, so every entry carries it).
+/// `plba` of an entry whose write was not redirected (it went home).
 pub const NO_PLBA: u32 = u32::MAX;
 /// Mask of the 21 reserved bits.
 const RSVD_MASK: u32 = (1 << 21) - 1;

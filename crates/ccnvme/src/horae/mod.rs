@@ -46,11 +46,27 @@
 //! ([`crate::DriverProfile::ordering_layer`], 0.7 us, Horae 6.2), the
 //! submission the block layer's ([`crate::DriverProfile::block_layer`],
 //! 1.0 us); the persistent MMIO writes are bus traffic on top. An append
-//! first waits until no earlier write to one of its blocks is in flight:
-//! without write redirection that is how a dependency loop is refused
-//! (Horae 5.4, the classic stacks' rule; see
+//! of a write that goes to its home blocks first waits until no earlier
+//! write to one of them is in flight: that is how a dependency loop is
+//! refused without redirection (Horae 5.4, the classic stacks' rule; see
 //! [`OrderingQueue::append_writes`]).
 //!
+//! **Write redirection** ([`redirect`], Horae 5.4): on a stream given a
+//! p-area ([`StreamParams::p_area`]), an in-place write
+//! ([`OrderedWrite::in_place`], `olayer_submit_bio_ipu`) is a prepare
+//! write to p-area slots named by the entry's `plba`, recorded in the IPU
+//! tree; reads go through [`OrderingQueue::read`] or
+//! [`OrderingQueue::read_location`]; [`OrderingQueue::dequeue`] commits
+//! the durable prepare writes home before moving the head (lazily after a
+//! joint FLUSH when the stream is idle, eagerly when the p-area is full).
+//! Several in-place writes of one block may be in flight together. On a
+//! stream without a p-area (`p_area: None`, the default: the upper layer
+//! must reserve the device space) an in-place write is not redirected: its
+//! entry carries the `ipu` bit (a reserved bit of Figure 6, see
+//! [`layout`]), it goes home directly, and recovery neither zero-fills nor
+//! commits it (its block holds old or new content, as ext4's ordered mode
+//! allows for an overwrite before fsync).
+
 //! On a device without a volatile write cache (no cache, or a
 //! power-loss-protected one) a write is durable when it completes, so the
 //! completion path sets the entry's `dr` bit with an 8-byte persistent
@@ -77,8 +93,10 @@
 //!
 //! **Dequeue** ([`OrderingQueue::dequeue`]) moves the persistent head over
 //! the entries whose data and all predecessors are durable (before
-//! `flushed`, or `dr` set). It is lazy: it runs when an append finds the
-//! queue full, or when called.
+//! `flushed`, or `dr` set), after committing their prepare writes. It is
+//! lazy: it runs when an append finds the queue or the p-area full (with a
+//! volatile cache it first flushes), after a joint FLUSH that leaves the
+//! stream idle with prepare writes to commit, or when called.
 //!
 //! **Swap** ([`swap`], Horae 5.2, `docs/decisions.md` H6): when an append
 //! finds the queue full and dequeue frees nothing, a stream given a
@@ -90,42 +108,33 @@
 //! them, and appends go on: no waiting for the writes or a FLUSH. A swapped
 //! entry's durability is tracked by `flushed` (its `dr` is frozen at the
 //! copy); a full checkpoint is drained by a joint FLUSH. Without a
-//! checkpoint region a full queue waits for dequeue (with a volatile
-//! cache it first flushes).
+//! checkpoint region, and while the queue holds a prepare write of write
+//! redirection (whose commit write must run before the head passes it), a
+//! full queue waits for dequeue (with a volatile cache it first flushes).
 //!
 //! **Recovery** ([`recover`], [`recover_stream`] for a stream of several
 //! devices or streams, or with a checkpoint region, Horae 5.5): the
 //! checkpointed entries come first, then the PMR's; entries up to `flushed` are
 //! durable, then from `flushed` forward while `dr` = 1; the first entry
-//! with `dr` = 0 and every entry after it violate the order, and
+//! with `dr` = 0 and every entry after it violate the order.
 //! [`HoraeRecovery::discard_and_reset`] (`_all` for several devices)
-//! zero-fills their blocks, each on its device, in queue order (except
-//! in-place writes, below), flushes the devices written, then empties the
-//! queue durably.
-//!
+//! commits the durable prepare writes (merged, newest wins), zero-fills the
+//! blocks of the discarded entries that went home, each on its device, in
+//! queue order, ignores the discarded prepare writes (their home blocks
+//! keep the old content: request atomicity), flushes the devices written,
+//! then empties the queue durably. It never zero-fills live data.
+
 //! Fault switches ([`crate::DriverFaults`]): `horae_no_joint_flush` flushes
 //! only the device of the last entry before the flush point;
 //! `horae_early_dr` sets `dr` when the write is submitted. The two-device
 //! crash test (`tests/horae_devices.rs`) catches both. `horae_swap_no_fua`
 //! writes the checkpoint without FUA (the head moves while the copy may
 //! sit in a volatile cache); `tests/horae_swap.rs` catches it.
+//! `horae_no_redirect_commit` makes recovery skip the commit of durable
+//! prepare writes; `tests/horae_redirect.rs` catches it.
 //!
 //! ## Not implemented (documented decisions)
 //!
-//! - **Write redirection** for in-place updates (Horae 5.4: p-area,
-//!   prepare and commit writes, IPU radix tree; `docs/decisions.md` H9,
-//!   issue 16): every entry has `plba` = [`layout::NO_PLBA`], and recovery
-//!   refuses entries with a `plba`. The upper layer says which writes
-//!   update live data in place ([`OrderedWrite::in_place`], as HoraeFS
-//!   detects IPU from `BH_New`, Horae 5.6.2); their entries carry the `ipu`
-//!   bit (a reserved bit of Figure 6, see [`layout`]) and go to their home
-//!   blocks directly. Recovery zero-fills only the discarded entries
-//!   without it (newly allocated blocks, journal blocks cleaned before
-//!   reuse): zero-filling an in-place write would destroy live data. An
-//!   in-place block past the durable point holds its old or its new
-//!   content, not Horae's old content for certain (the p-area would
-//!   give that); ext4's ordered mode promises no more for an overwrite
-//!   before fsync.
 //! - The striped HoraeFS volume over several devices (issue 16): mqfs's
 //!   horae mode runs on one device; the ordering layer, its recovery and
 //!   its crash states are multi-device (`docs/decisions.md` H11).
@@ -133,19 +142,21 @@
 //!   interface; no user-space object store here).
 //!
 //! Usage rule: submit an epoch's writes before appending the next epoch
-//! from the same task; a full queue without a checkpoint region, and an
-//! append of a block with a write in flight, wait for their completion.
+//! from the same task; a full queue without a checkpoint region, a full
+//! p-area, and an append of a block with a write in flight, wait for their
+//! completion.
 
 mod append;
 mod durability;
 pub mod layout;
 pub mod recovery;
+pub mod redirect;
 mod stream;
 pub mod swap;
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use nvme_spec::completion::Status;
 use pcie_sim::{BusAddr, Core, PersistSkips, Purpose};
@@ -157,6 +168,7 @@ use crate::error::DriverError;
 pub use append::OrderedWrite;
 pub use layout::{Geometry, RawEntry, RegionLayout};
 pub use recovery::{recover, recover_stream, HoraeRecovery, OrderingEntry};
+pub use redirect::PArea;
 pub use stream::StreamParams;
 pub use swap::CheckpointRegion;
 
@@ -223,6 +235,8 @@ struct Pending {
     len: u32,
     /// Index of the destination device in the stream's device list.
     device: u8,
+    /// The p-area slots of a redirected write (its prepare write).
+    plba: Option<u64>,
     progress: Progress,
 }
 
@@ -267,6 +281,10 @@ pub struct OrderingQueue {
     write_locks: Vec<Mutex<()>>,
     /// Swap to the checkpoint region ([`swap`]).
     swap: swap::Swap,
+    /// Write redirection: p-area slots and the IPU tree ([`redirect`]).
+    redirect: RefCell<redirect::Redirect>,
+    /// The queue itself, for the background (lazy) commit.
+    me: Weak<OrderingQueue>,
 }
 
 impl std::fmt::Debug for OrderingQueue {
@@ -373,6 +391,7 @@ impl OrderingQueue {
         params: StreamParams,
     ) -> Result<Rc<OrderingQueue>, DriverError> {
         let (dev, geometry) = params.check(devices)?;
+        let areas = params.p_area_slices(devices)?;
         let (pmr, free) = region_of(dev)?;
         let pmr_bytes = dev.info().pmr_bytes;
         let slice = RegionLayout::for_stream(free, pmr_bytes, params.stream, params.streams, None)
@@ -418,7 +437,7 @@ impl OrderingQueue {
             }
             persist(&core, pmr, start, &layout.header_bytes_of(geometry)).await?;
         }
-        let q = Rc::new(OrderingQueue {
+        let q = Rc::new_cyclic(|me| OrderingQueue {
             devs: devices.to_vec(),
             pmr,
             layout,
@@ -438,6 +457,8 @@ impl OrderingQueue {
             head_lock: Mutex::new(()),
             write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
             swap,
+            redirect: RefCell::new(redirect::Redirect::new(areas)),
+            me: me.clone(),
         });
         q.reset_checkpoint().await?;
         Ok(q)

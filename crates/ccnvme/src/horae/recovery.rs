@@ -8,10 +8,15 @@
 //! depends on: that entry and all the following ones violate the order, and
 //! their blocks are filled with zeros, in queue order, by
 //! [`HoraeRecovery::discard_and_reset`] (Horae: "discards the following data
-//! blocks through filling the blocks with zeros"), except the blocks of
-//! in-place writes (`ipu` bit): they hold live data, old or new, and are
-//! left as they are. With no write redirection there are no prepare writes
-//! to commit (see the module documentation of [`crate::horae`]).
+//! blocks through filling the blocks with zeros"). Before that, the
+//! prepare writes of the durable entries are committed (Horae 5.5: "HORAE
+//! commits the data blocks of the p-area that obey the order", from head to
+//! `flushed`, then "commits the prepare writes until it finds a non-durable
+//! data block"), and a discarded prepare write is ignored: its home block
+//! keeps its old content ([`super::redirect`]). So recovery never
+//! zero-fills live data: neither a redirected write nor, on a stream
+//! without a p-area, an in-place write going home with the `ipu` bit (its
+//! block holds old or new content).
 //!
 //! A stream with a checkpoint region (given in [`StreamParams`], as at
 //! init) has its swapped entries there: they are read first, in order,
@@ -23,8 +28,8 @@
 //! flushes every device it wrote.
 //!
 //! Anything that does not make sense (pointers out of range, an entry of
-//! length 0, past its device, for a device the stream does not have, with reserved bits or a
-//! prepare write) is [`DriverError::CorruptPsq`] with queue
+//! length 0, past its device, for a device the stream does not have, with
+//! reserved bits or a prepare write past its device) is [`DriverError::CorruptPsq`] with queue
 //! [`super::ORDERING_QUEUE_ID`]; a region without the magic is
 //! [`DriverError::NoLayout`]. Nothing is written in either case.
 
@@ -33,6 +38,7 @@ use std::rc::Rc;
 use super::ORDERING_QUEUE;
 
 use super::layout::{self, Geometry, RawEntry, RegionLayout};
+use super::redirect::{self, PrepareWrite};
 use super::StreamParams;
 use super::{corrupt, persist, read_region_head, region_of, ATTR};
 use crate::bio::Bio;
@@ -56,6 +62,9 @@ pub struct OrderingEntry {
     pub in_place: bool,
     /// `devid`: the entry's device, by index in the stream's device list.
     pub device: u8,
+    /// `plba`: the p-area slots of a prepare write (a redirected write,
+    /// [`super::redirect`]), `None` for a write that went home.
+    pub plba: Option<u64>,
 }
 
 /// What [`recover`] found.
@@ -74,11 +83,13 @@ pub struct HoraeRecovery {
     /// Entries read from the checkpoint region (swapped, Horae 5.2; they
     /// come first in `durable` and `discard`, see [`super::swap`]).
     pub from_checkpoint: u64,
-    /// Entries whose data is durable and in order, in queue order.
+    /// Entries whose data is durable and in order, in queue order: their
+    /// prepare writes are to be committed.
     pub durable: Vec<OrderingEntry>,
     /// The first entry past `flushed` with `dr` = 0 and every later entry,
-    /// in queue order: they violate the order; the blocks of those not
-    /// `in_place` are to be discarded.
+    /// in queue order: they violate the order; the blocks of those neither
+    /// `in_place` nor redirected are to be discarded, prepare writes are
+    /// ignored.
     pub discard: Vec<OrderingEntry>,
 }
 
@@ -89,7 +100,7 @@ impl HoraeRecovery {
     pub fn discard_ranges(&self) -> Vec<(u64, u32)> {
         self.discard
             .iter()
-            .filter(|e| !e.in_place)
+            .filter(|e| !e.in_place && e.plba.is_none())
             .map(|e| (e.lba, e.len))
             .collect()
     }
@@ -98,8 +109,18 @@ impl HoraeRecovery {
     pub fn discard_ranges_of(&self) -> Vec<(u8, u64, u32)> {
         self.discard
             .iter()
-            .filter(|e| !e.in_place)
+            .filter(|e| !e.in_place && e.plba.is_none())
             .map(|e| (e.device, e.lba, e.len))
+            .collect()
+    }
+
+    /// The durable prepare writes to commit, in queue order: (device, home
+    /// LBA, slot LBA, pages) (Horae 5.5: "commits the data blocks of the
+    /// p-area that obey the order").
+    pub fn commits(&self) -> Vec<PrepareWrite> {
+        self.durable
+            .iter()
+            .filter_map(|e| e.plba.map(|p| (e.device, e.lba, p, e.len)))
             .collect()
     }
 
@@ -108,12 +129,19 @@ impl HoraeRecovery {
         self.discard.first().map_or(self.tail, |e| e.seq)
     }
 
-    /// Zero-fills the [`HoraeRecovery::discard_ranges`] through the block
-    /// device on `core`, one write at a time in queue order (split at the
-    /// maximum transfer),
-    /// flushes (dropped without a volatile cache), then empties the queue
-    /// durably: head := tail (one persistent write makes it empty), then
-    /// `flushed` := tail. Running it again after a crash half-way is safe.
+    /// Commits the durable prepare writes ([`HoraeRecovery::commits`],
+    /// merged newest first and copied home with the runtime commit's
+    /// [`redirect::merge`] and [`redirect::copy_home`], which flushes),
+    /// then zero-fills the [`HoraeRecovery::discard_ranges`] through the
+    /// block device on `core`, one write at a time in queue order (split
+    /// at the maximum transfer), flushes (dropped without a volatile
+    /// cache), then empties the queue durably: head := tail (one
+    /// persistent write makes it empty), then `flushed` := tail. Running it
+    /// again after a crash half-way is safe: until the head moves, the
+    /// queue and the p-area slots are as they were, and the commit and
+    /// the zero-fill write the same blocks again. The fault
+    /// `horae_no_redirect_commit` (of the first device's profile) skips
+    /// the commit.
     /// For the single stream of one device; [`HoraeRecovery::discard_and_reset_all`]
     /// for a stream of several.
     pub async fn discard_and_reset(&self, dev: &Rc<BlockDevice>, core: usize) -> Result<(), DriverError> {
@@ -144,6 +172,9 @@ impl HoraeRecovery {
             return Err(DriverError::Invalid("recovery of another region".into()));
         }
         let start = self.layout.start;
+        if !home.profile().faults.horae_no_redirect_commit {
+            redirect::copy_home(devs, core, &redirect::merge(&self.commits(), devs)).await?;
+        }
         let ranges = self.discard_ranges_of();
         if !ranges.is_empty() {
             let mem = home.machine().memory();
@@ -261,6 +292,9 @@ fn admit(
 ) -> Result<(), DriverError> {
     let flushed = out.flushed;
     let target = devs.get(e.devid as usize).map(|d| d.info());
+    let slots_past = target.filter(|t| {
+        e.plba != layout::NO_PLBA && e.plba as u64 + e.len as u64 * (4096 / t.lba_size as u64) > t.blocks
+    });
     let bad = if e.len == 0 {
         Some("length 0".to_string())
     } else if let Some(t) =
@@ -274,10 +308,13 @@ fn admit(
         Some(format!("device {} unknown", e.devid))
     } else if e.rsvd != 0 {
         Some("reserved bits set".to_string())
-    } else if e.plba != layout::NO_PLBA {
-        Some("a prepare write (write redirection is not implemented)".to_string())
     } else {
-        None
+        slots_past.map(|t| {
+            format!(
+                "prepare write at {}+{} past the device ({} blocks)",
+                e.plba, e.len, t.blocks
+            )
+        })
     };
     if let Some(why) = bad {
         return Err(corrupt(format!("entry {seq}: {why}")));
@@ -290,6 +327,7 @@ fn admit(
         dr: e.dr,
         in_place: e.ipu,
         device: e.devid,
+        plba: (e.plba != layout::NO_PLBA).then_some(e.plba as u64),
     };
     if out.discard.is_empty() && (seq < flushed || e.dr) {
         out.durable.push(entry);

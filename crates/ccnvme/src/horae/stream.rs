@@ -40,6 +40,11 @@ pub struct StreamParams {
     /// [`super::swap`]); `None`: a full queue waits for dequeue instead.
     /// Recovery must be given the same region.
     pub checkpoint: Option<super::CheckpointRegion>,
+    /// The p-area the upper layer reserved on every device of the stream
+    /// for write redirection (Horae 5.4), shared evenly by the `streams`
+    /// streams; `None`: in-place writes are not redirected
+    /// ([`super::redirect`]).
+    pub p_area: Option<super::PArea>,
 }
 
 impl StreamParams {
@@ -49,6 +54,7 @@ impl StreamParams {
         streams: 1,
         capacity: None,
         checkpoint: None,
+        p_area: None,
     };
 
     /// Stream `stream` of `streams`, with the largest ring of its slice.
@@ -58,6 +64,7 @@ impl StreamParams {
             streams,
             capacity: None,
             checkpoint: None,
+            p_area: None,
         }
     }
 
@@ -68,6 +75,40 @@ impl StreamParams {
             checkpoint: Some(region),
             ..self
         }
+    }
+
+    /// The same parameters with the p-area `area` (all streams' range).
+    pub fn with_p_area(self, area: super::PArea) -> StreamParams {
+        StreamParams {
+            p_area: Some(area),
+            ..self
+        }
+    }
+
+    /// This stream's slice of the p-area on each device, with the
+    /// device's LBAs per 4 KiB page (empty without a p-area), checked
+    /// against each device.
+    pub(super) fn p_area_slices(
+        &self,
+        devices: &[Rc<BlockDevice>],
+    ) -> Result<Vec<(super::PArea, u64)>, DriverError> {
+        let Some(area) = self.p_area else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity(devices.len());
+        for d in devices {
+            let pp = (4096 / d.info().lba_size.max(1)) as u64;
+            area.check(d.info().blocks, pp)?;
+            let s = area.slice(self.stream, self.streams, pp);
+            if s.pages == 0 {
+                return Err(DriverError::Invalid(format!(
+                    "a p-area of {} pages has no page for each of {} streams",
+                    area.pages, self.streams
+                )));
+            }
+            out.push((s, pp));
+        }
+        Ok(out)
     }
 
     /// Checks the parameters against the stream's devices: at least one,
@@ -115,7 +156,8 @@ impl super::OrderingQueue {
 
     /// `olayer_submit_bio_ipu(bio, sid)` (Horae Table 1): as
     /// [`super::OrderingQueue::submit_bio`] for an in-place update of live
-    /// data (the entry's `ipu` bit; see [`super::OrderedWrite::in_place`]).
+    /// data: redirected to the p-area if the stream has one, else the
+    /// entry's `ipu` bit only (see [`super::OrderedWrite::in_place`]).
     pub async fn submit_bio_ipu(
         self: &Rc<Self>,
         core: usize,

@@ -366,6 +366,17 @@ impl OrderingQueue {
         self.swap.swapping.get()
     }
 
+    /// True if an entry in the queue is a prepare write of write
+    /// redirection ([`super::redirect`]). Such a queue is not swapped: the
+    /// commit write of a prepare write runs when dequeue moves the head
+    /// over it, and a swap moves the head before its entries are durable,
+    /// so a swapped prepare write would lose its commit. A full queue
+    /// holding one waits for dequeue instead, which commits it once it is
+    /// durable (the eager commit).
+    fn holds_prepare_writes(&self) -> bool {
+        self.state.borrow().entries.iter().any(|p| p.plba.is_some())
+    }
+
     /// Writes an empty header at the tail (attach: a header of an earlier
     /// life of the region then names nothing).
     pub(super) async fn reset_checkpoint(&self) -> Result<(), DriverError> {
@@ -492,7 +503,7 @@ impl OrderingQueue {
     /// dequeue. False if the stream has no checkpoint region (the caller
     /// waits for dequeue instead).
     pub(super) async fn swap_for_room(&self, core: usize) -> Result<bool, DriverError> {
-        if self.swap.region.is_none() {
+        if self.swap.region.is_none() || self.holds_prepare_writes() {
             return Ok(false);
         }
         if self.swap.swapping.get() {
@@ -524,7 +535,7 @@ impl OrderingQueue {
         }
         self.drain_swapped();
         let (head, tail) = (self.head(), self.tail());
-        if self.durable_point() > head || tail == head {
+        if self.durable_point() > head || tail == head || self.holds_prepare_writes() {
             // Dequeue frees room now (the caller retries).
             return Ok(());
         }

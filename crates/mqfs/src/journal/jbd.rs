@@ -118,6 +118,9 @@ pub struct PipelineStats {
     /// Buffers a classic commit wrote from a frozen copy: a modifier
     /// changed them after the transaction was locked, before its log write.
     pub frozen: u64,
+    /// HoraeFS: in-place data writes redirected to the p-area (prepare
+    /// writes, Horae 5.4; 0 without a p-area).
+    pub redirected: u64,
 }
 
 struct State {
@@ -201,6 +204,11 @@ impl Jbd {
         st.running.blocks.insert(b);
         st.running.revokes.remove(&b);
         st.running.ordered.extend(owners.iter().copied());
+    }
+
+    /// HoraeFS's ordering queue.
+    pub(crate) fn ordering_queue(&self) -> Option<&Rc<OrderingQueue>> {
+        self.horae.as_ref()
     }
 
     /// True for HoraeFS.
@@ -384,6 +392,7 @@ impl Jbd {
                 .collect()
         };
         let epoch = Self::horae_append(oq, ctx, &data, &in_place).await?;
+        self.count_redirected(oq, &in_place);
         // Appended: any later snapshot's epochs come after this one, so
         // operations may go on while the block layer takes the writes.
         drop(op);
@@ -681,8 +690,18 @@ impl Jbd {
         in_place: &[bool],
     ) -> Result<(Epoch, Started), FsError> {
         let epoch = Self::horae_append(oq, ctx, blocks, in_place).await?;
+        self.count_redirected(oq, in_place);
         let started = Self::horae_dispatch(fs, oq, ctx, epoch, blocks).await?;
         Ok((epoch, started))
+    }
+
+    /// Counts the in-place writes of an appended epoch the ordering layer
+    /// redirected.
+    fn count_redirected(&self, oq: &OrderingQueue, in_place: &[bool]) {
+        if oq.redirects() {
+            let n = in_place.iter().filter(|x| **x).count() as u64;
+            self.count(|s| s.redirected += n);
+        }
     }
 
     /// Appends `blocks` as one epoch of the ordering queue: their order
