@@ -171,6 +171,17 @@ fn ipu_goes_to_the_p_area_reads_follow_it_and_the_lazy_commit_writes_it_home() {
             )
             .await;
         assert!(matches!(big, Err(DriverError::Invalid(_))), "{big:?}");
+        // So is an epoch whose in-place writes together overflow it (it
+        // could never be reserved whole).
+        let many: Vec<OrderedWrite> = (0..17)
+            .map(|i| OrderedWrite {
+                in_place: true,
+                ..OrderedWrite::fresh(200 + i, 1)
+            })
+            .collect();
+        let many = q.append_writes(0, &many).await;
+        assert!(matches!(many, Err(DriverError::Invalid(_))), "{many:?}");
+        assert_eq!(q.p_area_slots(0), 16);
     })
     .unwrap();
 }

@@ -151,13 +151,11 @@ fn fdatasync_of_data_alone_still_flushes_once() {
     assert_eq!(flushes_since(&m, from), 1);
 }
 
-/// An overwrite of a synced block is an in-place write (HoraeFS detects
-/// it from `BH_New`, Horae 5.6.2): the ordering layer redirects it to the
-/// p-area mkfs reserved at the end of the device (Horae 5.4), and after a
-/// power failure right after the fsync, recovery (which commits the
-/// durable prepare write) and the remount read the new content.
-#[test]
-fn an_overwrite_in_place_goes_to_the_p_area_and_survives_a_crash() {
+/// Overwrites `n` synced blocks of `/a` and fsyncs, on a HoraeFS whose
+/// p-area has `p_area` blocks, then cuts the power: returns the pipeline
+/// counters' redirected writes, the p-area blocks holding the new content
+/// at the crash, and `/a` as the remount reads it.
+fn overwrite_then_crash(p_area: Option<u64>, n: usize) -> (u64, usize, Vec<u8>) {
     use ccnvme::BlockDevice;
     use mqfs::layout::BLOCK;
     use mqfs::testing::machine_after;
@@ -167,28 +165,31 @@ fn an_overwrite_in_place_goes_to_the_p_area_and_survives_a_crash() {
     let ssd = SsdProfile::optane_905p();
     let (ex, m, ctrl) = machine(ssd.clone(), BLOCKS, 1, TraceMode::Off, 1);
     let m2 = m.clone();
+    let len = n * 4096;
     let (fs, s0, s1) = ex
         .block_on(async move {
-            let (_, fs) = format_and_mount(&m2, Mode::Horae, BLOCKS, |_| {}, FsProfile::default()).await?;
+            let tune = |o: &mut mqfs::MkfsOptions| {
+                if let Some(p) = p_area {
+                    o.p_area_blocks = Some(p);
+                }
+            };
+            let (_, fs) = format_and_mount(&m2, Mode::Horae, BLOCKS, tune, FsProfile::default()).await?;
             let c = Ctx::on(0);
             fs.create_path(c, "/a").await?;
-            fs.write_path(c, "/a", 0, &[0x11; 4096]).await?;
+            fs.write_path(c, "/a", 0, &vec![0x11; len]).await?;
             fs.fsync_path(c, "/a").await?;
             let s0 = fs.pipeline_stats().expect("a jbd journal");
-            fs.write_path(c, "/a", 0, &[0x22; 4096]).await?;
+            fs.write_path(c, "/a", 0, &vec![0x22; len]).await?;
             fs.fsync_path(c, "/a").await?;
             let s1 = fs.pipeline_stats().expect("a jbd journal");
             Ok::<_, mqfs::FsError>((fs, s0, s1))
         })
         .expect("the fsyncs finish")
         .expect("the fsyncs succeed");
-    assert_eq!(
-        s1.redirected - s0.redirected,
-        1,
-        "the overwrite is redirected: {s1:?}"
-    );
     let sb = fs.superblock();
-    assert!(sb.p_area_blocks > 0, "horae mode reserves a p-area");
+    if let Some(p) = p_area {
+        assert_eq!(sb.p_area_blocks, p, "mkfs reserves the p-area asked for");
+    }
     // Power fails now: the media and the PMR as they are.
     let mut media = Media::memory(BLOCKS);
     let mut in_p_area = 0;
@@ -200,7 +201,6 @@ fn an_overwrite_in_place_goes_to_the_p_area_and_survives_a_crash() {
         }
         media.write(b, &std::sync::Arc::new(*buf));
     }
-    assert_eq!(in_p_area, 1, "the prepare write is in the p-area");
     let pmr = m.pmr_image(0);
     drop((fs, ex));
     let (ex, m, _ctrl) = machine_after(ssd, media, pmr, 1, TraceMode::Off, 2);
@@ -212,5 +212,28 @@ fn an_overwrite_in_place_goes_to_the_p_area_and_survives_a_crash() {
         })
         .expect("the remount finishes")
         .expect("the remount reads /a");
+    (s1.redirected - s0.redirected, in_p_area, got)
+}
+
+/// An overwrite of a synced block is an in-place write (HoraeFS detects
+/// it from `BH_New`, Horae 5.6.2): the ordering layer redirects it to the
+/// p-area mkfs reserved at the end of the device (Horae 5.4), and after a
+/// power failure right after the fsync, recovery (which commits the
+/// durable prepare write) and the remount read the new content.
+#[test]
+fn an_overwrite_in_place_goes_to_the_p_area_and_survives_a_crash() {
+    let (redirected, in_p_area, got) = overwrite_then_crash(None, 1);
+    assert_eq!(redirected, 1, "the overwrite is redirected");
+    assert_eq!(in_p_area, 1, "the prepare write is in the p-area");
     assert_eq!(got, vec![0x22; 4096], "the fsynced overwrite survived");
+}
+
+/// More overwritten blocks in one fsync than the p-area holds: HoraeFS
+/// appends them as several epochs, each waiting for the eager commit of
+/// the earlier ones, and everything survives the crash.
+#[test]
+fn more_overwrites_than_the_p_area_holds_commit_eagerly() {
+    let (redirected, _, got) = overwrite_then_crash(Some(4), 10);
+    assert_eq!(redirected, 10);
+    assert_eq!(got, vec![0x22; 10 * 4096]);
 }

@@ -205,6 +205,20 @@ impl OrderingQueue {
         if self.state.borrow().reserved + n - head > self.layout.capacity as u64 {
             return Ok(Reserve::Full);
         }
+        for d in 0..self.devs.len() as u8 {
+            let need: u64 = writes
+                .iter()
+                .zip(&redirected)
+                .filter(|(w, r)| **r && w.device == d)
+                .map(|(w, _)| w.len as u64)
+                .sum();
+            if need > rd.slots(d) as u64 {
+                return Err(DriverError::Invalid(format!(
+                    "an epoch redirects {need} pages to device {d}, more than the stream's p-area ({} pages): split it",
+                    rd.slots(d)
+                )));
+            }
+        }
         let mut plbas: Vec<Option<u64>> = Vec::with_capacity(writes.len());
         for (w, r) in writes.iter().zip(&redirected) {
             let got = if *r {

@@ -208,6 +208,11 @@ impl Redirect {
         }
     }
 
+    /// Slots of the stream's slice on `device` (0 without a p-area).
+    pub(super) fn slots(&self, device: u8) -> usize {
+        self.areas.get(device as usize).map_or(0, |a| a.2.len())
+    }
+
     /// Free slots on `device`.
     pub(super) fn free_slots(&self, device: u8) -> usize {
         self.areas
@@ -319,6 +324,16 @@ impl OrderingQueue {
     /// True if the stream redirects in-place writes (it has a p-area).
     pub fn redirects(&self) -> bool {
         self.redirect.borrow().enabled()
+    }
+
+    /// The p-area slots of the stream on `device` (its slice; 0 without a
+    /// p-area): an epoch's in-place writes must fit them.
+    pub fn p_area_slots(&self, device: u8) -> usize {
+        self.redirect
+            .borrow()
+            .areas
+            .get(device as usize)
+            .map_or(0, |a| a.2.len())
     }
 
     /// Free p-area slots of the stream on `device` (0 without a p-area).

@@ -391,12 +391,25 @@ impl Jbd {
                 .map(|(b, _)| self.overwrites_live(*b, fresh.contains(b), &js.running.freed))
                 .collect()
         };
-        let epoch = Self::horae_append(oq, ctx, &data, &in_place).await?;
-        self.count_redirected(oq, &in_place);
+        // More in-place writes than the p-area holds go as several epochs
+        // in a row, each dispatched before the next is appended.
+        let chunks = Self::p_area_chunks(oq, &data, &in_place);
+        let (last, rest) = chunks
+            .split_last()
+            .ok_or_else(|| FsError::Io("no epoch".into()))?;
+        let mut started = Vec::new();
+        for r in rest {
+            let (_, s) = self
+                .horae_epoch(fs, oq, ctx, &data[r.clone()], &in_place[r.clone()])
+                .await?;
+            started.extend(s);
+        }
+        let epoch = Self::horae_append(oq, ctx, &data[last.clone()], &in_place[last.clone()]).await?;
+        self.count_redirected(oq, &in_place[last.clone()]);
         // Appended: any later snapshot's epochs come after this one, so
         // operations may go on while the block layer takes the writes.
         drop(op);
-        let started = Self::horae_dispatch(fs, oq, ctx, epoch, &data).await?;
+        started.extend(Self::horae_dispatch(fs, oq, ctx, epoch, &data[last.clone()]).await?);
         self.count(|s| s.caller_data_epochs += 1);
         Ok(Some(DataDispatch {
             started,
@@ -689,10 +702,46 @@ impl Jbd {
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         in_place: &[bool],
     ) -> Result<(Epoch, Started), FsError> {
-        let epoch = Self::horae_append(oq, ctx, blocks, in_place).await?;
-        self.count_redirected(oq, in_place);
-        let started = Self::horae_dispatch(fs, oq, ctx, epoch, blocks).await?;
-        Ok((epoch, started))
+        let mut out: Option<(Epoch, Started)> = None;
+        for r in Self::p_area_chunks(oq, blocks, in_place) {
+            let epoch = Self::horae_append(oq, ctx, &blocks[r.clone()], &in_place[r.clone()]).await?;
+            self.count_redirected(oq, &in_place[r.clone()]);
+            let s = Self::horae_dispatch(fs, oq, ctx, epoch, &blocks[r]).await?;
+            let started = match out.take() {
+                Some((_, mut before)) => {
+                    before.extend(s);
+                    before
+                }
+                None => s,
+            };
+            out = Some((epoch, started));
+        }
+        out.ok_or_else(|| FsError::Io("an empty epoch".into()))
+    }
+
+    /// Splits an epoch's blocks into runs of at most as many redirected
+    /// writes (in place, or of a block the IPU tree holds) as the stream's
+    /// p-area has slots: an epoch must fit the p-area whole (its prepare
+    /// writes are reserved at once), and epochs in a row only add order.
+    /// One run without a p-area.
+    fn p_area_chunks(
+        oq: &OrderingQueue,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+        in_place: &[bool],
+    ) -> Vec<std::ops::Range<usize>> {
+        let limit = oq.p_area_slots(0);
+        let mut out = Vec::new();
+        let (mut start, mut n) = (0, 0);
+        for (i, ((b, _), ip)) in blocks.iter().zip(in_place).enumerate() {
+            let redirected = limit > 0 && (*ip || oq.read_location(0, *b) != *b);
+            if redirected && n == limit {
+                out.push(start..i);
+                (start, n) = (i, 0);
+            }
+            n += redirected as usize;
+        }
+        out.push(start..in_place.len());
+        out
     }
 
     /// Counts the in-place writes of an appended epoch the ordering layer
