@@ -423,7 +423,9 @@ impl OrderingQueue {
         let sw = self.swap.swapped.borrow();
         let first = self.head() - sw.len() as u64;
         let f = self.flushed();
-        (first + (sw.len() as u64) > f).then(|| first.max(f))
+        // With nothing swapped, no swapped entry holds the durable point
+        // back, even where dequeue took the head past `flushed` (`dr` bits).
+        (!sw.is_empty() && first + (sw.len() as u64) > f).then(|| first.max(f))
     }
 
     /// For a joint FLUSH up to `end`: the status of a failed swapped entry
