@@ -402,6 +402,9 @@ impl OrderingQueue {
             }
         };
         let swap = swap::Swap::new(params.checkpoint, dev, layout.capacity)?;
+        // Before the pointers are (re)written: a checkpoint header of an
+        // earlier life then never names entries past them.
+        swap.reset(dev, geometry, ptrs[2]).await?;
         let mut mirror = vec![0u8; layout.bytes() as usize];
         mirror[..64].copy_from_slice(&layout.header_bytes_of(geometry));
         for (o, v) in [layout::HEAD, layout::FLUSHED, layout::TAIL].iter().zip(ptrs) {
@@ -434,7 +437,6 @@ impl OrderingQueue {
             write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
             swap,
         });
-        q.reset_checkpoint().await?;
         Ok(q)
     }
 
