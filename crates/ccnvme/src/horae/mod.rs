@@ -426,6 +426,9 @@ impl OrderingQueue {
             }
         };
         let swap = swap::Swap::new(params.checkpoint, dev, layout.capacity)?;
+        // Before the pointers are (re)written: a checkpoint header of an
+        // earlier life then never names entries past them.
+        swap.reset(dev, geometry, ptrs[2]).await?;
         let mut mirror = vec![0u8; layout.bytes() as usize];
         mirror[..64].copy_from_slice(&layout.header_bytes_of(geometry));
         for (o, v) in [layout::HEAD, layout::FLUSHED, layout::TAIL].iter().zip(ptrs) {
@@ -460,7 +463,6 @@ impl OrderingQueue {
             redirect: RefCell::new(redirect::Redirect::new(areas)),
             me: me.clone(),
         });
-        q.reset_checkpoint().await?;
         Ok(q)
     }
 

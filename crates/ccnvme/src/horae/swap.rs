@@ -92,7 +92,8 @@
 //!
 //! A page is reused only for entries below `flushed`, which recovery never
 //! reads, and [`OrderingQueue::init_stream`] writes an empty header at the
-//! tail, so a header left by an earlier life of the region names nothing.
+//! tail before it writes the queue's pointers (formatting or attaching),
+//! so a header left by an earlier life of the region names nothing.
 //! A header or a page that does not check (magic, version, CRC, base,
 //! extent) is [`DriverError::CorruptPsq`]; a region with no header magic
 //! holds no entries.
@@ -307,6 +308,30 @@ impl Swap {
     }
 }
 
+impl Swap {
+    /// Writes an empty header at `tail` (init, before the queue's pointers
+    /// are written: a header of an earlier life of the region then names
+    /// nothing).
+    pub(super) async fn reset(
+        &self,
+        dev: &BlockDevice,
+        geometry: Geometry,
+        tail: u64,
+    ) -> Result<(), DriverError> {
+        let Some(region) = self.region else {
+            return Ok(());
+        };
+        let h = CheckpointHeader {
+            pages: region.pages,
+            geometry,
+            first: tail,
+            end: tail,
+        };
+        let sent = vec![submit_page(dev, 0, region, self.per_page, 0, &h.to_page(), true).await?];
+        wait_pages(dev, 0, sent).await
+    }
+}
+
 /// Writes one 4 KiB page at region page `page` (returns its handle).
 async fn submit_page(
     dev: &BlockDevice,
@@ -375,24 +400,6 @@ impl OrderingQueue {
     /// durable (the eager commit).
     fn holds_prepare_writes(&self) -> bool {
         self.state.borrow().entries.iter().any(|p| p.plba.is_some())
-    }
-
-    /// Writes an empty header at the tail (attach: a header of an earlier
-    /// life of the region then names nothing).
-    pub(super) async fn reset_checkpoint(&self) -> Result<(), DriverError> {
-        let Some(region) = self.swap.region else {
-            return Ok(());
-        };
-        let t = self.tail();
-        let h = CheckpointHeader {
-            pages: region.pages,
-            geometry: self.geometry,
-            first: t,
-            end: t,
-        };
-        let dev = self.home();
-        let sent = vec![submit_page(dev, 0, region, self.swap.per_page, 0, &h.to_page(), true).await?];
-        wait_pages(dev, 0, sent).await
     }
 
     /// Looks up the pending entry `id` (in the ring or swapped) and applies
