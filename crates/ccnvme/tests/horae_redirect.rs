@@ -186,6 +186,51 @@ fn ipu_goes_to_the_p_area_reads_follow_it_and_the_lazy_commit_writes_it_home() {
     .unwrap();
 }
 
+/// Two streams share the p-area evenly (Horae Table 1): each redirects to
+/// its own slice, and a p-area too small for every stream is refused.
+#[test]
+fn streams_redirect_to_their_own_slice_of_the_p_area() {
+    let (ex, m, dev) = rig(3, &SsdProfile::optane_905p());
+    let m2 = m.clone();
+    ex.block_on(async move {
+        let area = PArea {
+            start: 3584,
+            pages: 10,
+        };
+        let mut qs = Vec::new();
+        for sid in 0..2u16 {
+            let p = StreamParams::stream(sid, 2).with_p_area(area);
+            qs.push(
+                OrderingQueue::init_stream(std::slice::from_ref(&dev), p)
+                    .await
+                    .unwrap(),
+            );
+        }
+        for (sid, q) in qs.iter().enumerate() {
+            assert_eq!(q.p_area_slots(0), 5);
+            let bio = Bio::write(40 + sid as u64, vec![page(&m2, 7)]);
+            let d = q.submit_bio_ipu(0, 0, &bio).await.unwrap();
+            assert!(dev.wait(0, &d).await.is_success());
+            let plba = q.entry(EntryId(0)).plba as u64;
+            let slice = 3584 + 5 * sid as u64;
+            assert!((slice..slice + 5).contains(&plba), "stream {sid}: slot {plba}");
+        }
+        let tiny = StreamParams::stream(0, 4).with_p_area(PArea {
+            start: 3584,
+            pages: 3,
+        });
+        let r = OrderingQueue::init_stream(std::slice::from_ref(&dev), tiny).await;
+        assert!(matches!(r, Err(DriverError::Invalid(_))), "{r:?}");
+        let past = StreamParams::SINGLE.with_p_area(PArea {
+            start: BLOCKS - 2,
+            pages: 4,
+        });
+        let r = OrderingQueue::init_stream(std::slice::from_ref(&dev), past).await;
+        assert!(matches!(r, Err(DriverError::Invalid(_))), "{r:?}");
+    })
+    .unwrap();
+}
+
 /// `n` in-place writes of blocks `20..20+n` from one thread with a p-area
 /// of `slots` pages and no flush until the end: the p-area runs out and
 /// the eager commit frees it. Returns the blocks' home tags after a final

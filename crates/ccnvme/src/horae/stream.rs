@@ -6,8 +6,10 @@
 //! [`crate::BlockDevice::pmr_free_start`] of the stream's first device is
 //! cut into `streams` equal slices and stream `sid` owns slice `sid` ("To
 //! realize multiple streams, HORAE evenly partitions the CMB area and
-//! p-area, and assigns a portion to each stream"). Two streams share
-//! nothing: neither their region nor their locks, so their appends and
+//! p-area, and assigns a portion to each stream"). The p-area the upper
+//! layer reserves ([`StreamParams::p_area`]) is cut the same way
+//! ([`super::PArea::slice`]). Two streams share nothing: neither their
+//! region, their p-area slice nor their locks, so their appends and
 //! flushes never wait for each other.
 //!
 //! A stream may span several devices (Horae 5.1: "dispatch the data blocks
