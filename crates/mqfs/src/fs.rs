@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use ccnvme::{Bio, BioFlags, BlockDevice, Done};
+use ccnvme::{BioFlags, BlockDevice};
 use pcie_sim::{HostAddr, Machine, SimDuration};
 use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
@@ -18,6 +18,7 @@ use crate::layout::{
     decode_node, encode_node, Extent, Inode, Mode, Superblock, BLOCK, INODE_SIZE, MAX_EXTENT_LEN,
 };
 use crate::profile::FsProfile;
+use crate::volume::Submitted;
 
 /// An inode number.
 pub type Ino = u32;
@@ -76,7 +77,8 @@ pub struct InodeState {
 
 /// The mounted file system.
 pub struct Fs {
-    pub(crate) dev: Rc<BlockDevice>,
+    /// The drive or striped volume every block goes to ([`crate::volume`]).
+    pub(crate) vol: crate::volume::Volume,
     pub(crate) machine: Machine,
     pub(crate) sb: RefCell<Superblock>,
     pub(crate) profile: FsProfile,
@@ -154,9 +156,14 @@ impl Fs {
         self.sb.borrow().clone()
     }
 
-    /// The block device.
+    /// The block device (a striped volume's first member).
     pub fn device(&self) -> &Rc<BlockDevice> {
-        &self.dev
+        self.vol.first()
+    }
+
+    /// The volume: its devices and how blocks map onto them.
+    pub fn volume(&self) -> &crate::volume::Volume {
+        &self.vol
     }
 
     /// The machine.
@@ -260,13 +267,10 @@ impl Fs {
         self.pages.borrow_mut().push(p);
     }
 
-    /// Reads device block `b` (bypassing the cache).
+    /// Reads volume block `b` (bypassing the cache).
     pub(crate) async fn read_raw(&self, ctx: Ctx, b: u64) -> Result<Box<[u8; BLOCK]>, FsError> {
         let page = self.take_page()?;
-        let r = self
-            .dev
-            .submit_wait(self.core_of(ctx), &Bio::read(b, vec![page]))
-            .await;
+        let r = self.vol.read(self.core_of(ctx), b, page).await;
         let mut out = Box::new([0u8; BLOCK]);
         let copied = self.machine.memory().read(page, &mut out[..]);
         self.put_page(page);
@@ -275,7 +279,7 @@ impl Fs {
         Ok(out)
     }
 
-    /// Starts writing `data` to device block `b` with `flags` and returns
+    /// Starts writing `data` to volume block `b` with `flags` and returns
     /// its handle; the data is copied into a host page first (charged).
     pub(crate) async fn write_start(
         &self,
@@ -283,26 +287,28 @@ impl Fs {
         b: u64,
         data: &[u8; BLOCK],
         flags: BioFlags,
-    ) -> Result<(Done, HostAddr), FsError> {
+    ) -> Result<Submitted, FsError> {
         let page = self.take_page()?;
         let core = self.machine.core(self.core_of(ctx))?;
         core.write_mem(page, &data[..]).await?;
-        let done = self
-            .dev
-            .submit(self.core_of(ctx), &Bio::write(b, vec![page]).with(flags))
-            .await?;
-        Ok((done, page))
+        match self.vol.submit_write(self.core_of(ctx), b, page, flags).await {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                self.put_page(page);
+                Err(e)
+            }
+        }
     }
 
     /// Waits for writes started with [`Fs::write_start`] and recycles their
     /// pages.
-    pub(crate) async fn write_wait(&self, ctx: Ctx, started: Vec<(Done, HostAddr)>) -> Result<(), FsError> {
+    pub(crate) async fn write_wait(&self, ctx: Ctx, started: Vec<Submitted>) -> Result<(), FsError> {
         let mut err = None;
-        for (d, page) in started {
-            let s = self.dev.wait(self.core_of(ctx), &d).await;
-            self.put_page(page);
-            if !s.is_success() && err.is_none() {
-                err = Some(FsError::Driver(ccnvme::DriverError::Command(s)));
+        for w in started {
+            let s = self.vol.wait(self.core_of(ctx), w.member, &w.done).await;
+            self.put_page(w.page);
+            if let (Err(e), None) = (s, &err) {
+                err = Some(e);
             }
         }
         match err {
@@ -328,11 +334,10 @@ impl Fs {
         self.write_wait(ctx, started).await
     }
 
-    /// Flushes the device's volatile cache (dropped by the block layer when
-    /// it has none).
+    /// Flushes the volatile cache of every device of the volume (dropped
+    /// by the block layer on a device without one).
     pub(crate) async fn flush(&self, ctx: Ctx) -> Result<(), FsError> {
-        self.dev.submit_wait(self.core_of(ctx), &Bio::flush()).await?;
-        Ok(())
+        self.vol.flush(self.core_of(ctx)).await
     }
 
     // ---- metadata blocks ----

@@ -72,6 +72,7 @@ pub mod profile;
 pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod volume;
 pub mod xattr;
 
 pub use error::FsError;
@@ -81,7 +82,7 @@ pub use fsck::{fsck, BlockSource, Finding, FindingKind, Report, Severity};
 pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
 pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
-pub use mount::{mkfs, mount, probe_options, MkfsOptions};
+pub use mount::{mkfs, mkfs_volume, mount, mount_volume, probe_options, MkfsOptions, StripeOptions};
 pub use ops::{Attr, NewInode, SetAttr, StatFs};
 pub use perm::Cred;
 pub use profile::FsProfile;

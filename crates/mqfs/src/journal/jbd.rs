@@ -42,8 +42,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::horae::{Epoch, OrderedWrite, OrderingQueue};
-use ccnvme::{Bio, BioFlags, Done};
-use pcie_sim::HostAddr;
+use ccnvme::{Bio, BioFlags};
 use tokio::sync::{Mutex, Notify};
 
 use crate::cache::CachedBlock;
@@ -52,6 +51,7 @@ use crate::fs::{Ctx, Fs, Ino, InodeState};
 use crate::journal::format::{AreaSuper, Commit};
 use crate::journal::log::{self, lay_out, log_blocks, End, Found, Replay, RevokeScope, Ring};
 use crate::layout::BLOCK;
+use crate::volume::Submitted;
 
 /// A committed transaction still in the log.
 struct LiveTx {
@@ -72,7 +72,7 @@ struct Running {
 }
 
 /// Writes started and not yet waited for, with their host pages.
-type Started = Vec<(Done, HostAddr)>;
+type Started = Vec<Submitted>;
 
 /// A HoraeFS transaction past its submit stage: its writes are dispatched
 /// and the flush stage has not acknowledged it yet.
@@ -383,7 +383,7 @@ impl Jbd {
                 .map(|(b, _)| self.overwrites_live(*b, fresh.contains(b), &js.running.freed))
                 .collect()
         };
-        let epoch = Self::horae_append(oq, ctx, &data, &in_place).await?;
+        let epoch = Self::horae_append(fs, oq, ctx, &data, &in_place).await?;
         // Appended: any later snapshot's epochs come after this one, so
         // operations may go on while the block layer takes the writes.
         drop(op);
@@ -680,28 +680,31 @@ impl Jbd {
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         in_place: &[bool],
     ) -> Result<(Epoch, Started), FsError> {
-        let epoch = Self::horae_append(oq, ctx, blocks, in_place).await?;
+        let epoch = Self::horae_append(fs, oq, ctx, blocks, in_place).await?;
         let started = Self::horae_dispatch(fs, oq, ctx, epoch, blocks).await?;
         Ok((epoch, started))
     }
 
     /// Appends `blocks` as one epoch of the ordering queue: their order
-    /// against every other epoch is fixed when this returns.
+    /// against every other epoch is fixed when this returns. Each entry
+    /// names the member of the volume its block maps to (its `devid`,
+    /// Horae Figure 6; [`crate::volume`]).
     async fn horae_append(
+        fs: &Fs,
         oq: &Rc<OrderingQueue>,
         ctx: Ctx,
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         in_place: &[bool],
     ) -> Result<Epoch, FsError> {
         debug_assert_eq!(blocks.len(), in_place.len(), "one in-place flag per block");
-        let writes: Vec<OrderedWrite> = blocks
-            .iter()
-            .zip(in_place)
-            .map(|((b, _), ip)| OrderedWrite {
+        let mut writes = Vec::with_capacity(blocks.len());
+        for ((b, _), ip) in blocks.iter().zip(in_place) {
+            let (member, lba) = fs.vol.map(*b)?;
+            writes.push(OrderedWrite {
                 in_place: *ip,
-                ..OrderedWrite::fresh(*b, 1)
-            })
-            .collect();
+                ..OrderedWrite::fresh(lba, 1).on(member as u8)
+            });
+        }
         Ok(oq.append_writes(ctx.core, &writes).await?)
     }
 
@@ -722,8 +725,9 @@ impl Jbd {
             let id = epoch
                 .entry(i as u32)
                 .ok_or_else(|| FsError::Io("ordering queue epoch too short".into()))?;
-            let done = oq.submit(ctx.core, id, &Bio::write(*b, vec![page])).await?;
-            started.push((done, page));
+            let (member, lba) = fs.vol.map(*b)?;
+            let done = oq.submit(ctx.core, id, &Bio::write(lba, vec![page])).await?;
+            started.push(Submitted { member, done, page });
         }
         Ok(started)
     }
