@@ -46,6 +46,7 @@ pub mod builtin;
 pub mod campaign;
 pub mod check;
 pub mod content;
+pub mod devices;
 pub mod error;
 pub mod explore;
 pub mod model;
