@@ -11,7 +11,9 @@
 //! - `classic` (Ext4 with JBD2): ordered metadata journaling committed by a
 //!   journal thread, checkpoint and revoke as Linux does;
 //! - `horae` (HoraeFS): the same journal, ordered by the Horae ordering
-//!   queue instead of FLUSH;
+//!   queue instead of FLUSH; on one drive, or on a volume striped over 2
+//!   to 4 drives with one ordering stream over them ([`volume`],
+//!   [`mkfs_volume`], [`mount_volume`]);
 //! - `mq` (MQFS, ccNVMe section 5): per-core journal areas written as
 //!   ccNVMe transactions, per-inode transactions with entanglement,
 //!   metadata shadow paging, selective revocation, checkpoint by durable
