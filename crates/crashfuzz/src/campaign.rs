@@ -53,7 +53,7 @@ impl CaughtBy {
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 9] = [
+pub const SELF_CHECKS: [SelfCheck; 10] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -115,6 +115,15 @@ pub const SELF_CHECKS: [SelfCheck; 9] = [
         workload: "stress_scattered",
         mode: ModeName::Horae,
         profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
+    },
+    // A joint FLUSH that flushes one drive of two: a file's data in the
+    // other drive's cache is lost under its committed inode.
+    SelfCheck {
+        fault: Fault::HoraeNoJointFlush,
+        workload: "create_delete",
+        mode: ModeName::Horae2,
+        profile: "flash-vwc",
         caught_by: CaughtBy::Promise,
     },
 ];

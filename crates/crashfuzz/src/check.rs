@@ -458,7 +458,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
 /// is a recovery bug there, not a harmless leak, so findings of any
 /// severity fail. Ext4-NJ (`journaled` false) promises no such thing;
 /// there only errors count.
-fn fsck_failures(
+pub(crate) fn fsck_failures(
     findings: &[mqfs::Finding],
     suppressed: u64,
     suppressed_errors: u64,

@@ -243,6 +243,9 @@ pub fn explore_recording(
     opts: &ExploreOptions,
     replay_of: &str,
 ) -> Result<ExploreReport, Error> {
+    if cfg.mode.drives() > 1 {
+        return crate::devices::explore_devices(rec, cfg, opts, replay_of);
+    }
     let t0 = Instant::now();
     let mut report = ExploreReport {
         workload: cfg.workload.clone(),

@@ -17,6 +17,10 @@
 //! 4. [`replay`]: rebuild one state from its id and show the recovery and
 //!    the bus transactions around its crash point.
 //!
+//! Mode `horae2` runs on a machine with two drives (HoraeFS striped over
+//! both): [`devices`] enumerates and checks its states as the product of
+//! each drive's choices.
+//!
 //! A recording can be kept in a file ([`saved`]: a built-in workload's, or
 //! one recorded elsewhere, e.g. by a FUSE mount of MQFS) and explored or
 //! replayed from it, and exported as a Chrome/Perfetto timeline
@@ -46,6 +50,7 @@ pub mod builtin;
 pub mod campaign;
 pub mod check;
 pub mod content;
+pub mod devices;
 pub mod error;
 pub mod explore;
 pub mod model;

@@ -129,7 +129,7 @@ struct RunArgs {
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
     workload: Vec<String>,
     /// Modes, comma-separated (none, classic, horae, mq, mq-atomic,
-    /// mq-literal, or `default`).
+    /// mq-literal, horae2 (HoraeFS striped over two drives), or `default`).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
     mode: Vec<String>,
     /// Drive profiles, comma-separated.
@@ -155,8 +155,8 @@ struct RunArgs {
     shard: Option<String>,
     /// Switch off one ordering mechanism (no-flush-read, no-fence, no-entry-fence,
     /// no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack,
-    /// horae-no-redirect-commit)
-    /// to see crashfuzz catch it.
+    /// horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr) to see
+    /// crashfuzz catch it.
     #[arg(long)]
     fault: Option<String>,
     /// Enumeration bound for both write-combining lines and cache blocks

@@ -13,8 +13,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::BlockDevice;
-use mqfs::{mkfs, mount, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode, RecoveryRule, SyncKind};
-use nvme_ctrl::{Controller, ControllerConfig, Image, Media, SsdProfile};
+use mqfs::{
+    mkfs, mkfs_volume, mount, mount_volume, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode,
+    RecoveryRule, StripeOptions, SyncKind,
+};
+use nvme_ctrl::{attach_drives, ControllerConfig, Drive, Image, Media, SsdProfile};
 use pcie_sim::{
     BusLayout, BusTrace, CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, SimDuration,
     SimTime, TraceMode,
@@ -45,26 +48,32 @@ pub enum ModeName {
     MqAtomic,
     /// MQFS with the paper-literal cross-queue recovery rule (unsafe).
     MqLiteral,
+    /// HoraeFS on a volume striped over two drives (`mqfs::volume`): one
+    /// ordering stream over both, each drive's cache and PMR failing on
+    /// its own ([`crate::devices`]).
+    Horae2,
 }
 
 impl ModeName {
     /// Every mode.
-    pub const ALL: [ModeName; 6] = [
+    pub const ALL: [ModeName; 7] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::Horae,
         ModeName::Mq,
         ModeName::MqAtomic,
         ModeName::MqLiteral,
+        ModeName::Horae2,
     ];
 
     /// The modes of the default run (the safe ones and Ext4-NJ).
-    pub const DEFAULT: [ModeName; 5] = [
+    pub const DEFAULT: [ModeName; 6] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::Horae,
         ModeName::Mq,
         ModeName::MqAtomic,
+        ModeName::Horae2,
     ];
 
     /// Command-line name.
@@ -76,6 +85,7 @@ impl ModeName {
             ModeName::Mq => "mq",
             ModeName::MqAtomic => "mq-atomic",
             ModeName::MqLiteral => "mq-literal",
+            ModeName::Horae2 => "horae2",
         }
     }
 
@@ -89,9 +99,22 @@ impl ModeName {
         match self {
             ModeName::None => Mode::None,
             ModeName::Classic => Mode::Classic,
-            ModeName::Horae => Mode::Horae,
+            ModeName::Horae | ModeName::Horae2 => Mode::Horae,
             ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral => Mode::Mq,
         }
+    }
+
+    /// Drives of the machine: the volume's members (one but for `horae2`).
+    pub fn drives(self) -> u8 {
+        match self {
+            ModeName::Horae2 => 2,
+            _ => 1,
+        }
+    }
+
+    /// True for HoraeFS, on one drive or striped.
+    pub fn is_horae(self) -> bool {
+        self.fs_mode() == Mode::Horae
     }
 
     /// True for the MQFS modes (where fatomic is weaker than fsync).
@@ -143,11 +166,19 @@ pub enum Fault {
     /// redirected in-place updates (their home blocks keep the old
     /// content, the p-area copy is dropped with the queue).
     HoraeNoRedirectCommit,
+    /// Horae's joint FLUSH flushing only the drive of the last entry
+    /// before the flush point, as a per-device FLUSH would
+    /// (`ccnvme::DriverFaults::horae_no_joint_flush`).
+    HoraeNoJointFlush,
+    /// Horae setting an entry's `dr` bit (durable) on a drive without a
+    /// volatile cache before its write completed
+    /// (`ccnvme::DriverFaults::horae_early_dr`).
+    HoraeEarlyDr,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 11] = [
         Fault::NoFlushRead,
         Fault::NoFence,
         Fault::NoEntryFence,
@@ -157,6 +188,8 @@ impl Fault {
         Fault::NoDataFlush,
         Fault::HoraeEarlyAck,
         Fault::HoraeNoRedirectCommit,
+        Fault::HoraeNoJointFlush,
+        Fault::HoraeEarlyDr,
     ];
 
     /// Command-line name.
@@ -171,6 +204,8 @@ impl Fault {
             Fault::NoDataFlush => "no-data-flush",
             Fault::HoraeEarlyAck => "horae-early-ack",
             Fault::HoraeNoRedirectCommit => "horae-no-redirect-commit",
+            Fault::HoraeNoJointFlush => "horae-no-joint-flush",
+            Fault::HoraeEarlyDr => "horae-early-dr",
         }
     }
 
@@ -189,10 +224,11 @@ impl Fault {
             | Fault::NoEntryFence
             | Fault::OutOfOrder
             | Fault::NoRevoke => ccnvme,
-            Fault::NoCommitFua | Fault::NoDataFlush => {
-                ccnvme || matches!(mode, ModeName::Classic | ModeName::Horae)
-            }
-            Fault::HoraeEarlyAck | Fault::HoraeNoRedirectCommit => mode == ModeName::Horae,
+            Fault::NoCommitFua | Fault::NoDataFlush => ccnvme || mode == ModeName::Classic || mode.is_horae(),
+            Fault::HoraeEarlyAck | Fault::HoraeEarlyDr => mode.is_horae(),
+            Fault::HoraeNoRedirectCommit => mode == ModeName::Horae,
+            // A joint FLUSH of one drive is that drive's FLUSH.
+            Fault::HoraeNoJointFlush => mode.drives() > 1 && mode.is_horae(),
         }
     }
 
@@ -228,6 +264,8 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
         Some(Fault::NoCommitFua) => f.no_commit_fua = true,
         Some(Fault::OutOfOrder) => f.out_of_order_completion = true,
         Some(Fault::HoraeNoRedirectCommit) => f.horae_no_redirect_commit = true,
+        Some(Fault::HoraeNoJointFlush) => f.horae_no_joint_flush = true,
+        Some(Fault::HoraeEarlyDr) => f.horae_early_dr = true,
         Some(Fault::NoRevoke | Fault::NoDataFlush | Fault::HoraeEarlyAck) | None => {}
     }
     p
@@ -352,6 +390,9 @@ pub struct Recording {
     pub base_pmr: PageStore,
     /// Media content at the start of the recorded run.
     pub base_media: Arc<Image>,
+    /// The other drives of a machine with several (`horae2`), by port
+    /// from 1: each one's media and PMR at the start of the run.
+    pub more_drives: Vec<(Arc<Image>, PageStore)>,
     /// What the persistence points promised.
     pub promises: Vec<Promise>,
     /// Operations the file system refused (name, error), for reports.
@@ -392,24 +433,23 @@ fn failed<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Error {
 
 /// Runs the setup, then records the workload.
 pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
-    let (base_media, base_pmr, filled) = prepare(w, cfg)?;
+    let (mut bases, filled) = prepare(w, cfg)?;
     let ex = Executor::new(cfg.seed);
     let m = Machine::new(&ex, cfg.machine(w), TraceMode::Full);
-    Controller::attach(
-        &m,
-        ControllerConfig::new(cfg.profile.clone()),
-        Media::cow(base_media.clone(), imbl::HashMap::new()),
-        Some(base_pmr.clone()),
-    )
-    .map_err(failed("controller"))?;
+    let drives = bases
+        .iter()
+        .map(|(media, pmr)| Drive {
+            config: ControllerConfig::new(cfg.profile.clone()),
+            media: Media::cow(media.clone(), imbl::HashMap::new()),
+            pmr: Some(pmr.clone()),
+        })
+        .collect();
+    attach_drives(&m, drives).map_err(failed("controller"))?;
     let mode = cfg.mode;
     let (probe, profile) = (probe_for(mode, cfg.fault), fs_profile_for(mode, cfg.fault));
     let m2 = m.clone();
     let fs = ex
-        .block_on(async move {
-            let dev = BlockDevice::probe(&m2, 0, probe).await?;
-            mount(&dev, Ctx::on(0), profile).await
-        })
+        .block_on(async move { mount_drives(&m2, mode, probe, Ctx::on(0), profile).await })
         .map_err(failed("mount"))?
         .map_err(failed("mount"))?;
     let shared = Rc::new(RefCell::new(Shared {
@@ -485,12 +525,14 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     // transaction, and that I/O must be crash-tested too. The drive's
     // volatile cache is not waited for: what it holds stays volatile, and
     // the crash model decides what of it may be lost.
-    let (dev, bus) = (fs.device().clone(), m.clone());
+    let (devs, bus) = (fs.volume().devices().to_vec(), m.clone());
     let join = async move {
         for h in handles {
             h.await;
         }
-        dev.wait_idle().await;
+        for dev in devs {
+            dev.wait_idle().await;
+        }
         bus.quiesce(SimDuration::from_us(1)).await;
     };
     // A run that has not finished after RECORD_LIMIT of simulated time is
@@ -509,8 +551,9 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         machine: cfg.machine(w),
         trace: m.take_trace(),
         layout: m.layout(),
-        base_pmr,
-        base_media,
+        base_pmr: bases[0].1.clone(),
+        base_media: bases[0].0.clone(),
+        more_drives: bases.split_off(1),
         promises: sh.promises.promises().to_vec(),
         refused: sh.refused.clone(),
         ops: {
@@ -521,32 +564,63 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     })
 }
 
-/// Runs the setup on its own machine and returns the base images.
-/// Runs the setup on its own machine; returns the base images and the size
-/// each `fill` reached.
-#[allow(clippy::type_complexity)]
-fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore, Vec<(String, u64)>), Error> {
+/// Probes the drives of `mode` (ports `0..mode.drives()`) with `probe`
+/// and mounts the file system on them with `profile`: on one drive, or on
+/// the striped volume of several.
+pub async fn mount_drives(
+    m: &Machine,
+    mode: ModeName,
+    probe: ccnvme::ProbeOptions,
+    c: Ctx,
+    profile: FsProfile,
+) -> Result<Rc<mqfs::Fs>, FsError> {
+    let mut devs = Vec::new();
+    for port in 0..mode.drives() {
+        devs.push(BlockDevice::probe(m, port, probe.clone()).await?);
+    }
+    if devs.len() > 1 {
+        mount_volume(&devs, c, profile).await
+    } else {
+        mount(&devs[0], c, profile).await
+    }
+}
+
+/// The base images of a run: per drive, its media and PMR.
+type Bases = Vec<(Arc<Image>, PageStore)>;
+
+/// Runs the setup on its own machine; returns the base images (one per
+/// drive) and the size each `fill` reached.
+fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Bases, Vec<(String, u64)>), Error> {
     let ex = Executor::new(cfg.seed ^ 0x5e7);
     let m = Machine::new(&ex, cfg.machine(w), TraceMode::Off);
-    let ctrl = Controller::attach(
-        &m,
-        ControllerConfig::new(cfg.profile.clone()),
-        Media::memory(cfg.blocks),
-        None,
-    )
-    .map_err(failed("controller"))?;
     let mode = cfg.mode;
+    let drives = (0..mode.drives())
+        .map(|_| Drive {
+            config: ControllerConfig::new(cfg.profile.clone()),
+            media: Media::memory(cfg.blocks),
+            pmr: None,
+        })
+        .collect();
+    let ctrls = attach_drives(&m, drives).map_err(failed("controller"))?;
     let setup = w.setup.clone();
     let cores = cfg.cores(w) as u32;
     let m2 = m.clone();
     ex.block_on(async move {
         let c = Ctx::on(0);
-        let dev = BlockDevice::probe(&m2, 0, probe_options(mode.fs_mode())).await?;
+        let mut devs = Vec::new();
+        for port in 0..mode.drives() {
+            devs.push(BlockDevice::probe(&m2, port, probe_options(mode.fs_mode())).await?);
+        }
         let mut opts = MkfsOptions::new(mode.fs_mode());
         opts.journal_areas = cores;
         opts.journal_blocks = Some(1024 * cores as u64);
-        mkfs(&dev, c, &opts).await?;
-        let fs = mount(&dev, c, mode.fs_profile()).await?;
+        let fs = if devs.len() > 1 {
+            mkfs_volume(&devs, c, &opts, StripeOptions::default()).await?;
+            mount_volume(&devs, c, mode.fs_profile()).await?
+        } else {
+            mkfs(&devs[0], c, &opts).await?;
+            mount(&devs[0], c, mode.fs_profile()).await?
+        };
         let mut filled = Vec::new();
         // The setup has no descriptors (the parser refuses them there).
         let fds = Fds::default();
@@ -563,9 +637,18 @@ fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Arc<Image>, PageStore, Vec<
     .map_err(failed("setup"))?
     .map_err(failed("setup"))
     .and_then(|filled| {
-        let media = Arc::new(ctrl.backend().media().freeze());
-        let pmr = m.pmr_image(0).ok_or_else(|| Error::Failed("no PMR".into()))?;
-        Ok((media, pmr, filled))
+        let bases = ctrls
+            .iter()
+            .enumerate()
+            .map(|(port, ctrl)| {
+                let media = Arc::new(ctrl.backend().media().freeze());
+                let pmr = m
+                    .pmr_image(port as u8)
+                    .ok_or_else(|| Error::Failed("no PMR".into()))?;
+                Ok((media, pmr))
+            })
+            .collect::<Result<Bases, Error>>()?;
+        Ok((bases, filled))
     })
 }
 

@@ -43,6 +43,10 @@ pub struct ReplayId {
     pub point: usize,
     /// Which pending items landed.
     pub choice: StateChoice,
+    /// On a machine of several drives (`horae2`): which pending items of
+    /// each landed ([`crate::devices::encode_devices_choice`]); `choice`
+    /// is then empty.
+    pub devices: Option<nvme_ctrl::crash::DevicesChoice>,
 }
 
 impl ReplayId {
@@ -60,7 +64,14 @@ impl ReplayId {
         let (mode, fault) = parse_mode_label(f[1]).map_err(|e| bad(&e.to_string()))?;
         let seed = f[3].parse().map_err(|_| bad("seed is not a number"))?;
         let point = f[4].parse().map_err(|_| bad("crash point is not a number"))?;
-        let choice = decode_choice(f[5]).ok_or_else(|| bad("choice is not f<..>.l<..>.m<..>"))?;
+        let (choice, devices) = if mode.drives() > 1 {
+            let d = crate::devices::decode_devices_choice(f[5], mode.drives() as usize)
+                .ok_or_else(|| bad("choice is not f<..>.l<..>.m<..>~<..> (one media list per drive)"))?;
+            (StateChoice::default(), Some(d))
+        } else {
+            let c = decode_choice(f[5]).ok_or_else(|| bad("choice is not f<..>.l<..>.m<..>"))?;
+            (c, None)
+        };
         Ok(ReplayId {
             workload: f[0].into(),
             mode,
@@ -69,6 +80,7 @@ impl ReplayId {
             seed,
             point,
             choice,
+            devices,
         })
     }
 }
@@ -135,6 +147,9 @@ pub fn replay(id: &str, context: usize) -> Result<ReplayOutcome, Error> {
         ..RunConfig::new(rid.mode, RunConfig::profile_by_name(&rid.profile)?, rid.seed)
     };
     let rec = record(&w, &cfg)?;
+    if let Some(d) = &rid.devices {
+        return replay_devices_state(&rec, &SavedConfig::of_run(&w, &cfg), rid.point, d, context, id);
+    }
     replay_state(
         &rec,
         &SavedConfig::of_run(&w, &cfg),
@@ -208,7 +223,48 @@ pub fn replay_state(
     })?;
     let cx = CheckContext::for_run(cfg, rec, true);
     let out = check_state(&cx, &state);
-    let (failures, log) = (out.failures, out.log);
+    Ok(outcome(rec, point, context, out.failures, out.log))
+}
+
+/// [`replay_state`] for a run on several drives (`horae2`).
+pub fn replay_devices_state(
+    rec: &Recording,
+    cfg: &SavedConfig,
+    point: usize,
+    choice: &nvme_ctrl::crash::DevicesChoice,
+    context: usize,
+    id: &str,
+) -> Result<ReplayOutcome, Error> {
+    let points = rec.trace.entries().len();
+    if point >= points {
+        return Err(Error::BadReplayId {
+            id: id.into(),
+            why: format!("the run has {points} crash points"),
+        });
+    }
+    let bad = |e: nvme_ctrl::CtrlError| Error::BadReplayId {
+        id: id.into(),
+        why: e.to_string(),
+    };
+    let mut explorer = crate::devices::devices_explorer_of(rec, &cfg.profile)?;
+    // Makes `point` the current one (the choices themselves are not needed).
+    explorer.choices_at(point, 0, 0).map_err(bad)?;
+    let state = explorer.build(point, choice).map_err(bad)?;
+    let cx = CheckContext::for_run(cfg, rec, true);
+    let out = crate::devices::check_devices_state(&cx, &crate::devices::bases_of(rec), &state);
+    Ok(outcome(rec, point, context, out.failures, out.log))
+}
+
+/// The outcome of a replay: the check's failures and log, the trace
+/// around the crash point and the promises in force.
+fn outcome(
+    rec: &Recording,
+    point: usize,
+    context: usize,
+    failures: Vec<Failure>,
+    log: Vec<String>,
+) -> ReplayOutcome {
+    let points = rec.trace.entries().len();
     let entries = rec.trace.entries();
     let lo = point.saturating_sub(context);
     let hi = (point + context + 1).min(points);
@@ -224,12 +280,12 @@ pub fn replay_state(
         .filter(|p| p.covers(point + 1))
         .map(|p| p.op.clone())
         .collect();
-    Ok(ReplayOutcome {
+    ReplayOutcome {
         failures,
         log,
         context,
         promises,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -277,6 +277,7 @@ impl SavedRun {
             layout,
             base_pmr,
             base_media,
+            more_drives: Vec::new(),
             promises: Vec::new(),
             refused: Vec::new(),
             ops: Vec::new(),
@@ -358,6 +359,13 @@ impl SavedRun {
     /// Writes the run to `path` (through a temporary file beside it, renamed
     /// at the end). Returns the file's size in bytes.
     pub fn save(&self, path: &Path) -> Result<u64, Error> {
+        if !self.recording.more_drives.is_empty() {
+            return Err(Error::Failed(format!(
+                "{}: a run on several drives (`{}`) cannot be saved (the format holds one drive)",
+                path.display(),
+                self.config.mode.name()
+            )));
+        }
         let io = |source: std::io::Error| Error::Io {
             path: path.display().to_string(),
             source,
@@ -867,6 +875,7 @@ impl BodyIn<'_> {
             layout,
             base_pmr: pmr,
             base_media: Arc::new(Image::from_blocks(self.media.blocks, blocks)),
+            more_drives: Vec::new(),
             promises: self.promises,
             refused: self.refused,
             ops: self.ops,

@@ -58,6 +58,10 @@ pub enum FsError {
     /// The operation is not supported in this mode or on this device.
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// The devices do not make the striped volume asked for (a missing,
+    /// foreign or mismatched member; [`crate::volume`]).
+    #[error("striped volume: {0}")]
+    Volume(String),
     /// The file system is read-only (after an error).
     #[error("read-only file system")]
     ReadOnly,
@@ -137,7 +141,7 @@ impl FsError {
             FsError::NotRegular => 19,  // ENODEV
             FsError::NotDir => 20,      // ENOTDIR
             FsError::IsDir => 21,       // EISDIR
-            FsError::Invalid(_) => 22,  // EINVAL
+            FsError::Invalid(_) | FsError::Volume(_) => 22, // EINVAL
             FsError::TooBig => 27,      // EFBIG
             FsError::NoSpace => 28,     // ENOSPC
             FsError::ReadOnly => 30,    // EROFS
@@ -174,6 +178,7 @@ mod tests {
             FsError::Corrupt(String::new()),
             FsError::Io(String::new()),
             FsError::Unsupported(String::new()),
+            FsError::Volume(String::new()),
             FsError::ReadOnly,
             FsError::NoData,
             FsError::Range,
@@ -202,6 +207,7 @@ mod tests {
                 | FsError::Corrupt(_)
                 | FsError::Io(_)
                 | FsError::Unsupported(_)
+                | FsError::Volume(_)
                 | FsError::ReadOnly
                 | FsError::NoData
                 | FsError::Range
@@ -230,6 +236,6 @@ mod tests {
         assert!(names.contains(&(34, "ERANGE")) && names.contains(&(7, "E2BIG")));
         assert!(names.contains(&(1, "EPERM")) && names.contains(&(19, "ENODEV")));
         assert!(names.contains(&(13, "EACCES")));
-        assert_eq!(names.len(), 22);
+        assert_eq!(names.len(), 23);
     }
 }

@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use ccnvme::{Bio, BioFlags, BlockDevice, Done};
+use ccnvme::{Bio, BioFlags, BlockDevice};
 use pcie_sim::{HostAddr, Machine, SimDuration};
 use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 
@@ -18,6 +18,7 @@ use crate::layout::{
     decode_node, encode_node, Extent, Inode, Mode, Superblock, BLOCK, INODE_SIZE, MAX_EXTENT_LEN,
 };
 use crate::profile::FsProfile;
+use crate::volume::Submitted;
 
 /// An inode number.
 pub type Ino = u32;
@@ -76,7 +77,8 @@ pub struct InodeState {
 
 /// The mounted file system.
 pub struct Fs {
-    pub(crate) dev: Rc<BlockDevice>,
+    /// The drive or striped volume every block goes to ([`crate::volume`]).
+    pub(crate) vol: crate::volume::Volume,
     pub(crate) machine: Machine,
     pub(crate) sb: RefCell<Superblock>,
     pub(crate) profile: FsProfile,
@@ -154,9 +156,14 @@ impl Fs {
         self.sb.borrow().clone()
     }
 
-    /// The block device.
+    /// The block device (a striped volume's first member).
     pub fn device(&self) -> &Rc<BlockDevice> {
-        &self.dev
+        self.vol.first()
+    }
+
+    /// The volume: its devices and how blocks map onto them.
+    pub fn volume(&self) -> &crate::volume::Volume {
+        &self.vol
     }
 
     /// The machine.
@@ -269,15 +276,20 @@ impl Fs {
         }
     }
 
-    /// Reads device block `b` (bypassing the cache). HoraeFS reads through
+    /// Reads volume block `b` (bypassing the cache). HoraeFS reads through
     /// the ordering layer's IPU tree: the newest content of a block
     /// overwritten in place may be in the p-area (Horae 5.4 "Read").
     pub(crate) async fn read_raw(&self, ctx: Ctx, b: u64) -> Result<Box<[u8; BLOCK]>, FsError> {
         let page = self.take_page()?;
-        let bio = Bio::read(b, vec![page]);
         let r = match self.redirecting_queue() {
-            Some(q) => q.read(self.core_of(ctx), 0, &bio).await,
-            None => self.dev.submit_wait(self.core_of(ctx), &bio).await,
+            Some(q) => match self.vol.map(b) {
+                Ok((member, lba)) => q
+                    .read(self.core_of(ctx), member as u8, &Bio::read(lba, vec![page]))
+                    .await
+                    .map_err(FsError::from),
+                Err(e) => Err(e),
+            },
+            None => self.vol.read(self.core_of(ctx), b, page).await,
         };
         let mut out = Box::new([0u8; BLOCK]);
         let copied = self.machine.memory().read(page, &mut out[..]);
@@ -287,7 +299,7 @@ impl Fs {
         Ok(out)
     }
 
-    /// Starts writing `data` to device block `b` with `flags` and returns
+    /// Starts writing `data` to volume block `b` with `flags` and returns
     /// its handle; the data is copied into a host page first (charged).
     pub(crate) async fn write_start(
         &self,
@@ -295,26 +307,28 @@ impl Fs {
         b: u64,
         data: &[u8; BLOCK],
         flags: BioFlags,
-    ) -> Result<(Done, HostAddr), FsError> {
+    ) -> Result<Submitted, FsError> {
         let page = self.take_page()?;
         let core = self.machine.core(self.core_of(ctx))?;
         core.write_mem(page, &data[..]).await?;
-        let done = self
-            .dev
-            .submit(self.core_of(ctx), &Bio::write(b, vec![page]).with(flags))
-            .await?;
-        Ok((done, page))
+        match self.vol.submit_write(self.core_of(ctx), b, page, flags).await {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                self.put_page(page);
+                Err(e)
+            }
+        }
     }
 
     /// Waits for writes started with [`Fs::write_start`] and recycles their
     /// pages.
-    pub(crate) async fn write_wait(&self, ctx: Ctx, started: Vec<(Done, HostAddr)>) -> Result<(), FsError> {
+    pub(crate) async fn write_wait(&self, ctx: Ctx, started: Vec<Submitted>) -> Result<(), FsError> {
         let mut err = None;
-        for (d, page) in started {
-            let s = self.dev.wait(self.core_of(ctx), &d).await;
-            self.put_page(page);
-            if !s.is_success() && err.is_none() {
-                err = Some(FsError::Driver(ccnvme::DriverError::Command(s)));
+        for w in started {
+            let s = self.vol.wait(self.core_of(ctx), w.member, &w.done).await;
+            self.put_page(w.page);
+            if let (Err(e), None) = (s, &err) {
+                err = Some(e);
             }
         }
         match err {
@@ -337,8 +351,14 @@ impl Fs {
         // home first, or the older prepare write's commit would overwrite
         // this unordered write.
         if let Some(q) = self.redirecting_queue() {
-            let lbas: Vec<u64> = blocks.iter().map(|(b, _)| *b).collect();
-            q.settle(self.core_of(ctx), 0, &lbas).await?;
+            let mut by_member: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+            for (b, _) in blocks {
+                let (member, lba) = self.vol.map(*b)?;
+                by_member.entry(member).or_default().push(lba);
+            }
+            for (member, lbas) in by_member {
+                q.settle(self.core_of(ctx), member as u8, &lbas).await?;
+            }
         }
         let mut started = Vec::with_capacity(blocks.len());
         for (b, data) in blocks {
@@ -347,11 +367,10 @@ impl Fs {
         self.write_wait(ctx, started).await
     }
 
-    /// Flushes the device's volatile cache (dropped by the block layer when
-    /// it has none).
+    /// Flushes the volatile cache of every device of the volume (dropped
+    /// by the block layer on a device without one).
     pub(crate) async fn flush(&self, ctx: Ctx) -> Result<(), FsError> {
-        self.dev.submit_wait(self.core_of(ctx), &Bio::flush()).await?;
-        Ok(())
+        self.vol.flush(self.core_of(ctx)).await
     }
 
     // ---- metadata blocks ----

@@ -11,7 +11,9 @@
 //! - `classic` (Ext4 with JBD2): ordered metadata journaling committed by a
 //!   journal thread, checkpoint and revoke as Linux does;
 //! - `horae` (HoraeFS): the same journal, ordered by the Horae ordering
-//!   queue instead of FLUSH;
+//!   queue instead of FLUSH; on one drive, or on a volume striped over 2
+//!   to 4 drives with one ordering stream over them ([`volume`],
+//!   [`mkfs_volume`], [`mount_volume`]);
 //! - `mq` (MQFS, ccNVMe section 5): per-core journal areas written as
 //!   ccNVMe transactions, per-inode transactions with entanglement,
 //!   metadata shadow paging, selective revocation, checkpoint by durable
@@ -72,6 +74,7 @@ pub mod profile;
 pub mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod volume;
 pub mod xattr;
 
 pub use error::FsError;
@@ -81,7 +84,7 @@ pub use fsck::{fsck, BlockSource, Finding, FindingKind, Report, Severity};
 pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
 pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
-pub use mount::{mkfs, mount, probe_options, MkfsOptions};
+pub use mount::{mkfs, mkfs_volume, mount, mount_volume, probe_options, MkfsOptions, StripeOptions};
 pub use ops::{Attr, NewInode, SetAttr, StatFs};
 pub use perm::Cred;
 pub use profile::FsProfile;

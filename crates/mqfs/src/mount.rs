@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use ccnvme::horae::{self, CheckpointRegion, OrderingQueue, PArea, RegionLayout, StreamParams};
-use ccnvme::{Bio, BioFlags, BlockDevice, ProbeOptions};
+use ccnvme::{BioFlags, BlockDevice, ProbeOptions};
 use tokio::sync::{Mutex, Semaphore};
 
 use crate::cache::BufferCache;
@@ -22,6 +22,7 @@ use crate::layout::{
 };
 use crate::ops::GATE;
 use crate::profile::FsProfile;
+use crate::volume::{Label, Stripe, Volume, DEFAULT_CHUNK_BLOCKS};
 
 /// How to make a file system.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,16 +103,19 @@ pub fn probe_options(mode: Mode) -> ProbeOptions {
     }
 }
 
-/// HoraeFS's one stream on `dev`: with the checkpoint region mkfs
+/// HoraeFS's one stream on `vol`: with the checkpoint region mkfs
 /// reserved (Horae 5.2 swap), and a ring no larger than the region takes
 /// ([`CheckpointRegion::ring_limit`]) when the PMR slice is formatted,
-/// and with the p-area mkfs reserved (Horae 5.4 write redirection).
-pub fn horae_stream(dev: &BlockDevice, sb: &Superblock) -> StreamParams {
+/// and with the p-area mkfs reserved (Horae 5.4 write redirection). Both
+/// regions lie in the volume's linear tail ([`Volume::tail_lba`]); a
+/// superblock that puts them elsewhere is [`FsError::Corrupt`].
+pub fn horae_stream(vol: &Volume, sb: &Superblock) -> Result<StreamParams, FsError> {
+    let dev = vol.first();
     let params = if sb.checkpoint_blocks == 0 {
         StreamParams::SINGLE
     } else {
         let region = CheckpointRegion {
-            lba: sb.checkpoint_start(),
+            lba: vol.tail_lba(sb.checkpoint_start(), sb.checkpoint_blocks)?,
             pages: sb.checkpoint_blocks.min(u32::MAX as u64) as u32,
         };
         let largest = RegionLayout::for_stream(dev.pmr_free_start(), dev.info().pmr_bytes, 0, 1, None)
@@ -123,14 +127,14 @@ pub fn horae_stream(dev: &BlockDevice, sb: &Superblock) -> StreamParams {
         .with_checkpoint(region)
     };
     // The p-area mkfs reserved (Horae 5.4): in-place writes are
-    // redirected there.
-    match sb.p_area_blocks {
+    // redirected there, on each member at the same LBAs.
+    Ok(match sb.p_area_blocks {
         0 => params,
         pages => params.with_p_area(PArea {
-            start: sb.p_area_start(),
+            start: vol.tail_lba(sb.p_area_start(), pages)?,
             pages,
         }),
-    }
+    })
 }
 
 /// Computes the geometry for a device of `blocks` 4 KiB blocks.
@@ -215,36 +219,86 @@ pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> 
     Ok(sb)
 }
 
-async fn write_batch(
-    dev: &BlockDevice,
-    ctx: Ctx,
-    blocks: Vec<(u64, Box<[u8; BLOCK]>)>,
-) -> Result<(), FsError> {
-    let mem = dev.machine().memory();
+async fn write_batch(vol: &Volume, ctx: Ctx, blocks: Vec<(u64, Box<[u8; BLOCK]>)>) -> Result<(), FsError> {
+    let mem = vol.first().machine().memory();
     for chunk in blocks.chunks(64) {
         let mut pending = Vec::new();
         for (b, data) in chunk {
             let page = mem.alloc(BLOCK as u64)?;
             mem.write(page, &data[..])?;
-            pending.push((dev.submit(ctx.core, &Bio::write(*b, vec![page])).await?, page));
+            pending.push(vol.submit_write(ctx.core, *b, page, BioFlags::NONE).await?);
         }
-        for (d, page) in pending {
-            let s = dev.wait(ctx.core, &d).await;
-            mem.free(page)?;
-            if !s.is_success() {
-                return Err(FsError::Driver(ccnvme::DriverError::Command(s)));
-            }
+        for w in pending {
+            let s = vol.wait(ctx.core, w.member, &w.done).await;
+            mem.free(w.page)?;
+            s?;
         }
     }
     Ok(())
 }
 
+/// How to stripe a volume ([`mkfs_volume`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StripeOptions {
+    /// Blocks per chunk (default [`DEFAULT_CHUNK_BLOCKS`], md's 512 KiB).
+    pub chunk_blocks: u64,
+}
+
+impl Default for StripeOptions {
+    fn default() -> Self {
+        StripeOptions {
+            chunk_blocks: DEFAULT_CHUNK_BLOCKS,
+        }
+    }
+}
+
 /// Makes a file system on `dev`.
 pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result<Superblock, FsError> {
-    if dev.info().lba_size != BLOCK as u32 {
+    mkfs_on(&Volume::single(dev), ctx, opts).await
+}
+
+/// Makes a HoraeFS on a striped volume of `devs` (2 to 4 drives, in role
+/// order; [`crate::volume`]): the members' labels first, then the file
+/// system over the volume's blocks. Only HoraeFS (`Mode::Horae`) runs on
+/// a striped volume.
+pub async fn mkfs_volume(
+    devs: &[Rc<BlockDevice>],
+    ctx: Ctx,
+    opts: &MkfsOptions,
+    stripe: StripeOptions,
+) -> Result<Superblock, FsError> {
+    if opts.mode != Mode::Horae {
+        return Err(FsError::Volume(format!(
+            "only HoraeFS runs on a striped volume, not {:?}",
+            opts.mode
+        )));
+    }
+    let smallest = devs.iter().map(|d| d.info().blocks).min().unwrap_or(0);
+    // The tail holds the checkpoint region and the p-area, whose sizes
+    // depend on the volume's size (capped at a sixteenth): find the tail
+    // that holds exactly the regions of a volume with that tail.
+    let mut tail = 0;
+    for _ in 0..4 {
+        let geometry = Stripe::new(devs.len(), smallest, stripe.chunk_blocks, tail)?;
+        let sb = self::geometry(geometry.blocks(), opts)?;
+        let regions = sb.checkpoint_blocks + sb.p_area_blocks;
+        if regions == tail {
+            return mkfs_on(&Volume::striped(devs, geometry), ctx, opts).await;
+        }
+        tail = regions;
+    }
+    Err(FsError::Volume(format!(
+        "no tail fits the checkpoint region and p-area of a volume of {smallest}-block members"
+    )))
+}
+
+/// Makes a file system on `vol`.
+async fn mkfs_on(vol: &Volume, ctx: Ctx, opts: &MkfsOptions) -> Result<Superblock, FsError> {
+    if vol.devices().iter().any(|d| d.info().lba_size != BLOCK as u32) {
         return Err(FsError::Unsupported("MQFS needs a 4 KiB LBA format".into()));
     }
-    let sb = geometry(dev.info().blocks, opts)?;
+    let sb = geometry(vol.blocks(), opts)?;
+    vol.write_labels(ctx.core, sb.uuid).await?;
     let mut writes: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
     let root_block = sb.first_data(0);
     for g in 0..sb.groups {
@@ -313,23 +367,38 @@ pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result
         };
         writes.push((sb.area_start(a), jsb.encode()));
     }
-    write_batch(dev, ctx, writes).await?;
-    dev.submit_wait(ctx.core, &Bio::flush()).await?;
+    write_batch(vol, ctx, writes).await?;
+    vol.flush(ctx.core).await?;
     // The superblock last: an interrupted mkfs leaves no file system.
-    write_batch(dev, ctx, vec![(0, sb.encode())]).await?;
-    dev.submit_wait(ctx.core, &Bio::flush()).await?;
+    write_batch(vol, ctx, vec![(0, sb.encode())]).await?;
+    vol.flush(ctx.core).await?;
     Ok(sb)
 }
 
 /// Mounts the file system on `dev`, running its mode's recovery if it was
 /// not unmounted cleanly.
 pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, FsError> {
+    mount_on(Volume::single(dev), ctx, profile).await
+}
+
+/// Mounts the HoraeFS on the striped volume of `devs` (in any order: the
+/// members' labels give their roles), running HoraeFS's recovery over
+/// every member if it was not unmounted cleanly. A missing, foreign or
+/// mismatched member is [`FsError::Volume`].
+pub async fn mount_volume(devs: &[Rc<BlockDevice>], ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, FsError> {
+    let vol = Volume::assemble(devs, ctx.core).await?;
+    mount_on(vol, ctx, profile).await
+}
+
+async fn mount_on(vol: Volume, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, FsError> {
+    let dev = vol.first().clone();
     let machine = dev.machine().clone();
+    let blocks = vol.blocks();
     let fs = Rc::new(Fs {
-        dev: dev.clone(),
+        vol,
         machine,
         sb: RefCell::new(Superblock {
-            blocks: dev.info().blocks,
+            blocks,
             groups: 1,
             blocks_per_group: 1,
             inodes_per_group: INODES_PER_BLOCK,
@@ -366,7 +435,22 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         flusher: Default::default(),
     });
     let raw = fs.read_raw(ctx, 0).await?;
-    let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
+    if Label::is_label(&raw) {
+        return Err(FsError::Volume(match Label::decode(&raw) {
+            Ok(Some(l)) => format!(
+                "the device is member {} of a striped volume of {}: mount the whole volume",
+                l.role, l.stripe.members
+            ),
+            _ => "the device holds a damaged member label".into(),
+        }));
+    }
+    let sb = Superblock::decode(&raw[..], blocks)?;
+    if fs.vol.stripe().is_some() && sb.mode != Mode::Horae {
+        return Err(FsError::Volume(format!(
+            "a striped volume holding a {:?} file system (only HoraeFS runs striped)",
+            sb.mode
+        )));
+    }
     *fs.sb.borrow_mut() = sb.clone();
     fs.next_txid.set(sb.next_txid.max(1));
     // The clock starts before recovery: whatever recovery stamps is past
@@ -376,14 +460,18 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
         Mode::None => Journal::None,
         Mode::Classic | Mode::Horae => {
             let oq = if sb.mode == Mode::Horae {
-                let params = horae_stream(dev, &sb);
-                match horae::recover_stream(std::slice::from_ref(dev), params).await {
-                    Ok(rec) => rec.discard_and_reset(dev, ctx.core).await?,
-                    // A fresh PMR: attach formats the ordering queue.
+                // One ordering stream over every member (HoraeFS uses one
+                // ordering queue, Horae 6.1), its queue in the first
+                // member's PMR; recovery discards on each member.
+                let devs = fs.vol.devices();
+                let params = horae_stream(&fs.vol, &sb)?;
+                match horae::recover_stream(devs, params).await {
+                    Ok(rec) => rec.discard_and_reset_all(devs, ctx.core).await?,
+                    // A fresh PMR: init_stream formats the ordering queue.
                     Err(ccnvme::DriverError::NoLayout) => {}
                     Err(e) => return Err(e.into()),
                 }
-                Some(OrderingQueue::init_stream(std::slice::from_ref(dev), params).await?)
+                Some(OrderingQueue::init_stream(devs, params).await?)
             } else {
                 None
             };
@@ -451,7 +539,7 @@ impl Fs {
         *self.sb.borrow_mut() = sb.clone();
         self.write_all(ctx, &[(0, sb.encode())], BioFlags::FUA).await?;
         self.flush(ctx).await?;
-        self.dev.shutdown().await?;
+        self.vol.shutdown().await?;
         Ok(())
     }
 }

@@ -12,7 +12,7 @@ use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageS
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs};
 use crate::layout::Mode;
-use crate::mount::{mkfs, mount, probe_options, MkfsOptions};
+use crate::mount::{mkfs, mkfs_volume, mount, probe_options, MkfsOptions, StripeOptions};
 use crate::profile::FsProfile;
 
 /// Everything a test needs.
@@ -153,6 +153,86 @@ pub fn new_fs_with(
         machine,
         ctrl,
         dev,
+        fs,
+    })
+}
+
+/// A machine with a HoraeFS striped over several drives.
+pub struct StripedFs {
+    /// The executor (drop it last).
+    pub ex: Executor,
+    /// The machine.
+    pub machine: Machine,
+    /// The controllers, by port (member `i` of the volume on port `i`).
+    pub ctrls: Vec<Rc<Controller>>,
+    /// The block devices, by member.
+    pub devs: Vec<Rc<BlockDevice>>,
+    /// The mounted file system.
+    pub fs: Rc<Fs>,
+}
+
+impl std::fmt::Debug for StripedFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripedFs")
+            .field("members", &self.devs.len())
+            .finish()
+    }
+}
+
+/// Probes the drives on ports `0..members` of `machine` for HoraeFS, makes
+/// a HoraeFS striped over them with `stripe` (journal: an eighth of the
+/// volume, then `tune` may change the options) and mounts it with
+/// `profile`, on core 0.
+pub async fn format_and_mount_striped(
+    machine: &Machine,
+    members: u8,
+    stripe: StripeOptions,
+    tune: impl FnOnce(&mut MkfsOptions),
+    profile: FsProfile,
+) -> Result<(Vec<Rc<BlockDevice>>, Rc<Fs>), FsError> {
+    let mut devs = Vec::new();
+    for port in 0..members {
+        devs.push(BlockDevice::probe(machine, port, probe_options(Mode::Horae)).await?);
+    }
+    let ctx = Ctx::on(0);
+    let blocks: u64 = devs.iter().map(|d| d.info().blocks).sum();
+    let mut opts = MkfsOptions::new(Mode::Horae);
+    opts.journal_blocks = Some((blocks / 8).max(256));
+    tune(&mut opts);
+    mkfs_volume(&devs, ctx, &opts, stripe).await?;
+    let fs = crate::mount::mount_volume(&devs, ctx, profile).await?;
+    Ok((devs, fs))
+}
+
+/// A fresh machine with `members` drives of `profile` and `blocks` each
+/// and a HoraeFS striped over them (md's default chunk), mounted.
+pub fn new_striped(
+    profile: SsdProfile,
+    members: u8,
+    blocks: u64,
+    cores: usize,
+    mode: TraceMode,
+) -> Result<StripedFs, FsError> {
+    let drives = (0..members)
+        .map(|_| Drive::fresh(profile.clone(), blocks))
+        .collect();
+    let (ex, machine, ctrls) = machine_with_drives(drives, cores, mode, 1);
+    let m2 = machine.clone();
+    let (devs, fs) = ex.block_on(async move {
+        format_and_mount_striped(
+            &m2,
+            members,
+            StripeOptions::default(),
+            |_| {},
+            FsProfile::default(),
+        )
+        .await
+    })??;
+    Ok(StripedFs {
+        ex,
+        machine,
+        ctrls,
+        devs,
         fs,
     })
 }

@@ -42,8 +42,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 use ccnvme::horae::{Epoch, OrderedWrite, OrderingQueue};
-use ccnvme::{Bio, BioFlags, Done};
-use pcie_sim::HostAddr;
+use ccnvme::{Bio, BioFlags};
 use tokio::sync::{Mutex, Notify};
 
 use crate::cache::CachedBlock;
@@ -52,6 +51,7 @@ use crate::fs::{Ctx, Fs, Ino, InodeState};
 use crate::journal::format::{AreaSuper, Commit};
 use crate::journal::log::{self, lay_out, log_blocks, End, Found, Replay, RevokeScope, Ring};
 use crate::layout::BLOCK;
+use crate::volume::Submitted;
 
 /// A committed transaction still in the log.
 struct LiveTx {
@@ -72,7 +72,7 @@ struct Running {
 }
 
 /// Writes started and not yet waited for, with their host pages.
-type Started = Vec<(Done, HostAddr)>;
+type Started = Vec<Submitted>;
 
 /// A HoraeFS transaction past its submit stage: its writes are dispatched
 /// and the flush stage has not acknowledged it yet.
@@ -393,7 +393,7 @@ impl Jbd {
         };
         // More in-place writes than the p-area holds go as several epochs
         // in a row, each dispatched before the next is appended.
-        let chunks = Self::p_area_chunks(oq, &data, &in_place);
+        let chunks = Self::p_area_chunks(fs, oq, &data, &in_place)?;
         let (last, rest) = chunks
             .split_last()
             .ok_or_else(|| FsError::Io("no epoch".into()))?;
@@ -404,7 +404,7 @@ impl Jbd {
                 .await?;
             started.extend(s);
         }
-        let epoch = Self::horae_append(oq, ctx, &data[last.clone()], &in_place[last.clone()]).await?;
+        let epoch = Self::horae_append(fs, oq, ctx, &data[last.clone()], &in_place[last.clone()]).await?;
         self.count_redirected(oq, &in_place[last.clone()]);
         // Appended: any later snapshot's epochs come after this one, so
         // operations may go on while the block layer takes the writes.
@@ -703,8 +703,8 @@ impl Jbd {
         in_place: &[bool],
     ) -> Result<(Epoch, Started), FsError> {
         let mut out: Option<(Epoch, Started)> = None;
-        for r in Self::p_area_chunks(oq, blocks, in_place) {
-            let epoch = Self::horae_append(oq, ctx, &blocks[r.clone()], &in_place[r.clone()]).await?;
+        for r in Self::p_area_chunks(fs, oq, blocks, in_place)? {
+            let epoch = Self::horae_append(fs, oq, ctx, &blocks[r.clone()], &in_place[r.clone()]).await?;
             self.count_redirected(oq, &in_place[r.clone()]);
             let s = Self::horae_dispatch(fs, oq, ctx, epoch, &blocks[r]).await?;
             let started = match out.take() {
@@ -719,29 +719,42 @@ impl Jbd {
         out.ok_or_else(|| FsError::Io("an empty epoch".into()))
     }
 
-    /// Splits an epoch's blocks into runs of at most as many redirected
-    /// writes (in place, or of a block the IPU tree holds) as the stream's
-    /// p-area has slots: an epoch must fit the p-area whole (its prepare
-    /// writes are reserved at once), and epochs in a row only add order.
-    /// One run without a p-area.
+    /// Splits an epoch's blocks into runs in which no member of the
+    /// volume gets more redirected writes (in place, or of a block the IPU
+    /// tree holds) than the stream's p-area has slots on it: an epoch must
+    /// fit the p-area whole (its prepare writes are reserved at once), and
+    /// epochs in a row only add order. One run without a p-area.
     fn p_area_chunks(
+        fs: &Fs,
         oq: &OrderingQueue,
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         in_place: &[bool],
-    ) -> Vec<std::ops::Range<usize>> {
-        let limit = oq.p_area_slots(0);
+    ) -> Result<Vec<std::ops::Range<usize>>, FsError> {
         let mut out = Vec::new();
-        let (mut start, mut n) = (0, 0);
+        if !oq.redirects() {
+            out.push(0..in_place.len());
+            return Ok(out);
+        }
+        let mut used: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut start = 0;
         for (i, ((b, _), ip)) in blocks.iter().zip(in_place).enumerate() {
-            let redirected = limit > 0 && (*ip || oq.read_location(0, *b) != *b);
-            if redirected && n == limit {
-                out.push(start..i);
-                (start, n) = (i, 0);
+            let (member, lba) = fs.vol.map(*b)?;
+            let limit = oq.p_area_slots(member as u8);
+            let redirected = limit > 0 && (*ip || oq.read_location(member as u8, lba) != lba);
+            if !redirected {
+                continue;
             }
-            n += redirected as usize;
+            let n = used.entry(member).or_default();
+            if *n == limit {
+                out.push(start..i);
+                start = i;
+                used.clear();
+                used.insert(member, 0);
+            }
+            *used.entry(member).or_default() += 1;
         }
         out.push(start..in_place.len());
-        out
+        Ok(out)
     }
 
     /// Counts the in-place writes of an appended epoch the ordering layer
@@ -754,22 +767,25 @@ impl Jbd {
     }
 
     /// Appends `blocks` as one epoch of the ordering queue: their order
-    /// against every other epoch is fixed when this returns.
+    /// against every other epoch is fixed when this returns. Each entry
+    /// names the member of the volume its block maps to (its `devid`,
+    /// Horae Figure 6; [`crate::volume`]).
     async fn horae_append(
+        fs: &Fs,
         oq: &Rc<OrderingQueue>,
         ctx: Ctx,
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         in_place: &[bool],
     ) -> Result<Epoch, FsError> {
         debug_assert_eq!(blocks.len(), in_place.len(), "one in-place flag per block");
-        let writes: Vec<OrderedWrite> = blocks
-            .iter()
-            .zip(in_place)
-            .map(|((b, _), ip)| OrderedWrite {
+        let mut writes = Vec::with_capacity(blocks.len());
+        for ((b, _), ip) in blocks.iter().zip(in_place) {
+            let (member, lba) = fs.vol.map(*b)?;
+            writes.push(OrderedWrite {
                 in_place: *ip,
-                ..OrderedWrite::fresh(*b, 1)
-            })
-            .collect();
+                ..OrderedWrite::fresh(lba, 1).on(member as u8)
+            });
+        }
         Ok(oq.append_writes(ctx.core, &writes).await?)
     }
 
@@ -790,8 +806,9 @@ impl Jbd {
             let id = epoch
                 .entry(i as u32)
                 .ok_or_else(|| FsError::Io("ordering queue epoch too short".into()))?;
-            let done = oq.submit(ctx.core, id, &Bio::write(*b, vec![page])).await?;
-            started.push((done, page));
+            let (member, lba) = fs.vol.map(*b)?;
+            let done = oq.submit(ctx.core, id, &Bio::write(lba, vec![page])).await?;
+            started.push(Submitted { member, done, page });
         }
         Ok(started)
     }

@@ -127,25 +127,25 @@ impl MqJournal {
         let cpu = fs.machine.core(core)?;
         // One command per block (the convention Table 1 counts), unless
         // that would not fit a transaction.
-        let fits = p.homes.len() + p.log.len() < fs.dev.max_tx_commands();
+        let fits = p.homes.len() + p.log.len() < fs.vol.first().max_tx_commands();
         let per_cmd = if fits {
             1
         } else {
-            (fs.dev.info().max_transfer / BLOCK as u64).max(1) as usize
+            (fs.vol.first().info().max_transfer / BLOCK as u64).max(1) as usize
         };
         let mut runs = runs_of(std::mem::take(&mut p.homes), per_cmd);
         let logged = runs_of(std::mem::take(&mut p.log), per_cmd);
         // A transaction holds a bounded number of commands; home writes past
         // that go out first, FUA, and the transaction waits for them (they
         // are new blocks or fsync data, invisible until it commits).
-        let room = fs.dev.max_tx_commands().saturating_sub(logged.len() + 1);
+        let room = fs.vol.first().max_tx_commands().saturating_sub(logged.len() + 1);
         if runs.len() > room {
             let early: Vec<Write> = runs.split_off(room).into_iter().flatten().collect();
             fs.write_all(ctx, &early, BioFlags::FUA).await?;
         }
         let mut pages: Vec<HostAddr> = Vec::new();
         let r = async {
-            let mut tx = fs.dev.begin_tx(core, TxId(txid)).await?;
+            let mut tx = fs.vol.first().begin_tx(core, TxId(txid)).await?;
             for run in runs.iter().chain(logged.iter()) {
                 let mut bio_pages = Vec::with_capacity(run.len());
                 for (_, data) in run {
@@ -154,7 +154,10 @@ impl MqJournal {
                     cpu.write_mem(page, &data[..]).await?;
                     bio_pages.push(page);
                 }
-                fs.dev.tx_add(&mut tx, &Bio::write(run[0].0, bio_pages)).await?;
+                fs.vol
+                    .first()
+                    .tx_add(&mut tx, &Bio::write(run[0].0, bio_pages))
+                    .await?;
             }
             let jh_page = fs.take_page_pub()?;
             pages.push(jh_page);
@@ -220,7 +223,7 @@ impl MqJournal {
     /// released.
     fn track(self: &Rc<Self>, fs: &Fs, txid: u64, sub: &Submitted, durable_flag: Rc<Cell<bool>>) {
         let me = self.clone();
-        let dev = fs.dev.clone();
+        let dev = fs.vol.first().clone();
         let durable = sub.handle.durable.clone();
         let core = sub.core;
         let recycled = sub.pages.clone();
@@ -242,7 +245,7 @@ impl MqJournal {
     /// Phase 4b: waits until the transaction is durable and, under the
     /// global prefix rule, every lower id too (recovery keeps a prefix).
     async fn wait(&self, fs: &Fs, txid: u64, sub: &Submitted) -> Result<(), FsError> {
-        let s = fs.dev.wait(sub.core, &sub.handle.durable).await;
+        let s = fs.vol.first().wait(sub.core, &sub.handle.durable).await;
         if !s.is_success() {
             fs.readonly.set(true);
             return Err(FsError::Driver(ccnvme::DriverError::Command(s)));
