@@ -290,7 +290,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         if horae_mode {
             // What the ordering queue's recovery will do (it reads, writes
             // nothing; the mount below runs it again and acts).
-            if let Ok(r) = ccnvme::horae::recover(&dev).await {
+            if let Ok(r) = mqfs::horae_recovery(&dev, 0).await {
                 log.push(format!(
                     "horae: head {} flushed {} tail {}; {} durable entr(ies); discard (lba, blocks, in place): {:?}",
                     r.head,

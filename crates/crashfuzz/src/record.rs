@@ -226,7 +226,7 @@ impl Fault {
             | Fault::NoRevoke => ccnvme,
             Fault::NoCommitFua | Fault::NoDataFlush => ccnvme || mode == ModeName::Classic || mode.is_horae(),
             Fault::HoraeEarlyAck | Fault::HoraeEarlyDr => mode.is_horae(),
-            Fault::HoraeNoRedirectCommit => mode == ModeName::Horae,
+            Fault::HoraeNoRedirectCommit => mode.is_horae(),
             // A joint FLUSH of one drive is that drive's FLUSH.
             Fault::HoraeNoJointFlush => mode.drives() > 1 && mode.is_horae(),
         }

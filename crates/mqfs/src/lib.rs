@@ -84,7 +84,9 @@ pub use fsck::{fsck, BlockSource, Finding, FindingKind, Report, Severity};
 pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
 pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
-pub use mount::{mkfs, mkfs_volume, mount, mount_volume, probe_options, MkfsOptions, StripeOptions};
+pub use mount::{
+    horae_recovery, mkfs, mkfs_volume, mount, mount_volume, probe_options, MkfsOptions, StripeOptions,
+};
 pub use ops::{Attr, NewInode, SetAttr, StatFs};
 pub use perm::Cred;
 pub use profile::FsProfile;

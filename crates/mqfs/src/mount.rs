@@ -137,6 +137,17 @@ pub fn horae_stream(vol: &Volume, sb: &Superblock) -> Result<StreamParams, FsErr
     })
 }
 
+/// What HoraeFS's mount will find in the ordering queue of the file
+/// system on `dev` (read on `core`): its stream with the regions the
+/// superblock names ([`horae_stream`]), recovered without writing
+/// anything. For logs; the mount runs the same recovery and acts on it.
+pub async fn horae_recovery(dev: &Rc<BlockDevice>, core: usize) -> Result<horae::HoraeRecovery, FsError> {
+    let raw = crate::volume::read_block(dev, core, 0).await?;
+    let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
+    let vol = Volume::single(dev);
+    Ok(horae::recover_stream(vol.devices(), horae_stream(&vol, &sb)?).await?)
+}
+
 /// Computes the geometry for a device of `blocks` 4 KiB blocks.
 pub fn geometry(blocks: u64, opts: &MkfsOptions) -> Result<Superblock, FsError> {
     let areas = if opts.mode == Mode::Mq {
@@ -274,22 +285,20 @@ pub async fn mkfs_volume(
         )));
     }
     let smallest = devs.iter().map(|d| d.info().blocks).min().unwrap_or(0);
-    // The tail holds the checkpoint region and the p-area, whose sizes
-    // depend on the volume's size (capped at a sixteenth): find the tail
-    // that holds exactly the regions of a volume with that tail.
-    let mut tail = 0;
-    for _ in 0..4 {
-        let geometry = Stripe::new(devs.len(), smallest, stripe.chunk_blocks, tail)?;
-        let sb = self::geometry(geometry.blocks(), opts)?;
-        let regions = sb.checkpoint_blocks + sb.p_area_blocks;
-        if regions == tail {
-            return mkfs_on(&Volume::striped(devs, geometry), ctx, opts).await;
-        }
-        tail = regions;
-    }
-    Err(FsError::Volume(format!(
-        "no tail fits the checkpoint region and p-area of a volume of {smallest}-block members"
-    )))
+    // The tail holds the checkpoint region and the p-area (at the
+    // volume's end, so inside the tail): their sizes as a volume without
+    // a tail would get them, given explicitly so the smaller volume with
+    // the tail gets them too (or smaller, capped at its sixteenth).
+    let plain = Stripe::new(devs.len(), smallest, stripe.chunk_blocks, 0)?;
+    let sized = geometry(plain.blocks(), opts)?;
+    let tail = sized.checkpoint_blocks + sized.p_area_blocks;
+    let pinned = MkfsOptions {
+        checkpoint_blocks: Some(sized.checkpoint_blocks),
+        p_area_blocks: Some(sized.p_area_blocks),
+        ..opts.clone()
+    };
+    let striped = Stripe::new(devs.len(), smallest, stripe.chunk_blocks, tail)?;
+    mkfs_on(&Volume::striped(devs, striped), ctx, &pinned).await
 }
 
 /// Makes a file system on `vol`.
