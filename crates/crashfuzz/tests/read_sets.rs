@@ -167,7 +167,9 @@ fn every_state_gets_its_leafs_verdict_with_each_mechanism_switched_off() {
     let (mut states, mut checks, mut failing) = (0, 0, 0);
     // Every self-check: their faults fail states on both drive profiles,
     // so a leaf whose verdict was wrongly taken for a state shows here.
-    for sc in SELF_CHECKS {
+    // The trees serve one drive (`horae2` has no read-set reduction,
+    // decisions H12), so its self-check is not compared here.
+    for sc in SELF_CHECKS.iter().filter(|sc| sc.mode.drives() == 1) {
         let (w, cfg) = sc.config(true).expect("self-check");
         let (_, s, c) = compare(&w, &cfg);
         states += s;
