@@ -1,4 +1,5 @@
-//! Durability primitives: fsync, fdatasync and sync, per mode.
+//! Durability and ordering primitives: fsync, fdatasync, sync, fatomic,
+//! fdataatomic, and HoRAE's fbarrier and fdatabarrier, per mode.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
