@@ -16,9 +16,11 @@ fn main() -> ExitCode {
     match run_all(&opts) {
         Ok(s) => {
             println!(
-                "figures: {} of {} claims agree; report {} ({:.1} s wall)",
+                "figures: {} of {} claims agree; HoRAE: {} of {}; report {} ({:.1} s wall)",
                 s.agreeing,
                 s.claims,
+                s.horae_agreeing,
+                s.horae_claims,
                 s.report.display(),
                 wall.elapsed().as_secs_f64()
             );

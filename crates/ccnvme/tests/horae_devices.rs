@@ -652,21 +652,22 @@ fn ordered_writes(profile: &SsdProfile, drives: usize, horae_path: bool, n: u64)
     n as f64 / us * 1e6
 }
 
+/// The mechanism of H5: a thread ordering its writes through the queue
+/// does not wait for each one, so it beats one that waits, on one drive
+/// and two, with a volatile cache and without. The measurement itself
+/// (Intel 750, several drive counts, the per-request breakdown) is in the
+/// figures report (`crates/bench/src/figures/horae.rs`).
 #[test]
 fn h5_ordered_random_writes_one_stream_one_and_two_devices() {
     for profile in [SsdProfile::flash_vwc(), SsdProfile::optane_905p()] {
-        let mut line = format!("H5 {:<12}", profile.name);
         for drives in [1usize, 2] {
             let vanilla = ordered_writes(&profile, drives, false, 256);
             let horae = ordered_writes(&profile, drives, true, 256);
-            line += &format!(
-                " | {drives} drive(s): vanilla {:.0} KIOPS, horae {:.0} KIOPS, {:.2}x",
-                vanilla / 1e3,
-                horae / 1e3,
-                horae / vanilla
+            assert!(
+                horae > vanilla,
+                "{} on {drives} drive(s): horae {horae:.0} IOPS vs vanilla {vanilla:.0}",
+                profile.name
             );
-            assert!(horae > vanilla, "{line}");
         }
-        eprintln!("{line}");
     }
 }

@@ -66,6 +66,17 @@ pub struct FsProfile {
     /// with a volatile cache the record may otherwise stay in the cache
     /// when fsync returns). Off only for fault injection.
     pub commit_fua: bool,
+    /// Ext4's `barrier` mount option (on by default; Linux
+    /// Documentation/filesystems/ext4.rst, "barrier=<0|1(*)>"). Off is
+    /// `nobarrier`, the ordering variant HoRAE 6.1 compares against
+    /// (ext4-OD: "only guarantees the dispatch order reaching in storage
+    /// buffer"): JBD2 writes the commit record without PREFLUSH and FUA
+    /// (fs/jbd2/commit.c, `JBD2_BARRIER` unset) and fsync sends no FLUSH
+    /// (fs/ext4/fsync.c `ext4_sync_file`, `test_opt(.., BARRIER)`), nor does
+    /// a checkpoint (fs/jbd2/checkpoint.c `jbd2_cleanup_journal_tail`); the
+    /// waits for the writes stay. `classic` and `none` modes only: on a
+    /// drive with a volatile cache fsync then promises no durability.
+    pub barrier: bool,
     /// Flush at fsync and sync when data went home outside a sync since
     /// the last one (O_DIRECT, sync_file_range; see [`crate::direct`]).
     /// Off only for fault injection.
@@ -126,6 +137,7 @@ impl Default for FsProfile {
             flush_core: None,
             checkpoint_watermark: 75,
             commit_fua: true,
+            barrier: true,
             flush_unflushed_data: true,
             horae_ack_after_flush: true,
             jbd_shadow: true,

@@ -1,4 +1,5 @@
-//! Durability primitives: fsync, fdatasync and sync, per mode.
+//! Durability and ordering primitives: fsync, fdatasync, sync, fatomic,
+//! fdataatomic, and HoRAE's fbarrier and fdatabarrier, per mode.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -34,6 +35,61 @@ impl Fs {
     /// changed.
     pub async fn fdataatomic(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
         self.sync_kind(ctx, ino, SyncKind::Fdataatomic).await
+    }
+
+    /// `fbarrier` (HoRAE Table 1 and 5.6.1, BarrierFS's `fbarrier`): the
+    /// file's data and the journaled metadata written in order, returning
+    /// without durability. In the `horae` mode (HoraeFS) the caller
+    /// dispatches its data as an epoch of ordered writes, as fsync does,
+    /// asks the commit thread for the running transaction and returns once
+    /// that transaction's submit stage has dispatched it through the
+    /// ordering layer ({D, JM} <= JC fixed against every later write); the
+    /// flush stage makes it durable later, and the next fsync or sync
+    /// waits for that. The other modes have no barrier primitive and give
+    /// fsync's guarantee (ext4's ordering variant in HoRAE 6.1 is fsync on
+    /// a `nobarrier` mount, [`crate::FsProfile::barrier`]).
+    pub async fn fbarrier(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        self.barrier(ctx, ino, false).await
+    }
+
+    /// `fdatabarrier` (HoRAE Table 1, BarrierFS): the file's data blocks
+    /// in order and nothing else: in the `horae` mode the caller
+    /// dispatches them as an epoch of ordered writes and returns, with no
+    /// commit (a later transaction's epochs come after them). The other
+    /// modes give fdatasync's guarantee.
+    pub async fn fdatabarrier(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        self.barrier(ctx, ino, true).await
+    }
+
+    async fn barrier(&self, ctx: Ctx, ino: Ino, data_only: bool) -> Result<(), FsError> {
+        let j = match self.journal()? {
+            Journal::Jbd(j) if j.is_horae() => j,
+            _ => return self.sync_file(ctx, ino, data_only).await,
+        };
+        self.cpu(ctx, self.profile.syscall).await;
+        self.check_writable()?;
+        let st = self.iget(ctx, ino).await?;
+        let _g = st.lock.lock().await;
+        if let Some(d) = j.dispatch_data(self, ctx, &st).await? {
+            j.defer_data(d);
+        }
+        if !data_only {
+            j.barrier_and_wait(self, ctx).await?;
+            st.size_dirty.set(false);
+            st.dirty_meta.clear();
+        }
+        Ok(())
+    }
+
+    /// A FLUSH that ext4's `nobarrier` mount leaves out (fsync's and a
+    /// checkpoint's; [`crate::FsProfile::barrier`], which only the
+    /// `classic` and `none` modes take).
+    pub(crate) async fn barrier_flush(&self, ctx: Ctx) -> Result<(), FsError> {
+        if self.profile.barrier || !matches!(self.mode(), crate::Mode::Classic | crate::Mode::None) {
+            self.flush(ctx).await
+        } else {
+            Ok(())
+        }
     }
 
     async fn sync_file(&self, ctx: Ctx, ino: Ino, datasync: bool) -> Result<(), FsError> {
@@ -89,7 +145,7 @@ impl Fs {
                     None
                 };
                 if datasync && !st.size_dirty.get() && !horae {
-                    self.flush(ctx).await?;
+                    self.barrier_flush(ctx).await?;
                 } else {
                     j.commit_and_wait(self, ctx).await?;
                 }
@@ -99,7 +155,7 @@ impl Fs {
                     j.data_durable(self, ctx, d).await?;
                 }
                 if unflushed {
-                    self.flush(ctx).await?;
+                    self.barrier_flush(ctx).await?;
                 }
             }
         }
@@ -173,7 +229,7 @@ impl Fs {
             self.write_meta_home(ctx, &[iblk]).await?;
             parent = dir.new_entry.take();
         }
-        self.flush(ctx).await
+        self.barrier_flush(ctx).await
     }
 
     /// The metadata blocks of `st`'s dirty set that belong to `st` itself

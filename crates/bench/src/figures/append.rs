@@ -148,6 +148,7 @@ pub fn measure(
     let rig = Rig {
         mode: system.mode(),
         ssd: ssd.clone(),
+        fs: system.profile(&base.fs),
         threads,
         ..base.clone()
     };

@@ -33,6 +33,11 @@ pub enum System {
     /// MQFS on ccNVMe (`mq`), fdataatomic: atomicity without waiting for
     /// durability.
     MqfsA,
+    /// Ext4 mounted `nobarrier` (`classic`, [`FsProfile::barrier`] off),
+    /// fsync: HoRAE 6.1's ext4-OD, ordering without durability.
+    Ext4Od,
+    /// HoraeFS (`horae`), fbarrier: HoRAE 6.3's HFS ordering.
+    HoraeFsOd,
 }
 
 impl System {
@@ -56,23 +61,36 @@ impl System {
             System::Ext4Nj => "Ext4-NJ",
             System::Mqfs => "MQFS",
             System::MqfsA => "MQFS-A",
+            System::Ext4Od => "Ext4-OD",
+            System::HoraeFsOd => "HFS-OD",
         }
     }
 
     /// The file-system mode it runs.
     pub fn mode(self) -> Mode {
         match self {
-            System::Ext4 => Mode::Classic,
-            System::HoraeFs => Mode::Horae,
+            System::Ext4 | System::Ext4Od => Mode::Classic,
+            System::HoraeFs | System::HoraeFsOd => Mode::Horae,
             System::Ext4Nj => Mode::None,
             System::Mqfs | System::MqfsA => Mode::Mq,
         }
     }
 
-    /// The sync after an append: fsync, or fdataatomic for MQFS-A.
+    /// The file-system profile it runs with, from `base`: Ext4-OD's
+    /// `nobarrier` mount.
+    pub fn profile(self, base: &FsProfile) -> FsProfile {
+        FsProfile {
+            barrier: base.barrier && self != System::Ext4Od,
+            ..base.clone()
+        }
+    }
+
+    /// The sync after an append: fsync, fdataatomic for MQFS-A, fbarrier
+    /// for HFS-OD.
     pub async fn sync(self, fs: &Fs, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
         match self {
             System::MqfsA => fs.fdataatomic(ctx, ino).await,
+            System::HoraeFsOd => fs.fbarrier(ctx, ino).await,
             _ => fs.fsync(ctx, ino).await,
         }
     }

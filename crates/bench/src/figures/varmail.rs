@@ -13,6 +13,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use mqfs::testing::TestFs;
 use mqfs::{Ctx, Fs, FsError, Ino};
 use nvme_ctrl::SsdProfile;
 
@@ -38,6 +39,11 @@ pub struct Params {
     pub max_append: u64,
     /// Simulated time.
     pub span: Span,
+    /// The first of the loop's two fsyncs is an fbarrier (HoRAE 6.5's
+    /// recovery run); off in Filebench's personality.
+    pub barrier_first: bool,
+    /// Device size in 4 KiB blocks.
+    pub blocks: u64,
 }
 
 impl Params {
@@ -50,6 +56,8 @@ impl Params {
             max_file: 32768,
             max_append: 16384,
             span: Span::ms(5, 20),
+            barrier_first: false,
+            blocks: super::common::DEVICE_BLOCKS,
         }
     }
 
@@ -116,7 +124,18 @@ async fn setup(fs: Rc<Fs>, p: Params) -> Result<(Ino, Vec<bool>), FsError> {
 
 /// Runs the workload with `system` on `ssd`.
 pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outcome> {
-    let t = Rig::new(system.mode(), ssd.clone(), p.threads).build()?;
+    Ok(run(system, ssd, p)?.1)
+}
+
+/// Runs the workload with `system` on `ssd` and returns the machine as the
+/// window's end left it (threads stopped wherever they were) with the
+/// outcome.
+pub fn run(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<(TestFs, Outcome)> {
+    let t = Rig {
+        blocks: p.blocks,
+        ..Rig::new(system.mode(), ssd.clone(), p.threads)
+    }
+    .build()?;
     let (dir, exists) = block_on(&t, {
         let (fs, p) = (t.fs.clone(), p.clone());
         async move { Ok(setup(fs, p).await?) }
@@ -149,7 +168,11 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
                     let ino = fs.create(ctx, dir, &name(s), 0o644).await?.ino;
                     fs.write(ctx, ino, 0, &append(&mut rng)).await?;
                     let t0 = sim.now();
-                    fs.fsync(ctx, ino).await?;
+                    if p.barrier_first {
+                        fs.fbarrier(ctx, ino).await?;
+                    } else {
+                        fs.fsync(ctx, ino).await?;
+                    }
                     synced.push((sim.now() - t0).as_ps());
                     slots.exists[s] = true;
                 }
@@ -176,9 +199,10 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
     let secs = window.secs();
     let n = *loops.borrow();
     let fsync = LatStats::of(&lat.borrow());
-    Ok(Outcome {
+    let out = Outcome {
         ops_per_sec: (n * FLOWOPS_PER_LOOP) as f64 / secs,
         fsync,
         device_mbps: device_write_bytes(&counters) as f64 / secs / 1e6,
-    })
+    };
+    Ok((t, out))
 }

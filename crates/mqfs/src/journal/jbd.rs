@@ -134,6 +134,10 @@ struct State {
     next_tid: u64,
     /// Last committed ticket.
     committed: u64,
+    /// Last ticket whose writes are dispatched (HoraeFS: its submit stage
+    /// is done, so its order is fixed; classic: committed): what
+    /// `fbarrier` waits for.
+    dispatched: u64,
     /// Highest ticket an fsync asked to commit.
     requested: u64,
     /// Log head (first live block offset) and its sequence number.
@@ -154,11 +158,15 @@ pub(crate) struct Jbd {
     /// HoraeFS transactions between their submit and flush stages, in
     /// order.
     in_flight: RefCell<VecDeque<InFlight>>,
+    /// Writes of data an `fbarrier` or `fdatabarrier` caller dispatched
+    /// and did not wait for ([`Jbd::defer_data`]): the next transaction's
+    /// flush stage waits for them, or the flush thread when idle.
+    deferred: RefCell<Started>,
     stats: Cell<PipelineStats>,
     commit_lock: Mutex<()>,
     wake_commit: Notify,
     wake_flush: Notify,
-    /// Woken when a transaction is acknowledged or retired.
+    /// Woken when a transaction is dispatched, acknowledged or retired.
     committed: Notify,
     /// Set when the commit thread should stop.
     stop: Cell<bool>,
@@ -182,6 +190,7 @@ impl Jbd {
                 next_seq: seq,
                 next_tid: 1,
                 committed: 0,
+                dispatched: 0,
                 requested: 0,
                 head: tail,
                 head_seq: seq,
@@ -190,6 +199,7 @@ impl Jbd {
                 journaled: BTreeSet::new(),
             }),
             in_flight: RefCell::new(VecDeque::new()),
+            deferred: RefCell::new(Vec::new()),
             stats: Cell::new(PipelineStats::default()),
             commit_lock: Mutex::new(()),
             wake_commit: Notify::new(),
@@ -303,6 +313,15 @@ impl Jbd {
                 (t.tid, started, t.flush_to)
             });
             let Some((tid, started, flush_to)) = front else {
+                // Idle: reap the writes barrier callers left behind.
+                let left = std::mem::take(&mut *self.deferred.borrow_mut());
+                if !left.is_empty() {
+                    if fs.write_wait(ctx, left).await.is_err() {
+                        self.fail(&fs);
+                        return;
+                    }
+                    continue;
+                }
                 if self.stop.get() {
                     return;
                 }
@@ -429,10 +448,33 @@ impl Jbd {
         Ok(())
     }
 
+    /// Leaves the writes of data from [`Jbd::dispatch_data`] to the flush
+    /// stage (`fbarrier`, `fdatabarrier`: the caller does not wait for
+    /// them): the next transaction dispatched waits for them with its own,
+    /// or the flush thread when it is idle.
+    pub(crate) fn defer_data(&self, d: DataDispatch) {
+        self.deferred.borrow_mut().extend(d.started);
+        self.wake_flush.notify_one();
+    }
+
     /// Asks the commit thread to commit the running transaction and waits
     /// until it is committed. The caller pays two context switches (wake
     /// the thread, be woken).
     pub(crate) async fn commit_and_wait(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        self.request_and_wait(fs, ctx, false).await
+    }
+
+    /// `fbarrier`'s wait (HoRAE Table 1, 5.6.2): asks the commit thread to
+    /// commit the running transaction and waits only until its writes are
+    /// dispatched through the ordering layer (the submit stage is done:
+    /// its order against every later write is fixed), not for their
+    /// durability. The caller pays the same two context switches. In
+    /// classic mode a transaction is dispatched when it is committed.
+    pub(crate) async fn barrier_and_wait(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        self.request_and_wait(fs, ctx, true).await
+    }
+
+    async fn request_and_wait(&self, fs: &Fs, ctx: Ctx, dispatched: bool) -> Result<(), FsError> {
         let target = {
             let mut st = self.st.borrow_mut();
             let empty = st.running.blocks.is_empty()
@@ -442,11 +484,26 @@ impl Jbd {
             st.requested = st.requested.max(t);
             t
         };
-        if self.st.borrow().committed >= target {
+        let reached = |st: &State| {
+            if dispatched {
+                st.dispatched >= target
+            } else {
+                st.committed >= target
+            }
+        };
+        if reached(&self.st.borrow()) {
             return Ok(());
         }
         self.wake_commit.notify_one();
-        self.wait_committed(fs, target).await?;
+        loop {
+            if reached(&self.st.borrow()) {
+                break;
+            }
+            if fs.readonly.get() {
+                return Err(FsError::Io("journal commit failed".into()));
+            }
+            self.committed.notified().await;
+        }
         fs.woken(ctx, fs.profile.context_switch).await;
         Ok(())
     }
@@ -543,12 +600,13 @@ impl Jbd {
                     self.acknowledge(tid);
                 }
                 Some(oq) => {
-                    let (started, flush_to) = if data.is_empty() {
+                    let (mut started, flush_to) = if data.is_empty() {
                         (Vec::new(), None)
                     } else {
                         let (e, started) = self.horae_epoch(fs, oq, ctx, &data, &in_place).await?;
                         (started, Some(e.first + e.len as u64))
                     };
+                    started.extend(std::mem::take(&mut *self.deferred.borrow_mut()));
                     self.hand_to_flush(InFlight {
                         tid,
                         started,
@@ -606,7 +664,9 @@ impl Jbd {
                 // waiters wake (jbd2_journal_commit_transaction's wait for
                 // the log buffers, `clear_buffer_shadow`).
                 drop(shadow);
-                let flags = if fs.profile.commit_fua {
+                let flags = if !fs.profile.barrier {
+                    BioFlags::NONE
+                } else if fs.profile.commit_fua {
                     BioFlags::PREFLUSH | BioFlags::FUA
                 } else {
                     BioFlags::PREFLUSH
@@ -625,6 +685,7 @@ impl Jbd {
                 let (_, mut started) = self.horae_epoch(fs, oq, ctx, &epoch1, &in_place).await?;
                 let (jc, s2) = self.horae_epoch(fs, oq, ctx, &[commit], &[false]).await?;
                 started.extend(s2);
+                started.extend(std::mem::take(&mut *self.deferred.borrow_mut()));
                 // The log space and the copies are taken now: the next
                 // transaction lays out after this one, and a block freed
                 // while this one is in flight gets a revoke record.
@@ -682,6 +743,10 @@ impl Jbd {
 
     /// Queues a dispatched transaction for the flush stage.
     fn hand_to_flush(&self, t: InFlight) {
+        {
+            let mut st = self.st.borrow_mut();
+            st.dispatched = st.dispatched.max(t.tid);
+        }
         let n = {
             let mut q = self.in_flight.borrow_mut();
             q.push_back(t);
@@ -689,6 +754,8 @@ impl Jbd {
         };
         self.count(|s| s.max_in_flight = s.max_in_flight.max(n));
         self.wake_flush.notify_one();
+        // Barrier callers wait for the dispatch.
+        self.committed.notify_waiters();
     }
 
     /// Appends `blocks` as one epoch of the ordering queue (`in_place[i]`:
@@ -817,6 +884,7 @@ impl Jbd {
     fn acknowledge(&self, tid: u64) {
         let mut st = self.st.borrow_mut();
         st.committed = st.committed.max(tid);
+        st.dispatched = st.dispatched.max(tid);
         drop(st);
         self.committed.notify_waiters();
     }
@@ -868,7 +936,7 @@ impl Jbd {
         };
         if !blocks.is_empty() {
             fs.write_all(ctx, &blocks, BioFlags::NONE).await?;
-            fs.flush(ctx).await?;
+            fs.barrier_flush(ctx).await?;
         }
         let jsb = AreaSuper {
             area: 0,
