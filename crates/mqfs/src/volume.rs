@@ -90,7 +90,8 @@ impl Stripe {
         if chunk_blocks == 0 {
             return Err(FsError::Volume("a chunk of 0 blocks".into()));
         }
-        let member_blocks = blocks.saturating_sub(DATA_OFFSET.saturating_add(tail_blocks)) / chunk_blocks * chunk_blocks;
+        let member_blocks =
+            blocks.saturating_sub(DATA_OFFSET.saturating_add(tail_blocks)) / chunk_blocks * chunk_blocks;
         if member_blocks == 0 {
             return Err(FsError::Volume(format!(
                 "members of {blocks} blocks hold no chunk of {chunk_blocks}"
@@ -572,7 +573,10 @@ mod tests {
         assert_eq!(s.map(8 * 128 + 29), Some((0, 1 + 4 * 128 + 29)));
         assert_eq!(s.map(8 * 128 + 30), None);
         // A tail that leaves no chunk is refused.
-        assert!(matches!(Stripe::new(2, 1 + 100 + 30, 128, 30), Err(FsError::Volume(_))));
+        assert!(matches!(
+            Stripe::new(2, 1 + 100 + 30, 128, 30),
+            Err(FsError::Volume(_))
+        ));
     }
 
     #[test]

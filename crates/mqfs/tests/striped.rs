@@ -323,7 +323,11 @@ fn overwrites_on_both_members_go_to_their_p_areas_and_survive_a_crash() {
         })
         .unwrap()
         .unwrap();
-    assert_eq!(s1.redirected - s0.redirected, 256, "every overwrite is redirected");
+    assert_eq!(
+        s1.redirected - s0.redirected,
+        256,
+        "every overwrite is redirected"
+    );
     let sb = fs.superblock();
     let p_lba = fs.volume().tail_lba(sb.p_area_start(), sb.p_area_blocks).unwrap();
     // Power fails now: each drive's media and PMR as they are.
