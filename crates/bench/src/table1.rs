@@ -52,9 +52,12 @@
 //! interrupt. The block bitmap an append dirtied is not the fsync's (it
 //! goes home by periodic writeback), so its derived row is 2N, 2N, N, N,
 //! less one block (2, 2, 1, 1) for an append (N >= 3). Whole-transaction
-//! counts equal the critical path for every durable primitive; for
-//! `mq-atomic` they are MQFS's fsync row (ccNVMe Table 1: steps 4-9 still
-//! happen, asynchronously): 4, N+1, N+1, N+1.
+//! counts equal the critical path for every durable primitive but one:
+//! HoraeFS redirects the overwrite (N = 2) to its p-area, and the commit
+//! write that follows once the stream is idle (read the slot, write the
+//! block home: HoRAE 5.4, `docs/decisions.md` H9) adds two NVMe commands,
+//! 4, 4, 2, 2. For `mq-atomic` they are MQFS's fsync row (ccNVMe Table 1:
+//! steps 4-9 still happen, asynchronously): 4, N+1, N+1, N+1.
 //!
 //! Two more critical-path columns are checked against derived formulas:
 //! the Horae ordering-queue writes, N+7 on a drive without a volatile
@@ -179,6 +182,18 @@ impl System {
     pub fn total_formula(self) -> Row4 {
         match self {
             System::MqAtomic => System::Mq.critical_formula(),
+            // The overwrite is redirected to the p-area; its commit write
+            // (a read of the slot and a write home, HoRAE 5.4) follows
+            // once the stream is idle: two more NVMe commands.
+            System::Horae => {
+                let c = self.critical_formula();
+                Row4 {
+                    mmio: c.mmio.plus_with_overwrite(4, "2(N+2) (+4 with an overwrite)"),
+                    dma_q: c.dma_q.plus_with_overwrite(4, "2(N+2) (+4 with an overwrite)"),
+                    block_io: c.block_io.plus_with_overwrite(2, "N+2 (+2 with an overwrite)"),
+                    irq: c.irq.plus_with_overwrite(2, "N+2 (+2 with an overwrite)"),
+                }
+            }
             s => s.critical_formula(),
         }
     }
@@ -213,6 +228,8 @@ pub struct Formula {
     /// Taken off when the change is an append (N >= 3): Ext4-NJ's fsync
     /// leaves the block bitmap to the flusher.
     pub less_with_append: u64,
+    /// Added when the change overwrites a block in place (N = 2).
+    pub with_overwrite: u64,
     /// As the paper writes it.
     pub text: &'static str,
 }
@@ -224,7 +241,16 @@ impl Formula {
             add,
             with_data: 0,
             less_with_append: 0,
+            with_overwrite: 0,
             text,
+        }
+    }
+
+    const fn plus_with_overwrite(self, with_overwrite: u64, text: &'static str) -> Formula {
+        Formula {
+            with_overwrite,
+            text,
+            ..self
         }
     }
 
@@ -242,7 +268,8 @@ impl Formula {
     /// The value at `n`.
     pub fn at(&self, n: u64) -> u64 {
         let less = if n >= 3 { self.less_with_append } else { 0 };
-        (self.mul * n + self.add + if n >= 2 { self.with_data } else { 0 }).saturating_sub(less)
+        let overwrite = if n == 2 { self.with_overwrite } else { 0 };
+        (self.mul * n + self.add + overwrite + if n >= 2 { self.with_data } else { 0 }).saturating_sub(less)
     }
 }
 
