@@ -31,7 +31,7 @@ use pcie_sim::{Executor, Machine, SimTime, TraceMode};
 
 use crate::check::{fsck_failures, CheckContext, CheckOutcome, RECOVERY_LIMIT};
 use crate::error::Error;
-use crate::explore::{ExploreOptions, ExploreReport, Violation};
+use crate::explore::{finish_report, ExploreOptions, ExploreReport};
 use crate::oracle::{check_with, sanity, Failure, Lookups};
 use crate::record::{fs_profile_for, mode_label, mount_drives, probe_for, Recording};
 use crate::saved::SavedConfig;
@@ -303,35 +303,11 @@ pub fn explore_devices(
     if let Some(e) = enum_err {
         return Err(Error::Failed(e));
     }
-    found.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| encode_devices_choice(&a.1).cmp(&encode_devices_choice(&b.1)))
-    });
-    for (point, choice, failures) in found {
-        let c = encode_devices_choice(&choice);
-        let id = format!(
-            "{replay_of}:{}:{}:{}:{point}:{c}",
-            mode_label(cfg.mode, cfg.fault),
-            cfg.profile.name,
-            cfg.seed
-        );
-        for f in failures {
-            report.violations.push(Violation {
-                id: id.clone(),
-                crash_point: point,
-                choice: c.clone(),
-                check: f.check,
-                detail: f.detail,
-                replay: format!("crashfuzz replay {id}"),
-            });
-        }
-        if opts.max_violations > 0 && report.violations.len() >= opts.max_violations {
-            break;
-        }
-    }
-    report.wall_seconds = t0.elapsed().as_secs_f64();
-    report.states_per_second = report.states_checked as f64 / report.wall_seconds.max(1e-9);
-    Ok(report)
+    let found = found
+        .into_iter()
+        .map(|(point, choice, failures)| (point, encode_devices_choice(&choice), failures))
+        .collect();
+    Ok(finish_report(report, found, cfg, opts, replay_of, t0))
 }
 
 #[cfg(test)]

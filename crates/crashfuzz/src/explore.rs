@@ -346,13 +346,28 @@ pub fn explore_recording(
     .filter(|(on, _)| *on)
     .map(|(_, name)| name.to_string())
     .collect();
-    found.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| encode_choice(&a.1).cmp(&encode_choice(&b.1)))
-    });
-    for (point, choice, failures) in found {
-        let failures: Vec<Failure> = failures;
-        let c = encode_choice(&choice);
+    let found = found
+        .into_iter()
+        .map(|(point, choice, failures)| (point, encode_choice(&choice), failures))
+        .collect();
+    Ok(finish_report(report, found, cfg, opts, replay_of, t0))
+}
+
+/// Puts the failing states `found` (crash point, encoded choice, failures)
+/// into `report` as violations, ordered by point then choice (whatever
+/// order the checker threads finished in), each with its replay id, up
+/// to `opts.max_violations`; then stamps the wall time and the rate. One
+/// drive and several drives ([`crate::devices`]) report alike.
+pub(crate) fn finish_report(
+    mut report: ExploreReport,
+    mut found: Vec<(usize, String, Vec<Failure>)>,
+    cfg: &SavedConfig,
+    opts: &ExploreOptions,
+    replay_of: &str,
+    t0: Instant,
+) -> ExploreReport {
+    found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    for (point, c, failures) in found {
         let id = format!(
             "{replay_of}:{}:{}:{}:{point}:{c}",
             mode_label(cfg.mode, cfg.fault),
@@ -375,7 +390,7 @@ pub fn explore_recording(
     }
     report.wall_seconds = t0.elapsed().as_secs_f64();
     report.states_per_second = report.states_checked as f64 / report.wall_seconds.max(1e-9);
-    Ok(report)
+    report
 }
 
 /// A state for a checker thread; `tag` is the enumerator's own.

@@ -199,6 +199,18 @@ fn check_saved_id(rid: &ReplayId, saved: &SavedRun, id: &str) -> Result<(), Erro
     Ok(())
 }
 
+/// A replay id's crash point must be one of the run's.
+fn point_in_run(rec: &Recording, point: usize, id: &str) -> Result<(), Error> {
+    let points = rec.trace.entries().len();
+    if point >= points {
+        return Err(Error::BadReplayId {
+            id: id.into(),
+            why: format!("the run has {points} crash points"),
+        });
+    }
+    Ok(())
+}
+
 /// Rebuilds the state after entry `point` given by `choice` of a recorded
 /// run and checks it with its recovery log kept.
 pub fn replay_state(
@@ -209,13 +221,7 @@ pub fn replay_state(
     context: usize,
     id: &str,
 ) -> Result<ReplayOutcome, Error> {
-    let points = rec.trace.entries().len();
-    if point >= points {
-        return Err(Error::BadReplayId {
-            id: id.into(),
-            why: format!("the run has {points} crash points"),
-        });
-    }
+    point_in_run(rec, point, id)?;
     let mut explorer = explorer_of(rec, &cfg.profile)?;
     let state = explorer.state(point, choice).map_err(|e| Error::BadReplayId {
         id: id.into(),
@@ -235,13 +241,7 @@ pub fn replay_devices_state(
     context: usize,
     id: &str,
 ) -> Result<ReplayOutcome, Error> {
-    let points = rec.trace.entries().len();
-    if point >= points {
-        return Err(Error::BadReplayId {
-            id: id.into(),
-            why: format!("the run has {points} crash points"),
-        });
-    }
+    point_in_run(rec, point, id)?;
     let bad = |e: nvme_ctrl::CtrlError| Error::BadReplayId {
         id: id.into(),
         why: e.to_string(),
