@@ -46,6 +46,11 @@ impl BioFlags {
     pub fn contains(self, other: BioFlags) -> bool {
         self.0 & other.0 == other.0
     }
+
+    /// These flags with every flag of `other` cleared.
+    pub fn without(self, other: BioFlags) -> BioFlags {
+        BioFlags(self.0 & !other.0)
+    }
 }
 
 impl std::ops::BitOr for BioFlags {

@@ -958,15 +958,13 @@ pub fn notes(r: &Results) -> Vec<String> {
         ));
         if let Some(v) = r.fs_ratio(System::HoraeFs, System::Ext4Od) {
             n.push(format!(
-                "**Why ext4 is slower here than in the paper (H8.1).** The `nobarrier` run isolates it: \
-                 on this drive, which has no volatile cache, the block layer drops the FLUSH, yet \
-                 ext4's fsync with barriers takes {:.1} us more than without, about the drive's media \
-                 program time ({:.1} us): the commit record's FUA is written through to the media by \
-                 the drive model. Linux's block layer strips PREFLUSH and FUA from the bios of a queue \
-                 without a volatile write cache (block/blk-core.c `generic_make_request_checks`), and \
-                 the driver model (`crates/ccnvme/src/device.rs`, `BlockDevice::submit`) drops only the \
-                 FLUSH: a deviation outside this section, reported, not changed here. Against ext4 \
-                 without that FUA (the `nobarrier` run), HFS's fsync gives {:.2}x (paper 1.22x).",
+                "**ext4 with and without barriers (H8.1).** On this drive, which has no volatile \
+                 cache, the block layer strips PREFLUSH and FUA from every bio and completes the empty \
+                 FLUSH at once, as Linux does (block/blk-core.c `generic_make_request_checks`; \
+                 `BlockDevice::submit`): ext4's fsync with barriers takes {:.1} us more than without \
+                 (the drive's media program time, which a FUA written through would cost, is {:.1} us), \
+                 so the `nobarrier` run is the same ext4 here. Against it, HFS's fsync gives {:.2}x \
+                 (paper 1.22x).",
                 e.sync.mean - eo.sync.mean,
                 ssd.program_time.as_us_f64(),
                 v,
