@@ -189,3 +189,70 @@ fn nobarrier_is_ignored_by_horaefs() {
     assert!(s.flushes >= 1, "HoraeFS's fsync keeps its joint FLUSH: {s:?}");
     unmount_and_check(&t, 1);
 }
+
+/// Appends of 4 KiB to `/a`, each followed by an fbarrier, on HoraeFS with
+/// a checkpoint region of `checkpoint` blocks, then an fsync, an unmount,
+/// and a fresh probe and mount of the drive: returns the queue's entries
+/// and its swaps, after checking that the remount reads every block and
+/// that fsck finds the image clean.
+fn fbarriers_then_remount(checkpoint: u64, appends: u64) -> (u32, u64) {
+    let (ex, m, ctrl) = machine(SsdProfile::flash_vwc(), BLOCKS, CORES, TraceMode::Off, 1);
+    let m2 = m.clone();
+    let profile = FsProfile {
+        commit_core: 1,
+        flush_core: Some(2),
+        ..FsProfile::default()
+    };
+    let tune = move |o: &mut mqfs::MkfsOptions| o.checkpoint_blocks = Some(checkpoint);
+    let (capacity, swaps) = ex
+        .block_on(async move {
+            let (_, fs) = format_and_mount(&m2, Mode::Horae, BLOCKS, tune, profile.clone()).await?;
+            let c = Ctx::on(0);
+            let ino = fs.create_path(c, "/a").await?.ino;
+            for k in 0..appends {
+                fs.write(c, ino, k * 4096, &[k as u8 + 1; 4096]).await?;
+                fs.fbarrier(c, ino).await?;
+            }
+            fs.fsync(c, ino).await?;
+            let q = fs.ordering_queue().expect("HoraeFS has an ordering queue");
+            let seen = (q.capacity(), q.swaps());
+            fs.unmount(c).await?;
+            // A fresh driver and mount over the same drive.
+            let dev = ccnvme::BlockDevice::probe(&m2, 0, mqfs::probe_options(Mode::Horae)).await?;
+            let fs = mqfs::mount(&dev, c, profile).await?;
+            let ino = fs.lookup(c, 2, "a").await?.ino;
+            for k in 0..appends {
+                let buf = fs.read(c, ino, k * 4096, 4096).await?;
+                assert!(
+                    buf.iter().all(|b| *b == k as u8 + 1),
+                    "block {k} after the remount"
+                );
+            }
+            fs.unmount(c).await?;
+            Ok::<_, mqfs::FsError>(seen)
+        })
+        .expect("finishes")
+        .expect("succeeds");
+    let report = mqfs::fsck(&**ctrl.backend()).expect("fsck");
+    assert!(report.is_clean(), "{report:?}");
+    (capacity, swaps)
+}
+
+/// HoraeFS's fbarriers fill its ordering queue faster than the queue
+/// dequeues (no FLUSH moves `flushed` until the fsync), and a full queue
+/// swaps to the checkpoint region mkfs reserved instead of waiting
+/// (Horae 5.2 "Swap"; `docs/decisions.md` H6): with a region of 3 blocks
+/// the ring holds what 3 blocks take, so 200 fbarriers swap; with no
+/// region the queue never swaps. Either way the file is whole after a
+/// remount and fsck is clean.
+#[test]
+fn fbarriers_fill_the_ordering_queue_and_it_swaps_to_the_checkpoint_region() {
+    let (capacity, swaps) = fbarriers_then_remount(3, 200);
+    assert!(capacity < 300, "a 3-block region limits the ring: {capacity}");
+    assert!(
+        swaps >= 1,
+        "the full queue swapped ({capacity} entries): {swaps} swaps"
+    );
+    let (_, swaps) = fbarriers_then_remount(0, 200);
+    assert_eq!(swaps, 0, "no checkpoint region: no swap");
+}

@@ -149,6 +149,15 @@ impl crate::fs::Fs {
         }
     }
 
+    /// HoraeFS's ordering queue (`None` in the other modes), for reading
+    /// its counters (swaps, capacity) and state.
+    pub fn ordering_queue(&self) -> Option<Rc<ccnvme::horae::OrderingQueue>> {
+        match self.journal.borrow().as_ref() {
+            Some(Journal::Jbd(j)) => j.ordering_queue().cloned(),
+            _ => None,
+        }
+    }
+
     /// The damaged transactions this mount's recovery found and did not
     /// replay (empty after a clean mount or an intact log).
     pub fn journal_damage(&self) -> Vec<JournalDamage> {
