@@ -21,6 +21,10 @@ pub struct DriverProfile {
     /// How the Horae ordering layer persists an epoch's entries
     /// (`docs/decisions.md` H1): [`EntryPersist::PerEpoch`] by default.
     pub horae_entry_persist: EntryPersist,
+    /// How the Horae ordering layer sends the FLUSHes of a joint FLUSH to
+    /// its candidate devices: [`FlushIssue::Joint`] by default (HoRAE 5.3);
+    /// [`FlushIssue::Serialized`] is the paper's HFS-SF of Figure 10(c).
+    pub horae_flush: FlushIssue,
     /// Driver work to build and place one command in a queue.
     pub submit_cycles: Cycles,
     /// Interrupt entry and handler overhead per MSI-X (Linux
@@ -66,6 +70,23 @@ pub enum EntryPersist {
     /// Every entry its own persistent write and zero-length read (the
     /// paper-literal reading of each entry as one MMIO write).
     PerEntry,
+}
+
+/// How a joint FLUSH sends its FLUSH commands (HoRAE 5.3, 6.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlushIssue {
+    /// To every candidate device at once, then wait for all (HoRAE 5.3:
+    /// "HORAE sends FLUSH commands to the candidate devices (A and B)
+    /// simultaneously").
+    #[default]
+    Joint,
+    /// To one candidate device after another, each waited for before the
+    /// next is sent: the legacy FLUSH, "always performed in a serialized
+    /// and synchronous fashion" (HoRAE 5.3), which Figure 10(c) runs as
+    /// HFS-SF against the joint FLUSH (HFS-PF). The same devices are
+    /// flushed and `flushed` moves the same way: a slower variant, not a
+    /// fault.
+    Serialized,
 }
 
 /// Ordering mechanisms of the ccNVMe path and the Horae ordering queue that can be switched off for
@@ -114,6 +135,7 @@ impl Default for DriverProfile {
             block_layer: SimDuration::from_ns(1_000),
             ordering_layer: SimDuration::from_ns(700),
             horae_entry_persist: EntryPersist::PerEpoch,
+            horae_flush: FlushIssue::Joint,
             submit_cycles: Cycles(500),
             irq_handler: SimDuration::from_ns(1_000),
             cqe_cycles: Cycles(100),

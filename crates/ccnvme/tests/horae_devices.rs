@@ -9,11 +9,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::horae::{self, layout, EntryId, Geometry, OrderedWrite, OrderingQueue, StreamParams};
-use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, ProbeOptions};
+use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, FlushIssue, ProbeOptions};
 use nvme_ctrl::crash::{boot_devices, DevicesExplorer, DevicesState};
 use nvme_ctrl::events::FLUSH_DONE;
 use nvme_ctrl::{ControllerConfig, Drive, Image, SsdProfile, BLOCK};
-use pcie_sim::{BarKind, EventKind, Executor, HostAddr, Machine, PageStore, TraceMode};
+use pcie_sim::{BarKind, EventKind, Executor, HostAddr, Machine, PageStore, SimDuration, TraceMode};
 
 mod common;
 
@@ -31,9 +31,19 @@ fn horae_opts(faults: DriverFaults) -> ProbeOptions {
 
 /// A machine with one fresh drive per profile, all probed.
 fn rig(seed: u64, profiles: &[SsdProfile], mode: TraceMode) -> (Executor, Machine, Vec<Rc<BlockDevice>>) {
+    rig_with(seed, profiles, mode, horae_opts(DriverFaults::default()))
+}
+
+/// [`rig`], the drives probed with `opts`.
+fn rig_with(
+    seed: u64,
+    profiles: &[SsdProfile],
+    mode: TraceMode,
+    opts: ProbeOptions,
+) -> (Executor, Machine, Vec<Rc<BlockDevice>>) {
     let drives = profiles.iter().map(|p| Drive::fresh(p.clone(), BLOCKS)).collect();
     let (ex, m, _) = common::machine_with_drives(seed, drives, mode);
-    let devs = common::probe_all(&ex, &m, profiles.len() as u8, horae_opts(DriverFaults::default()));
+    let devs = common::probe_all(&ex, &m, profiles.len() as u8, opts);
     (ex, m, devs)
 }
 
@@ -118,18 +128,23 @@ fn flushed_write(m: &Machine, from: usize, q: &OrderingQueue) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-#[test]
-fn joint_flush_flushes_each_device_of_the_range_once_concurrently_then_moves_flushed() {
+/// Three drives with a volatile cache, epochs on devices 0 and 1 (two
+/// blocks to device 0, one to device 1), then a FLUSH of the stream sent
+/// as `issue` says: the machine, the queue, the trace position before the
+/// FLUSH and its latency.
+fn two_of_three_flushed(issue: FlushIssue) -> (Machine, Rc<OrderingQueue>, usize, SimDuration) {
     let vwc = SsdProfile::flash_vwc();
-    let (ex, m, devs) = rig(3, &[vwc.clone(), vwc.clone(), vwc], TraceMode::Full);
+    let mut opts = horae_opts(DriverFaults::default());
+    opts.profile.horae_flush = issue;
+    let (ex, m, devs) = rig_with(3, &[vwc.clone(), vwc.clone(), vwc], TraceMode::Full, opts);
     let m2 = m.clone();
-    let (q, from, t_joint) = ex
+    let (q, from, took) = ex
         .block_on(async move {
             let q = OrderingQueue::init_stream(&devs, StreamParams::SINGLE)
                 .await
                 .unwrap();
             epoch_done(&m2, &q, &[(0, 10), (1, 10)]).await;
-            epoch_done(&m2, &q, &[(1, 11)]).await;
+            epoch_done(&m2, &q, &[(0, 11)]).await;
             assert_eq!(q.flush_candidates(q.tail()), vec![0, 1], "device 2 has no entry");
             let from = m2.trace().len() as usize;
             let t0 = m2.sim().now();
@@ -137,6 +152,36 @@ fn joint_flush_flushes_each_device_of_the_range_once_concurrently_then_moves_flu
             (q, from, m2.sim().now().since(t0))
         })
         .unwrap();
+    (m, q, from, took)
+}
+
+/// HFS-SF (HoRAE 6.3, Figure 10(c)): the same devices flushed, each
+/// FLUSH sent only after the one before it completed, `flushed` moved
+/// after the last; slower than the joint FLUSH, which waits for device 0's
+/// longer FLUSH while device 1's runs (the drives destage their caches in
+/// the background from the moment a write lands, so the serialized FLUSH
+/// of device 1 finds little left to do: the difference is its round trip).
+#[test]
+fn a_serialized_flush_flushes_the_same_devices_one_after_another() {
+    let (_, _, _, joint) = two_of_three_flushed(FlushIssue::Joint);
+    let (m, q, from, serial) = two_of_three_flushed(FlushIssue::Serialized);
+    assert_eq!(q.flushed(), q.tail());
+    let done = flush_dones(&m, from, 3);
+    assert_eq!(done.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 1, 0]);
+    let d1 = first_doorbell(&m, from, 1).unwrap();
+    assert!(
+        d1 > done[0][0],
+        "device 1 rung at {d1}, device 0 done at {:?}",
+        done[0]
+    );
+    let f = flushed_write(&m, from, &q).unwrap();
+    assert!(f > done[1][0], "flushed at {f}, flushes done {done:?}");
+    assert!(serial > joint, "serialized {serial:?} vs joint {joint:?}");
+}
+
+#[test]
+fn joint_flush_flushes_each_device_of_the_range_once_concurrently_then_moves_flushed() {
+    let (m, q, from, t_joint) = two_of_three_flushed(FlushIssue::Joint);
     assert_eq!(q.flushed(), q.tail());
     assert_eq!(q.flush_candidates(q.tail()), Vec::<u8>::new(), "ranges reset");
     let done = flush_dones(&m, from, 3);

@@ -11,6 +11,7 @@ use super::redirect;
 use super::{EntryId, OrderingQueue, Progress, RawEntry};
 use crate::bio::{Bio, BioOp, Done};
 use crate::error::DriverError;
+use crate::profile::FlushIssue;
 
 impl OrderingQueue {
     /// First sequence number not known durable: entries before `flushed`
@@ -271,6 +272,7 @@ impl OrderingQueue {
     /// has completed (a failed one gives its status and moves nothing),
     /// picks the candidate devices ([`OrderingQueue::flush_candidates`]),
     /// submits one NVMe Flush to each of them at once and waits for all
+    /// (one after another with [`crate::FlushIssue::Serialized`])
     /// (the block layer completes it at once on a device without a
     /// volatile cache: Horae's sync flush on PLP devices), then persists
     /// `flushed` := `end` and trims the device ranges to what lies past
@@ -316,15 +318,24 @@ impl OrderingQueue {
             let last = self.last_device_before(target);
             candidates.retain(|&d| Some(d) == last);
         }
-        let mut sent = Vec::with_capacity(candidates.len());
-        for &d in &candidates {
-            let dev = &self.devs[d as usize];
-            sent.push((dev, dev.submit(core, &Bio::flush()).await?));
-        }
-        for (dev, done) in &sent {
-            let s = dev.wait(core, done).await;
-            if !s.is_success() {
-                return Err(DriverError::Command(s));
+        match self.home().profile().horae_flush {
+            FlushIssue::Joint => {
+                let mut sent = Vec::with_capacity(candidates.len());
+                for &d in &candidates {
+                    let dev = &self.devs[d as usize];
+                    sent.push((dev, dev.submit(core, &Bio::flush()).await?));
+                }
+                for (dev, done) in &sent {
+                    let s = dev.wait(core, done).await;
+                    if !s.is_success() {
+                        return Err(DriverError::Command(s));
+                    }
+                }
+            }
+            FlushIssue::Serialized => {
+                for &d in &candidates {
+                    self.devs[d as usize].submit_wait(core, &Bio::flush()).await?;
+                }
             }
         }
         let c = self.home().machine().core(core)?;
