@@ -1,5 +1,8 @@
 //! The FIO-style workload of Figures 11 and 13: each thread, on its own
-//! core, appends to its own file and syncs after every append.
+//! core, appends to its own file and syncs after every append; and its
+//! in-place variant of HoRAE 6.4 ([`Pattern::Overwrite`]): each thread
+//! overwrites random blocks of its own preallocated file in place and syncs
+//! after every write.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -10,7 +13,8 @@ use nvme_ctrl::SsdProfile;
 use pcie_sim::{Counters, EventKind, SimDuration};
 
 use super::common::{
-    block_on, device_write_bytes, run_window, BenchResult, LatStats, Measured, Rig, Span, System, Tally,
+    block_on, device_read_bytes, device_write_bytes, run_window_with, BenchResult, LatStats, Measured, Rig,
+    Rng, Span, System, Tally,
 };
 
 /// Where the threads' files sit in the inode table.
@@ -24,15 +28,35 @@ pub enum Layout {
     PerThread,
 }
 
+/// Where each thread's writes go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Allocating appends, moving to a new file every
+    /// [`Job::appends_per_file`] (Figures 11, 13; HoRAE 6.3).
+    Append,
+    /// In-place updates (HoRAE 6.4: "we issue 10 GB overwrites to a 10 GB
+    /// file"): before the run each thread writes its own file of
+    /// `file_blocks` 4 KiB blocks once and the file system is synced, so
+    /// every block is allocated and committed; then each write overwrites
+    /// a `write_size`-aligned piece of it chosen by the thread's seeded
+    /// generator ([`Rng`]), followed by the sync, as the appends are.
+    Overwrite {
+        /// The file's size in 4 KiB blocks.
+        file_blocks: u64,
+    },
+}
+
 /// What each thread does.
 #[derive(Clone, Copy, Debug)]
 pub struct Job {
-    /// Bytes per append.
+    /// Bytes per write.
     pub write_size: usize,
     /// Appends to a file before moving on to the next one.
     pub appends_per_file: usize,
     /// Inode placement.
     pub layout: Layout,
+    /// Appends or in-place overwrites.
+    pub pattern: Pattern,
 }
 
 impl Job {
@@ -42,6 +66,17 @@ impl Job {
             write_size,
             appends_per_file: appends_per_file(write_size),
             layout: Layout::RoundRobin,
+            pattern: Pattern::Append,
+        }
+    }
+
+    /// In-place overwrites of `write_size` at random aligned offsets of a
+    /// preallocated file of `file_blocks` blocks per thread
+    /// ([`Pattern::Overwrite`]).
+    pub fn overwrite(write_size: usize, file_blocks: u64) -> Job {
+        Job {
+            pattern: Pattern::Overwrite { file_blocks },
+            ..Job::new(write_size)
         }
     }
 }
@@ -87,6 +122,20 @@ pub struct Point {
     /// Files the loop had to create because the pre-created ones ran out
     /// (0 unless a system beat the bounds of the pool).
     pub extra_files: u64,
+    /// HoraeFS: in-place writes the ordering layer redirected to the
+    /// p-area (prepare writes, HoRAE 5.4) per write, from the journal's
+    /// pipeline counters (`Fs::pipeline_stats`, `redirected`); 0 in the
+    /// other modes.
+    pub redirected_per_op: f64,
+    /// 4 KiB data blocks the device sent to the host per write (bus
+    /// counters). The workloads read nothing (every page they write is
+    /// cached), so under HoraeFS these are the commit write's reads of the
+    /// p-area slots (HoRAE 5.4: the prepare writes read back, then written
+    /// home).
+    pub data_reads_per_op: f64,
+    /// The p-area mkfs reserved, in blocks (0 outside HoraeFS or without
+    /// one).
+    pub p_area_blocks: u64,
 }
 
 /// Files to create per thread before the run, from two bounds on the
@@ -153,6 +202,9 @@ pub fn measure(
         ..base.clone()
     };
     let t = rig.build()?;
+    if let Pattern::Overwrite { file_blocks } = job.pattern {
+        return overwrite(system, &t, threads, job.write_size, file_blocks, span);
+    }
     let per_file = job.appends_per_file.max(1);
     let pool = pool_size(span, &job, threads);
     let files = block_on(&t, {
@@ -162,53 +214,127 @@ pub fn measure(
     let tally = Rc::new(RefCell::new(Tally::default()));
     let extra = Rc::new(Cell::new(0u64));
     let size = job.write_size;
-    let Measured { window, counters, .. } = run_window(&t, threads, span, |i, w| {
-        let fs = t.fs.clone();
-        let sim = t.machine.sim();
-        let (tally, extra) = (tally.clone(), extra.clone());
-        let mut files = files[i].clone().into_iter();
-        async move {
-            let ctx = Ctx::on(i);
-            let buf = vec![(i as u8).wrapping_add(1); size];
-            let (mut ino, mut off, mut n) = (0, 0u64, per_file);
-            while sim.now() < w.end {
-                if n == per_file {
-                    ino = match files.next() {
-                        Some(ino) => ino,
-                        None => {
-                            extra.set(extra.get() + 1);
-                            let k = pool + extra.get() as usize;
-                            fs.create_path(ctx, &format!("/fio{i}.{k}")).await?.ino
-                        }
-                    };
-                    (off, n) = (0, 0);
+    let (Measured { window, counters, .. }, s0, s1) =
+        run_window_with(&t, threads, span, redirected(&t), |i, w| {
+            let fs = t.fs.clone();
+            let sim = t.machine.sim();
+            let (tally, extra) = (tally.clone(), extra.clone());
+            let mut files = files[i].clone().into_iter();
+            async move {
+                let ctx = Ctx::on(i);
+                let buf = vec![(i as u8).wrapping_add(1); size];
+                let (mut ino, mut off, mut n) = (0, 0u64, per_file);
+                while sim.now() < w.end {
+                    if n == per_file {
+                        ino = match files.next() {
+                            Some(ino) => ino,
+                            None => {
+                                extra.set(extra.get() + 1);
+                                let k = pool + extra.get() as usize;
+                                fs.create_path(ctx, &format!("/fio{i}.{k}")).await?.ino
+                            }
+                        };
+                        (off, n) = (0, 0);
+                    }
+                    fs.write(ctx, ino, off, &buf).await?;
+                    off += size as u64;
+                    n += 1;
+                    let t0 = sim.now();
+                    system.sync(&fs, ctx, ino).await?;
+                    let t1 = sim.now();
+                    if w.contains(t1) {
+                        let mut r = tally.borrow_mut();
+                        r.ops += 1;
+                        r.bytes += size as u64;
+                        r.lat.push((t1 - t0).as_ps());
+                    }
                 }
-                fs.write(ctx, ino, off, &buf).await?;
-                off += size as u64;
-                n += 1;
-                let t0 = sim.now();
-                system.sync(&fs, ctx, ino).await?;
-                let t1 = sim.now();
-                if w.contains(t1) {
-                    let mut r = tally.borrow_mut();
-                    r.ops += 1;
-                    r.bytes += size as u64;
-                    r.lat.push((t1 - t0).as_ps());
-                }
+                Ok(())
             }
-            Ok(())
+        })?;
+    let r = tally.borrow();
+    let mut pt = point(system, threads, size, &r, window.secs(), &counters, extra.get());
+    pt.redirected_per_op = (s1 - s0) as f64 / r.ops.max(1) as f64;
+    pt.p_area_blocks = t.fs.superblock().p_area_blocks;
+    Ok(pt)
+}
+
+/// The journal's count of redirected writes, read at the window's edges.
+fn redirected(t: &mqfs::testing::TestFs) -> impl Fn() -> u64 {
+    let fs = t.fs.clone();
+    move || fs.pipeline_stats().map_or(0, |s| s.redirected)
+}
+
+/// Bytes per preallocating write of [`overwrite`]'s set-up.
+const FILL_CHUNK: usize = 64 * 4096;
+
+/// [`Pattern::Overwrite`] on the built rig `t`: each thread's file
+/// `/ipu{i}` written whole and the file system synced (so every block is
+/// allocated and committed: HoraeFS sees each later write as an in-place
+/// update, HoRAE 5.6.2's `BH_New` test), then the threads overwrite
+/// random aligned pieces of their file, each followed by `system`'s sync.
+fn overwrite(
+    system: System,
+    t: &mqfs::testing::TestFs,
+    threads: usize,
+    size: usize,
+    file_blocks: u64,
+    span: Span,
+) -> BenchResult<Point> {
+    let bytes = file_blocks * 4096;
+    let slots = (bytes / size.max(1) as u64).max(1);
+    let files = block_on(t, {
+        let fs = t.fs.clone();
+        async move {
+            let mut files = Vec::with_capacity(threads);
+            let chunk = vec![0x5au8; FILL_CHUNK];
+            for i in 0..threads {
+                let ctx = Ctx::on(i);
+                let ino = fs.create_path(ctx, &format!("/ipu{i}")).await?.ino;
+                let mut off = 0u64;
+                while off < bytes {
+                    let n = (bytes - off).min(FILL_CHUNK as u64) as usize;
+                    fs.write(ctx, ino, off, &chunk[..n]).await?;
+                    off += n as u64;
+                }
+                files.push(ino);
+            }
+            fs.sync(Ctx::on(0)).await?;
+            Ok(files)
         }
     })?;
+    let tally = Rc::new(RefCell::new(Tally::default()));
+    let (Measured { window, counters, .. }, s0, s1) =
+        run_window_with(t, threads, span, redirected(t), |i, w| {
+            let fs = t.fs.clone();
+            let sim = t.machine.sim();
+            let tally = tally.clone();
+            let ino = files[i];
+            async move {
+                let ctx = Ctx::on(i);
+                let buf = vec![(i as u8).wrapping_add(1); size];
+                let mut rng = Rng::new(0x1b0 + i as u64);
+                while sim.now() < w.end {
+                    let off = rng.below(slots) * size as u64;
+                    fs.write(ctx, ino, off, &buf).await?;
+                    let t0 = sim.now();
+                    system.sync(&fs, ctx, ino).await?;
+                    let t1 = sim.now();
+                    if w.contains(t1) {
+                        let mut r = tally.borrow_mut();
+                        r.ops += 1;
+                        r.bytes += size as u64;
+                        r.lat.push((t1 - t0).as_ps());
+                    }
+                }
+                Ok(())
+            }
+        })?;
     let r = tally.borrow();
-    Ok(point(
-        system,
-        threads,
-        size,
-        &r,
-        window.secs(),
-        &counters,
-        extra.get(),
-    ))
+    let mut pt = point(system, threads, size, &r, window.secs(), &counters, 0);
+    pt.redirected_per_op = (s1 - s0) as f64 / r.ops.max(1) as f64;
+    pt.p_area_blocks = t.fs.superblock().p_area_blocks;
+    Ok(pt)
 }
 
 fn point(
@@ -235,6 +361,9 @@ fn point(
         ordering_mmio_per_op: c.get(EventKind::MmioWrite, ORDERING_QUEUE).ops as f64 / ops,
         irqs_per_op: c.kind(EventKind::Msix).ops as f64 / ops,
         extra_files,
+        redirected_per_op: 0.0,
+        data_reads_per_op: device_read_bytes(c) as f64 / 4096.0 / ops,
+        p_area_blocks: 0,
     }
 }
 

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::rc::Rc;
 
 use mqfs::testing::{format_and_mount, machine, TestFs};
-use mqfs::{Ctx, Fs, FsError, FsProfile, Ino, Mode};
+use mqfs::{Ctx, Fs, FsError, FsProfile, Ino, MkfsOptions, Mode};
 use nvme_ctrl::SsdProfile;
 use nvme_spec::traffic;
 use pcie_sim::{Counters, CpuStats, EventKind, SimDuration, SimTime, TraceMode};
@@ -111,6 +111,12 @@ pub struct Rig {
     pub blocks: u64,
     /// Executor seed.
     pub seed: u64,
+    /// HoraeFS's p-area in 4 KiB blocks, where the ordering layer
+    /// redirects in-place writes (HoRAE 5.4; 6.4 varies its size): `None`
+    /// for mkfs's default ([`mqfs::mount::DEFAULT_P_AREA_BLOCKS`], capped at a
+    /// sixteenth of the device), `Some(0)` for none (in-place writes go
+    /// home). Ignored by the other modes.
+    pub p_area_blocks: Option<u64>,
 }
 
 /// Default device size: 1 GiB of sparse memory media.
@@ -126,6 +132,7 @@ impl Rig {
             threads,
             blocks: DEVICE_BLOCKS,
             seed: 1,
+            p_area_blocks: None,
         }
     }
 
@@ -157,8 +164,14 @@ impl Rig {
         }
         let mode = self.mode;
         let blocks = self.blocks;
+        let p_area = self.p_area_blocks;
+        let tune = move |o: &mut MkfsOptions| {
+            if p_area.is_some() {
+                o.p_area_blocks = p_area;
+            }
+        };
         let m2 = m.clone();
-        let r = ex.block_on(async move { format_and_mount(&m2, mode, blocks, |_| {}, profile).await })?;
+        let r = ex.block_on(async move { format_and_mount(&m2, mode, blocks, tune, profile).await })?;
         let (dev, fs) = r?;
         Ok(TestFs {
             ex,
@@ -244,6 +257,23 @@ where
     F: Fn(usize, Window) -> Fut,
     Fut: Future<Output = Result<(), FsError>> + 'static,
 {
+    run_window_with(t, threads, span, || (), body).map(|(m, ..)| m)
+}
+
+/// [`run_window`], also reading `snap` (a model counter the bus counters
+/// do not hold) at the window's start and at its end.
+pub fn run_window_with<F, Fut, S, T>(
+    t: &TestFs,
+    threads: usize,
+    span: Span,
+    snap: S,
+    body: F,
+) -> BenchResult<(Measured, T, T)>
+where
+    F: Fn(usize, Window) -> Fut,
+    Fut: Future<Output = Result<(), FsError>> + 'static,
+    S: Fn() -> T,
+{
     let sim = t.machine.sim();
     let start = sim.now() + span.warmup;
     let window = Window {
@@ -262,16 +292,19 @@ where
     }
     t.ex.run_until(window.start);
     let (before, cpu_before) = (t.machine.counters(), t.machine.cpu_stats());
+    let first = snap();
     t.ex.run_until(window.end);
+    let last = snap();
     if let Some(e) = error.borrow_mut().take() {
         return Err(BenchError::Fs(e));
     }
-    Ok(Measured {
+    let m = Measured {
         window,
         counters: t.machine.counters().since(&before),
         cpu: t.machine.cpu_stats().since(cpu_before),
         cores: t.machine.core_count(),
-    })
+    };
+    Ok((m, first, last))
 }
 
 /// What [`run_window`] measured over its window.
@@ -353,6 +386,12 @@ pub fn mean(xs: &[f64]) -> f64 {
 pub fn device_write_bytes(c: &Counters) -> u64 {
     c.get(EventKind::DmaReadCompletion, traffic::DATA_BLOCK)
         .payload_bytes
+}
+
+/// Data-block bytes the device sent to the host by DMA (what it was asked
+/// to read).
+pub fn device_read_bytes(c: &Counters) -> u64 {
+    c.get(EventKind::DmaWrite, traffic::DATA_BLOCK).payload_bytes
 }
 
 /// A small deterministic generator (SplitMix64) for workload choices, one
