@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use ccnvme::BlockDevice;
+use ccnvme::{BlockDevice, ProbeOptions};
 use nvme_ctrl::{attach_drives, Controller, ControllerConfig, Drive, Media, SsdProfile};
 use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageStore, TraceMode};
 
@@ -179,20 +179,22 @@ impl std::fmt::Debug for StripedFs {
     }
 }
 
-/// Probes the drives on ports `0..members` of `machine` for HoraeFS, makes
-/// a HoraeFS striped over them with `stripe` (journal: an eighth of the
-/// volume, then `tune` may change the options) and mounts it with
-/// `profile`, on core 0.
+/// Probes the drives on ports `0..members` of `machine` with `probe`
+/// (HoraeFS's: [`probe_options`] of [`Mode::Horae`], the driver's profile
+/// as the caller wants it), makes a HoraeFS striped over them with
+/// `stripe` (journal: an eighth of the volume, then `tune` may change the
+/// options) and mounts it with `profile`, on core 0.
 pub async fn format_and_mount_striped(
     machine: &Machine,
     members: u8,
+    probe: ProbeOptions,
     stripe: StripeOptions,
     tune: impl FnOnce(&mut MkfsOptions),
     profile: FsProfile,
 ) -> Result<(Vec<Rc<BlockDevice>>, Rc<Fs>), FsError> {
     let mut devs = Vec::new();
     for port in 0..members {
-        devs.push(BlockDevice::probe(machine, port, probe_options(Mode::Horae)).await?);
+        devs.push(BlockDevice::probe(machine, port, probe.clone()).await?);
     }
     let ctx = Ctx::on(0);
     let blocks: u64 = devs.iter().map(|d| d.info().blocks).sum();
@@ -222,6 +224,7 @@ pub fn new_striped(
         format_and_mount_striped(
             &m2,
             members,
+            probe_options(Mode::Horae),
             StripeOptions::default(),
             |_| {},
             FsProfile::default(),

@@ -6,8 +6,11 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 
-use mqfs::testing::{format_and_mount, machine, TestFs};
+use ccnvme::FlushIssue;
+use mqfs::testing::{format_and_mount, format_and_mount_striped, machine, machine_with_drives, TestFs};
+use mqfs::{probe_options, StripeOptions};
 use mqfs::{Ctx, Fs, FsError, FsProfile, Ino, MkfsOptions, Mode};
+use nvme_ctrl::Drive;
 use nvme_ctrl::SsdProfile;
 use nvme_spec::traffic;
 use pcie_sim::{Counters, CpuStats, EventKind, SimDuration, SimTime, TraceMode};
@@ -117,6 +120,14 @@ pub struct Rig {
     /// sixteenth of the device), `Some(0)` for none (in-place writes go
     /// home). Ignored by the other modes.
     pub p_area_blocks: Option<u64>,
+    /// Drives, each of `ssd` and `blocks`: one, or for HoraeFS a volume
+    /// striped over several (`mqfs::volume`, md's default chunk; HoRAE
+    /// 6.2 "soft-RAID 0", Figure 10(c)). The other modes run on one.
+    pub drives: u8,
+    /// How HoraeFS's joint FLUSH sends its FLUSHes to the drives
+    /// (`ccnvme::DriverProfile::horae_flush`: at once, or HoRAE 6.3's
+    /// serialized HFS-SF); on one drive the two are the same.
+    pub horae_flush: FlushIssue,
 }
 
 /// Default device size: 1 GiB of sparse memory media.
@@ -133,6 +144,8 @@ impl Rig {
             blocks: DEVICE_BLOCKS,
             seed: 1,
             p_area_blocks: None,
+            drives: 1,
+            horae_flush: FlushIssue::Joint,
         }
     }
 
@@ -153,26 +166,66 @@ impl Rig {
     }
 
     /// Builds the machine, makes the file system and mounts it, as
-    /// [`mqfs::testing::new_fs`] does but with this rig's profile.
+    /// [`mqfs::testing::new_fs`] does but with this rig's profile; with
+    /// several [`Rig::drives`], HoraeFS striped over them (the returned
+    /// `ctrl` and `dev` are member 0's; the bench reads the machine's
+    /// counters, which cover every drive).
     pub fn build(&self) -> BenchResult<TestFs> {
-        let cores = self.cores();
-        let (ex, m, ctrl) = machine(self.ssd.clone(), self.blocks, cores, TraceMode::Off, self.seed);
         let mut profile = self.fs.clone();
         profile.commit_core = self.commit_core();
         if self.mode == Mode::Horae {
             profile.flush_core = Some(profile.commit_core + 1);
         }
-        let mode = self.mode;
-        let blocks = self.blocks;
         let p_area = self.p_area_blocks;
         let tune = move |o: &mut MkfsOptions| {
             if p_area.is_some() {
                 o.p_area_blocks = p_area;
             }
         };
+        if self.drives > 1 {
+            return self.build_striped(tune, profile);
+        }
+        let cores = self.cores();
+        let (ex, m, ctrl) = machine(self.ssd.clone(), self.blocks, cores, TraceMode::Off, self.seed);
+        let mode = self.mode;
+        let blocks = self.blocks;
         let m2 = m.clone();
         let r = ex.block_on(async move { format_and_mount(&m2, mode, blocks, tune, profile).await })?;
         let (dev, fs) = r?;
+        Ok(TestFs {
+            ex,
+            machine: m,
+            ctrl,
+            dev,
+            fs,
+        })
+    }
+}
+
+impl Rig {
+    /// [`Rig::build`] for HoraeFS striped over [`Rig::drives`] drives.
+    fn build_striped(
+        &self,
+        tune: impl FnOnce(&mut MkfsOptions) + 'static,
+        profile: FsProfile,
+    ) -> BenchResult<TestFs> {
+        if self.mode != Mode::Horae {
+            return Err(crate::Error::Invalid(format!(
+                "a volume over {} drives is HoraeFS's; {:?} runs on one",
+                self.drives, self.mode
+            )));
+        }
+        let ds = (0..self.drives)
+            .map(|_| Drive::fresh(self.ssd.clone(), self.blocks))
+            .collect();
+        let (ex, m, mut ctrls) = machine_with_drives(ds, self.cores(), TraceMode::Off, self.seed);
+        let mut probe = probe_options(Mode::Horae);
+        probe.profile.horae_flush = self.horae_flush;
+        let (members, m2) = (self.drives, m.clone());
+        let (mut devs, fs) = ex.block_on(async move {
+            format_and_mount_striped(&m2, members, probe, StripeOptions::default(), tune, profile).await
+        })??;
+        let (ctrl, dev) = (ctrls.swap_remove(0), devs.swap_remove(0));
         Ok(TestFs {
             ex,
             machine: m,
