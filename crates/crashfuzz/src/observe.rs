@@ -36,7 +36,7 @@
 //! # Several drives
 //!
 //! The same tree, written once ([`CrashSpace`], [`PointTree`],
-//! [`enumerate`]), walks the states of a machine with several drives
+//! `enumerate`), walks the states of a machine with several drives
 //! (`horae2`, [`crate::devices`]); only the explorer behind the trait
 //! differs. The argument above carries over unit by unit:
 //!
@@ -69,9 +69,16 @@
 //! leaf. `tests/read_sets.rs` compares every state of small `horae2` runs
 //! (the joint FLUSH switched off, so failing verdicts too) with its
 //! leaf's verdict by brute force, and shows that a tree split by one
-//! drive's units alone takes wrong verdicts. On several drives a node's
-//! state is always booted and judged in full (no verdict or recovery
+//! drive's units alone takes wrong verdicts. On several drives a state
+//! checked is always booted and judged in full (no verdict or recovery
 //! reuse, [`crate::reuse`]).
+//!
+//! A node whose state equals (in content and promises in force) a state
+//! checked before keeps that state's verdict and takes its check's
+//! observations (units read, judgements) to split the node, without
+//! checking it again: a check is a deterministic function of the state's
+//! bytes and the promises, so the equal state's observations are its own
+//! (it is checked again only while the first check is not back).
 //!
 //! A unit with more than [`nvme_ctrl::crash::MAX_CLASSES`] classes is not
 //! split; its point counts as having states not visited (no run of the
@@ -82,7 +89,7 @@
 //! classes. Past the budget, each node left open is counted as (at least)
 //! one state not visited.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -191,6 +198,10 @@ impl CrashSpace for Explorer<'_> {
         state.content_hash()
     }
 }
+
+/// What one check observed: the units it read and the data blocks it
+/// judged (as [`PointTree::read`] takes them).
+type Observed = (Arc<[Unit]>, Arc<[BlockJudgement]>);
 
 /// One crash point's tree: hands out node states to check and splits each
 /// node by what its check read (the module doc's argument).
@@ -368,7 +379,11 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
     report: &mut ExploreReport,
     tally: &mut dyn FnMut(Checked<C>, &mut ExploreReport),
 ) -> Result<f64, String> {
-    let mut seen: BTreeSet<u128> = BTreeSet::new();
+    // Per distinct state (content and promises) handed out: what its
+    // check observed, once it is back. A check is a function of the
+    // state's content and the promises in force, so an equal state's
+    // observations are its own.
+    let mut seen: BTreeMap<u128, Option<Observed>> = BTreeMap::new();
     let mut waiting = 0f64;
     let mut points = NewPoints::default();
     // States allowed at the last point explored.
@@ -391,8 +406,12 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
         let items = explorer.items_at(k)?;
         let mut tree = PointTree::new(&*explorer, items, bases);
         // Per node handed out: its state was not equal to one judged before.
-        let mut first: Vec<bool> = Vec::new();
+        // Per node handed out: its state's key, and whether the state was
+        // not equal to one judged before.
+        let mut keys: Vec<(u128, bool)> = Vec::new();
         let mut in_flight = 0usize;
+        // Nodes whose state's observations are known already.
+        let mut ready: Vec<(usize, Observed)> = Vec::new();
         loop {
             while tree.nodes() < budget {
                 let Some((id, choice)) = tree.next_node() else {
@@ -400,45 +419,62 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
                 };
                 let mut st = tree.explorer.build(k, &choice)?;
                 let h = pcie_sim::content_hash::combine(&[S::content_hash(&mut st), promised]);
-                let new = seen.insert(h);
+                let known = seen.get(&h).cloned();
+                let new = known.is_none();
+                keys.push((h, new));
                 if new {
                     report.states_checked += 1;
+                    seen.insert(h, None);
                 } else {
                     // Equal to a state judged already: its verdict stands,
-                    // but its reads are needed to split the node (checking
-                    // it again is cheap: its recovery and verdict are
-                    // remembered).
+                    // and its reads split the node. Checked again only if
+                    // that state's check is not back yet.
                     report.states_deduplicated += 1;
+                    if let Some(Some(obs)) = known {
+                        ready.push((id, obs));
+                        continue;
+                    }
                 }
-                first.push(new);
                 let t = Instant::now();
                 tx.send(Job { state: st, tag: id })
                     .map_err(|_| "the checkers stopped".to_string())?;
                 waiting += t.elapsed().as_secs_f64();
                 in_flight += 1;
             }
-            if in_flight == 0 {
+            if in_flight == 0 && ready.is_empty() {
                 break;
             }
             // Every check handed out is awaited and split in node order,
             // so the tree (and where a budget cuts it) does not depend on
             // which checker finished first.
             let t = Instant::now();
-            let mut wave = Vec::with_capacity(in_flight);
+            let mut wave: Vec<(usize, Observed, Option<Checked<C>>)> = std::mem::take(&mut ready)
+                .into_iter()
+                .map(|(id, obs)| (id, obs, None))
+                .collect();
             for _ in 0..in_flight {
-                wave.push(rx.recv().map_err(|_| "the checkers stopped".to_string())?);
+                let mut done = rx.recv().map_err(|_| "the checkers stopped".to_string())?;
+                let obs: Observed = (
+                    done.reads.take().unwrap_or_default().into(),
+                    std::mem::take(&mut done.judgements).into(),
+                );
+                wave.push((done.tag, obs, Some(done)));
             }
             waiting += t.elapsed().as_secs_f64();
             in_flight = 0;
-            wave.sort_by_key(|d| d.tag);
-            for done in wave {
-                tree.read(done.tag, done.reads.as_deref().unwrap_or(&[]), &done.judgements);
+            wave.sort_by_key(|d| d.0);
+            for (id, obs, done) in wave {
+                tree.read(id, &obs.0, &obs.1);
+                let (h, first) = keys[id];
+                if let Some(slot @ None) = seen.get_mut(&h) {
+                    *slot = Some(obs);
+                }
                 // Failures count once per distinct state, as without the
                 // reduction.
-                if first[done.tag] {
-                    tally(done, report);
-                } else {
-                    report.check_seconds += done.seconds;
+                match done {
+                    Some(done) if first => tally(done, report),
+                    Some(done) => report.check_seconds += done.seconds,
+                    None => {}
                 }
             }
         }

@@ -339,6 +339,67 @@ fn two_drives_every_state_gets_its_leafs_verdict() {
     assert!(checks < states, "the trees checked {checks} of {states} states");
 }
 
+/// Whole runs on two drives: the joint FLUSH switched off, explored by
+/// what checks read and by brute force (every distinct state up to the
+/// bounds booted and judged in full, no reduction but equal content),
+/// finds the same kinds of violation, and every failing state the
+/// reduction lists that brute force visited fails the same checks there.
+#[test]
+fn two_drives_find_the_violations_brute_force_finds() {
+    let sc = SELF_CHECKS
+        .iter()
+        .find(|sc| sc.mode.drives() > 1)
+        .expect("a two-drive self-check");
+    let (w, cfg) = sc.config(true).expect("self-check");
+    let reduced = crashfuzz::explore(&w, &cfg, &common::opts(), &w.name).expect("explore");
+    let brute = crashfuzz::explore(
+        &w,
+        &cfg,
+        &crashfuzz::ExploreOptions {
+            read_sets: false,
+            reuse_verdicts: false,
+            reuse_recovery: false,
+            bound_lines: 8,
+            bound_blocks: 8,
+            ..common::opts()
+        },
+        &w.name,
+    )
+    .expect("explore");
+    assert_eq!(reduced.states_not_visited, 0, "{reduced:?}");
+    assert!(reduced.reductions.iter().any(|r| r == "read-set"));
+    let kinds = |r: &crashfuzz::ExploreReport| -> BTreeMap<String, std::collections::BTreeSet<String>> {
+        let mut m: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for v in &r.violations {
+            m.entry(v.id.clone()).or_default().insert(v.check.clone());
+        }
+        m
+    };
+    let (mine, theirs) = (kinds(&reduced), kinds(&brute));
+    assert!(!mine.is_empty() && !theirs.is_empty(), "caught both ways");
+    let all =
+        |m: &BTreeMap<String, std::collections::BTreeSet<String>>| -> std::collections::BTreeSet<String> {
+            m.values().flatten().cloned().collect()
+        };
+    assert_eq!(all(&mine), all(&theirs), "the same kinds of violation");
+    let mut both = 0;
+    for (id, checks) in &mine {
+        if let Some(b) = theirs.get(id) {
+            assert_eq!(checks, b, "{id}");
+            both += 1;
+        }
+    }
+    eprintln!(
+        "{}: {} failing states listed by the reduction ({} checked), {} by brute force ({} checked), {both} in both",
+        w.name,
+        mine.len(),
+        reduced.states_checked,
+        theirs.len(),
+        brute.states_checked
+    );
+    assert!(both > 0, "no failing state listed both ways");
+}
+
 /// Safe modes pass every state, so here the verdicts cannot differ: this
 /// checks the partition (each state in exactly one leaf) on a cached drive
 /// and the PMR modes, where units have several classes.
