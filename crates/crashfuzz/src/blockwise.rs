@@ -100,7 +100,7 @@ impl BlockJudgement {
 /// What the oracle needs to judge blocks instead of reading them: a look
 /// at a block that logs no read, and where the judgements go.
 pub struct BlockJudge<'a> {
-    peek: &'a dyn Fn(u64, &mut [u8; BLOCK]),
+    peek: &'a dyn Fn(u64, &mut [u8; BLOCK]) -> Unit,
     /// The judgements made, in the order made.
     pub judgements: Vec<BlockJudgement>,
 }
@@ -114,28 +114,30 @@ impl std::fmt::Debug for BlockJudge<'_> {
 }
 
 impl<'a> BlockJudge<'a> {
-    /// A judge that looks at blocks with `peek` (what the drive holds).
-    pub fn new(peek: &'a dyn Fn(u64, &mut [u8; BLOCK])) -> Self {
+    /// A judge that looks at blocks with `peek`: what the file system's
+    /// block `b` holds, put in the buffer, and the unit holding it (the
+    /// drive's block; on a striped volume, the member's block `b` maps to).
+    pub fn new(peek: &'a dyn Fn(u64, &mut [u8; BLOCK]) -> Unit) -> Self {
         BlockJudge {
             peek,
             judgements: Vec::new(),
         }
     }
 
-    /// Judges device block `lba`, holding file bytes `start..start + len`
-    /// of a file whose versions are `versions`.
+    /// Judges the file system's block `b`, holding file bytes
+    /// `start..start + len` of a file whose versions are `versions`.
     pub fn judge(
         &mut self,
-        lba: u64,
+        b: u64,
         versions: &Arc<[Arc<Content>]>,
         start: usize,
         len: usize,
         what: &Arc<str>,
     ) {
         let mut buf = [0u8; BLOCK];
-        (self.peek)(lba, &mut buf);
+        let unit = (self.peek)(b, &mut buf);
         let mut j = BlockJudgement {
-            unit: Unit::Block(lba),
+            unit,
             versions: versions.clone(),
             start,
             len,
@@ -168,7 +170,10 @@ mod tests {
 
     #[test]
     fn a_judgement_looks_at_the_state_without_reading() {
-        let peek = |_: u64, b: &mut [u8; BLOCK]| b.fill(3);
+        let peek = |lba: u64, b: &mut [u8; BLOCK]| {
+            b.fill(3);
+            Unit::Block { port: 0, lba }
+        };
         let mut judge = BlockJudge::new(&peek);
         let versions: Arc<[Arc<Content>]> = vec![
             Arc::new(Content::from(vec![3u8; BLOCK])),
@@ -179,7 +184,7 @@ mod tests {
         judge.judge(9, &versions, 0, BLOCK, &what);
         let j = &judge.judgements[0];
         assert!(j.own_ok);
-        assert_eq!(j.unit, Unit::Block(9));
+        assert_eq!(j.unit, Unit::Block { port: 0, lba: 9 });
         assert!(j.fits(&[4u8; BLOCK]));
         assert!(!j.fits(&[5u8; BLOCK]));
         assert!(j.failure().detail.contains("block 0"));

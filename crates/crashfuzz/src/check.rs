@@ -163,26 +163,61 @@ fn state_reads(recovery: &[Unit], wrote: &BTreeSet<Unit>, after: &[Unit]) -> Vec
 }
 
 /// What a phase of a check read (first-read order) and wrote.
-type Access = (Vec<Unit>, BTreeSet<Unit>);
+pub(crate) type Access = (Vec<Unit>, BTreeSet<Unit>);
 
-/// What the machine's PMR and the drive logged since the last take, as
-/// units (reads in first-read order, PMR first; units written).
-fn take_access(m: &Machine, ctrl: &nvme_ctrl::Controller) -> Access {
-    let pmr = m.take_pmr_access(0).unwrap_or_default();
-    let media = ctrl.backend().take_reads().unwrap_or_default();
-    let pmr_unit = |line| Unit::Pmr { port: 0, line };
-    let reads = pmr
-        .reads()
-        .iter()
-        .map(|&l| pmr_unit(l))
-        .chain(media.reads().iter().map(|&b| Unit::Block(b)))
-        .collect();
-    let wrote = pmr
-        .written()
-        .map(pmr_unit)
-        .chain(media.written().map(Unit::Block))
-        .collect();
+/// What the machine's PMRs and the drives (`ctrls`, the drive on port `i`
+/// at `i`) logged since the last take, as units (reads in first-read
+/// order, every PMR first; units written).
+pub(crate) fn take_access(m: &Machine, ctrls: &[Rc<nvme_ctrl::Controller>]) -> Access {
+    let mut reads = Vec::new();
+    let mut wrote = BTreeSet::new();
+    let mut media = Vec::with_capacity(ctrls.len());
+    for (port, ctrl) in (0u8..).zip(ctrls) {
+        let pmr = m.take_pmr_access(port).unwrap_or_default();
+        let pmr_unit = |line| Unit::Pmr { port, line };
+        reads.extend(pmr.reads().iter().map(|&l| pmr_unit(l)));
+        wrote.extend(pmr.written().map(pmr_unit));
+        media.push((port, ctrl.backend().take_reads().unwrap_or_default()));
+    }
+    for (port, log) in media {
+        let block = |lba| Unit::Block { port, lba };
+        reads.extend(log.reads().iter().map(|&b| block(b)));
+        wrote.extend(log.written().map(block));
+    }
     (reads, wrote)
+}
+
+/// What a check observed, from what its recovery read and wrote
+/// (`recovery`, if the mount returned), what the checks after the mount
+/// read and the judgements they made (`after`, if they ran to the end),
+/// and `rest` (everything logged since, taken where the check ended
+/// early): the units it read (recovery's first), how many of them
+/// recovery read, and the judgements the explorer has to evaluate
+/// ([`open_judgements`]). Where the check ended early, everything logged
+/// counts (more units only split states finer). One drive and several
+/// ([`crate::devices`]) observe alike.
+pub(crate) fn observed(
+    recovery: Option<Access>,
+    after: Option<(&[Unit], &[BlockJudgement])>,
+    rest: impl FnOnce() -> Vec<Unit>,
+) -> (Vec<Unit>, usize, Vec<BlockJudgement>) {
+    match (recovery, after) {
+        (Some((r, w)), Some((after, judged))) => {
+            let reads = state_reads(&r, &w, after);
+            let judgements = open_judgements(judged, &reads, &w);
+            (reads, r.len(), judgements)
+        }
+        (Some((mut r, _)), None) => {
+            let n = r.len();
+            r.extend(rest());
+            (r, n, Vec::new())
+        }
+        (None, _) => {
+            let all = rest();
+            let n = all.len();
+            (all, n, Vec::new())
+        }
+    }
 }
 
 /// Simulated time a recovery may take before it counts as a hang.
@@ -310,14 +345,14 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         };
         log.push("mount: recovered".into());
         let (reads, wrote) = if observe {
-            take_access(&m2, &ctrl2)
+            take_access(&m2, std::slice::from_ref(&ctrl2))
         } else {
             Default::default()
         };
         let blocks_read: Vec<u64> = reads
             .iter()
             .filter_map(|u| match u {
-                Unit::Block(b) => Some(*b),
+                Unit::Block { lba, .. } => Some(*lba),
                 Unit::Pmr { .. } => None,
             })
             .collect();
@@ -354,7 +389,10 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         // Data blocks are judged, not read, where the reads are observed
         // ([`crate::blockwise`]): a look at what the drive holds logs no
         // read.
-        let peek = |b: u64, buf: &mut [u8; mqfs::layout::BLOCK]| ctrl2.backend().peek(b, buf);
+        let peek = |lba: u64, buf: &mut [u8; mqfs::layout::BLOCK]| {
+            ctrl2.backend().peek(lba, buf);
+            Unit::Block { port: 0, lba }
+        };
         let mut looked = if judge_blocks {
             Lookups::judging(BlockJudge::new(&peek))
         } else {
@@ -379,7 +417,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             }
         }
         let after: Arc<[Unit]> = if observe {
-            take_access(&m2, &ctrl2).0.into()
+            take_access(&m2, std::slice::from_ref(&ctrl2)).0.into()
         } else {
             Arc::from(Vec::new())
         };
@@ -409,24 +447,16 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let mut judgements = Vec::new();
     let mut recovery_reads = 0;
     let reads = cx.observe.then(|| {
-        let recovery = recovery_access.borrow_mut().take();
-        recovery_reads = recovery.as_ref().map_or(0, |(r, _)| r.len());
-        match (recovery, &outcome) {
-            (Some((r, w)), Ok((_, _, _, Some((after, judged))))) => {
-                let reads = state_reads(&r, &w, after);
-                judgements = open_judgements(judged, &reads, &w);
-                reads
-            }
-            (Some((mut r, _)), _) => {
-                r.extend(take_access(&m, &ctrl).0);
-                r
-            }
-            (None, _) => {
-                let all = take_access(&m, &ctrl).0;
-                recovery_reads = all.len();
-                all
-            }
-        }
+        let after = match &outcome {
+            Ok((_, _, _, Some((after, judged)))) => Some((&after[..], &judged[..])),
+            _ => None,
+        };
+        let (reads, n, open) = observed(recovery_access.borrow_mut().take(), after, || {
+            take_access(&m, std::slice::from_ref(&ctrl)).0
+        });
+        recovery_reads = n;
+        judgements = open;
+        reads
     });
     match outcome {
         Ok((failures, l, recovered_alike, _)) => {

@@ -3,35 +3,54 @@
 //!
 //! The crash states are those of `nvme_ctrl::crash::DevicesExplorer`: the
 //! product of each drive's choices (its PMR writes in flight and WC lines,
-//! its volatile cache's blocks), each drive failing on its own. Every
-//! state up to the bounds (`--bound-lines` for the PMR; `--bound-blocks`
-//! shared out among the drives, `bound / drives` each, so the product of
-//! their subsets stays within the one-drive bound; past them sampled and
-//! counted as not visited) is built,
-//! deduplicated by content (every drive's PMR and media, with the promises
-//! in force) and checked: a fresh machine boots over the state with every
-//! drive on its port again, the volume is assembled and mounted (HoraeFS's
-//! recovery over both drives: `recover_stream`, a discard on each), fsck
-//! reads the volume through its members, then the promises in force and
-//! CrashMonkey's sanity check.
+//! its volatile cache's blocks), each drive failing on its own. By default
+//! they are enumerated by what their checks read, with the one-drive
+//! machinery ([`crate::observe`], through [`CrashSpace`]): a check logs
+//! the units it reads of every drive (PMR lines of each port, blocks of
+//! each drive), and states that agree at every unit read, on every drive,
+//! are judged once; data blocks are judged instead of read
+//! ([`crate::blockwise`]) on the member a volume block maps to. So every
+//! state the envelope allows is judged and none is left unvisited
+//! (`crate::observe`'s module doc gives the argument for several drives;
+//! `tests/read_sets.rs` checks it by brute force). With `--bounded` or
+//! `--brute-force`, every state up to the bounds (`--bound-lines` for the
+//! PMR; `--bound-blocks` shared out among the drives, `bound / drives`
+//! each, so the product of their subsets stays within the one-drive bound;
+//! past them sampled and counted as not visited) is built instead.
 //!
-//! Not applied here (`docs/decisions.md` H12): the read-set reduction and
-//! the verdict and recovery reuse of the one-drive explorer; each
-//! distinct state is judged in full.
+//! Either way, states are deduplicated by content (every drive's PMR and
+//! media, with the promises in force) and each state checked boots a fresh
+//! machine with every drive on its port again, assembles and mounts the
+//! volume (HoraeFS's recovery over both drives: `recover_stream`, a
+//! discard on each), runs fsck through the members, then the promises in
+//! force and CrashMonkey's sanity check.
+//!
+//! Not applied here (`docs/decisions.md` H12): the verdict and recovery
+//! reuse of the one-drive explorer ([`crate::reuse`]); each state checked
+//! is booted and judged in full.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use mqfs::layout::BLOCK;
 use mqfs::volume::StripedSource;
 use mqfs::{BlockSource, Ctx};
-use nvme_ctrl::crash::{boot_devices, DevicesChoice, DevicesExplorer, DevicesState};
+use nvme_ctrl::crash::{
+    boot_devices, Constraint, DevicesChoice, DevicesExplorer, DevicesState, PointItems, StateChoice, Unit,
+};
 use nvme_ctrl::{ControllerConfig, Image};
 use pcie_sim::{Executor, Machine, SimTime, TraceMode};
 
-use crate::check::{fsck_failures, CheckContext, CheckOutcome, RECOVERY_LIMIT};
+use crate::blockwise::{BlockJudge, BlockJudgement};
+use crate::check::{
+    fsck_failures, observed, take_access, Access, CheckContext, CheckOutcome, RECOVERY_LIMIT,
+};
 use crate::error::Error;
-use crate::explore::{finish_report, ExploreOptions, ExploreReport};
+use crate::explore::{finish_report, Checked, ExploreOptions, ExploreReport, Job, NewPoints};
+use crate::observe::CrashSpace;
 use crate::oracle::{check_with, sanity, Failure, Lookups};
 use crate::record::{fs_profile_for, mode_label, mount_drives, probe_for, Recording};
 use crate::saved::SavedConfig;
@@ -94,8 +113,87 @@ pub fn bases_of(rec: &Recording) -> Vec<Arc<Image>> {
     b
 }
 
+impl CrashSpace for DevicesExplorer<'_> {
+    type State = DevicesState;
+    type Version = Vec<u64>;
+
+    fn points(&self) -> usize {
+        DevicesExplorer::points(self)
+    }
+
+    fn advance(&mut self, k: usize) -> Result<Vec<u64>, String> {
+        DevicesExplorer::advance(self, k).map_err(|e| e.to_string())
+    }
+
+    /// `max_blocks` applies to each drive.
+    fn choices(
+        &mut self,
+        k: usize,
+        max_lines: u32,
+        max_blocks: u32,
+    ) -> Result<(Vec<StateChoice>, u64), String> {
+        let (choices, left_out) = self
+            .choices_at(k, max_lines, max_blocks)
+            .map_err(|e| e.to_string())?;
+        let flat = choices
+            .iter()
+            .map(|c| {
+                self.flatten(c)
+                    .ok_or_else(|| format!("point {k}: a choice of blocks not pending"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok((flat, left_out))
+    }
+
+    fn items_at(&mut self, k: usize) -> Result<PointItems, String> {
+        DevicesExplorer::items_at(self, k).map_err(|e| e.to_string())
+    }
+
+    fn least(&self, c: &Constraint) -> Option<StateChoice> {
+        DevicesExplorer::least(self, c)
+    }
+
+    fn block_in(&self, port: u8, lba: u64, class: &Constraint, bases: &[Arc<Image>], buf: &mut [u8; BLOCK]) {
+        match bases.get(port as usize) {
+            Some(base) => DevicesExplorer::block_in(self, port, lba, class, base, buf),
+            None => buf.fill(0),
+        }
+    }
+
+    fn build(&self, k: usize, choice: &StateChoice) -> Result<DevicesState, String> {
+        let c = self
+            .split(choice)
+            .ok_or_else(|| format!("point {k}: a choice of blocks not pending"))?;
+        DevicesExplorer::build(self, k, &c).map_err(|e| e.to_string())
+    }
+
+    fn content_hash(state: &mut DevicesState) -> u128 {
+        state.content_hash()
+    }
+}
+
+/// Where the volume's blocks live on a machine whose drives are
+/// `backends` (by port): the geometry and, per member, its port, from the
+/// members' labels (looked at without logging a read: the mount read
+/// them). `None` if they do not assemble.
+fn members_of(backends: &[Rc<nvme_ctrl::Backend>]) -> Option<(mqfs::volume::Stripe, Vec<usize>)> {
+    let mut buf = [0u8; BLOCK];
+    let labels: Vec<_> = backends
+        .iter()
+        .map(|b| {
+            b.peek(0, &mut buf);
+            mqfs::volume::Label::decode(&buf)
+        })
+        .collect();
+    let sizes: Vec<u64> = backends.iter().map(|b| BlockSource::blocks(&**b)).collect();
+    mqfs::volume::assemble(&labels, &sizes).ok()
+}
+
 /// Checks one state of a machine with several drives (`bases`: each
-/// drive's starting image).
+/// drive's starting image). With `cx.observe`, logs what the check reads
+/// of every drive (PMR lines and blocks, each unit naming its drive's
+/// port) and judges data blocks instead of reading them, as
+/// [`crate::check::check_state`] does on one drive.
 pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &DevicesState) -> CheckOutcome {
     let mut out = CheckOutcome::default();
     let ex = Executor::new(1);
@@ -107,10 +205,19 @@ pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &Devi
     let ctrls = match boot_devices(&m, configs, bases, state) {
         Ok(c) => c,
         Err(e) => {
+            // Booting reads nothing of the state.
             out.failures.push(Failure::new("boot", e.to_string()));
+            out.reads = cx.observe.then(Vec::new);
             return out;
         }
     };
+    let observe = cx.observe;
+    if observe {
+        for (port, c) in (0u8..).zip(&ctrls) {
+            c.backend().log_reads();
+            m.log_pmr_access(port);
+        }
+    }
     let applied = state.point + 1;
     let promises = cx.promises.clone();
     let (mode, probe, profile) = (
@@ -120,6 +227,10 @@ pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &Devi
     );
     let sanity_on = cx.sanity;
     let m2 = m.clone();
+    let ctrls2 = ctrls.clone();
+    // What recovery read and wrote (taken when the mount returns).
+    let recovery_access: Rc<RefCell<Option<Access>>> = Rc::default();
+    let recovery_access2 = recovery_access.clone();
     let run = async move {
         let c = Ctx::on(0);
         let mut failures = Vec::new();
@@ -128,14 +239,17 @@ pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &Devi
             Ok(fs) => fs,
             Err(e) => {
                 failures.push(Failure::new("mount", e.to_string()));
-                return (failures, log);
+                return (failures, log, None);
             }
         };
         log.push(format!(
             "mount: recovered over {} drives",
             fs.volume().devices().len()
         ));
-        let backends: Vec<_> = ctrls.iter().map(|c| c.backend().clone()).collect();
+        if observe {
+            *recovery_access2.borrow_mut() = Some(take_access(&m2, &ctrls2));
+        }
+        let backends: Vec<_> = ctrls2.iter().map(|c| c.backend().clone()).collect();
         let sources: Vec<&dyn BlockSource> = backends.iter().map(|b| &**b as &dyn BlockSource).collect();
         match StripedSource::assemble(&sources).and_then(|v| mqfs::fsck::fsck(&v)) {
             Ok(report) => {
@@ -149,7 +263,38 @@ pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &Devi
             }
             Err(e) => failures.push(Failure::new("fsck", e.to_string())),
         }
-        let mut looked = Lookups::default();
+        // Data blocks are judged, not read, where the reads are observed
+        // ([`crate::blockwise`]): a volume block is looked at on the
+        // member it maps to, without logging a read.
+        let members = if observe { members_of(&backends) } else { None };
+        let peek = |b: u64, buf: &mut [u8; BLOCK]| -> Unit {
+            let at = members
+                .as_ref()
+                .and_then(|(stripe, ports)| stripe.map(b).and_then(|(m, lba)| Some((*ports.get(m)?, lba))));
+            match at {
+                Some((port, lba)) => {
+                    backends[port].peek(lba, buf);
+                    Unit::Block {
+                        port: port as u8,
+                        lba,
+                    }
+                }
+                // Past the volume: no drive holds it, the same in every
+                // state (no pending item writes a unit of no drive).
+                None => {
+                    buf.fill(0);
+                    Unit::Block {
+                        port: u8::MAX,
+                        lba: b,
+                    }
+                }
+            }
+        };
+        let mut looked = if members.is_some() {
+            Lookups::judging(BlockJudge::new(&peek))
+        } else {
+            Lookups::default()
+        };
         let mut n = 0;
         for p in promises.iter().filter(|p| p.covers(applied)) {
             n += 1;
@@ -160,6 +305,9 @@ pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &Devi
             }
         }
         log.push(format!("oracle: {n} promise(s) checked"));
+        let judgements: Vec<BlockJudgement> = looked.into_judgements();
+        // The sanity check runs or not on the failures so far only: no
+        // step of the check may depend on a judged block's bytes.
         if sanity_on && failures.is_empty() {
             match sanity(&fs, c).await {
                 Ok(Some(f)) => failures.push(f),
@@ -167,10 +315,34 @@ pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &Devi
                 Err(e) => failures.push(Failure::new("sanity", e.to_string())),
             }
         }
-        (failures, log)
+        let after = if observe {
+            take_access(&m2, &ctrls2).0
+        } else {
+            Vec::new()
+        };
+        failures.extend(
+            judgements
+                .iter()
+                .filter(|j| !j.own_ok)
+                .map(BlockJudgement::failure),
+        );
+        (failures, log, Some((after, judgements)))
     };
-    match ex.block_on_until(run, Some(SimTime::ZERO + RECOVERY_LIMIT)) {
-        Ok((failures, log)) => {
+    let outcome = ex.block_on_until(run, Some(SimTime::ZERO + RECOVERY_LIMIT));
+    if observe {
+        let after = match &outcome {
+            Ok((_, _, Some((after, judged)))) => Some((&after[..], &judged[..])),
+            _ => None,
+        };
+        let (reads, n, open) = observed(recovery_access.borrow_mut().take(), after, || {
+            take_access(&m, &ctrls).0
+        });
+        out.reads = Some(reads);
+        out.recovery_reads = n;
+        out.judgements = open;
+    }
+    match outcome {
+        Ok((failures, log, _)) => {
             out.failures = failures;
             out.log = log;
         }
@@ -179,21 +351,9 @@ pub fn check_devices_state(cx: &CheckContext, bases: &[Arc<Image>], state: &Devi
     out
 }
 
-/// A state for a checker thread.
-struct Job {
-    state: DevicesState,
-}
-
-/// What a checker thread found.
-struct Checked {
-    point: usize,
-    choice: DevicesChoice,
-    failures: Vec<Failure>,
-    seconds: f64,
-}
-
-/// Explores every crash state (up to the bounds) of a run recorded on
-/// several drives; violation ids start with `replay_of`.
+/// Explores every crash state of a run recorded on several drives:
+/// by what checks read (the default, [`crate::observe`]) or up to the
+/// bounds; violation ids start with `replay_of`.
 pub fn explore_devices(
     rec: &Recording,
     cfg: &SavedConfig,
@@ -207,11 +367,12 @@ pub fn explore_devices(
         profile: cfg.profile.name.into(),
         refused_ops: rec.refused.len(),
         refused: rec.refused.iter().map(|(op, e)| format!("{op}: {e}")).collect(),
-        reductions: vec!["equal-content".into()],
         ..Default::default()
     };
     let cx = CheckContext {
         verdicts: None,
+        recoveries: None,
+        observe: opts.read_sets,
         ..CheckContext::for_run(cfg, rec, opts.sanity)
     };
     let bases = bases_of(rec);
@@ -221,8 +382,8 @@ pub fn explore_devices(
     let per_drive = (opts.bound_blocks / bases.len().max(1) as u32).max(1);
     let mut explorer = devices_explorer_of(rec, &cfg.profile)?;
     report.crash_points = explorer.points();
-    let (tx, rx) = crossbeam::channel::bounded::<Job>(256);
-    let (rtx, rrx) = crossbeam::channel::unbounded::<Checked>();
+    let (tx, rx) = crossbeam::channel::bounded::<Job<DevicesState>>(256);
+    let (rtx, rrx) = crossbeam::channel::unbounded::<Checked<DevicesChoice>>();
     let mut enum_err = None;
     let mut found: Vec<(usize, DevicesChoice, Vec<Failure>)> = Vec::new();
     std::thread::scope(|s| {
@@ -233,10 +394,15 @@ pub fn explore_devices(
                     let t = Instant::now();
                     let out = check_devices_state(&cx, &bases, &job.state);
                     let done = Checked {
+                        tag: job.tag,
                         point: job.state.point,
                         choice: job.state.choice,
                         failures: out.failures,
                         seconds: t.elapsed().as_secs_f64(),
+                        recovered_alike: false,
+                        recovery_reused: false,
+                        reads: out.reads,
+                        judgements: out.judgements,
                     };
                     if rtx.send(done).is_err() {
                         return;
@@ -246,68 +412,116 @@ pub fn explore_devices(
         }
         drop(rx);
         drop(rtx);
-        let t_enum = Instant::now();
-        let mut waiting = 0f64;
-        let res = (|| -> Result<(), String> {
-            let mut seen: BTreeSet<u128> = BTreeSet::new();
-            let mut last: Option<(Vec<u64>, u128)> = None;
-            let mut last_counts = (0u64, 0u64);
-            for k in 0..explorer.points() {
-                let version = explorer.advance(k).map_err(|e| e.to_string())?;
-                let promised = crate::oracle::promises_key(&cx.promises, k + 1);
-                let key = (version, promised);
-                if last.as_ref() == Some(&key) {
-                    // Nothing persistent or pending changed, same promises:
-                    // every state was judged at the point before.
-                    report.states_total += last_counts.0;
-                    report.states_deduplicated += last_counts.0;
-                    report.states_not_visited = report.states_not_visited.saturating_add(last_counts.1);
-                    continue;
-                }
-                last = Some(key);
-                let (choices, left_out) = explorer
-                    .choices_at(k, opts.bound_lines, per_drive)
-                    .map_err(|e| e.to_string())?;
-                last_counts = (choices.len() as u64, left_out);
-                report.states_not_visited = report.states_not_visited.saturating_add(left_out);
-                for choice in &choices {
-                    let mut st = explorer.build(k, choice).map_err(|e| e.to_string())?;
-                    report.states_total += 1;
-                    let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
-                    if !seen.insert(h) {
-                        report.states_deduplicated += 1;
-                        continue;
-                    }
-                    report.states_checked += 1;
-                    let t = Instant::now();
-                    if tx.send(Job { state: st }).is_err() {
-                        return Ok(());
-                    }
-                    waiting += t.elapsed().as_secs_f64();
-                }
-            }
-            Ok(())
-        })();
-        if let Err(e) = res {
-            enum_err = Some(e);
-        }
-        report.enumerate_seconds = t_enum.elapsed().as_secs_f64() - waiting;
-        drop(tx);
-        for r in rrx.iter() {
+        let mut tally = |r: Checked<DevicesChoice>, report: &mut ExploreReport| {
             report.check_seconds += r.seconds;
             if !r.failures.is_empty() {
                 found.push((r.point, r.choice, r.failures));
             }
+        };
+        let t_enum = Instant::now();
+        let res = if opts.read_sets {
+            crate::observe::enumerate(
+                &mut explorer,
+                &cx.promises,
+                &bases,
+                opts.node_budget,
+                &tx,
+                &rrx,
+                &mut report,
+                &mut tally,
+            )
+        } else {
+            enumerate_bounded(
+                &mut explorer,
+                &cx.promises,
+                opts.bound_lines,
+                per_drive,
+                &tx,
+                &mut report,
+            )
+        };
+        let waiting = match res {
+            Ok(w) => w,
+            Err(e) => {
+                enum_err = Some(e);
+                0.0
+            }
+        };
+        report.enumerate_seconds = t_enum.elapsed().as_secs_f64() - waiting;
+        drop(tx);
+        for r in rrx.iter() {
+            tally(r, &mut report);
         }
     });
     if let Some(e) = enum_err {
         return Err(Error::Failed(e));
     }
+    report.reductions = [
+        (true, "equal-content"),
+        (opts.read_sets, "read-set"),
+        (opts.read_sets, "block-judgement"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, name)| name.to_string())
+    .collect();
     let found = found
         .into_iter()
         .map(|(point, choice, failures)| (point, encode_devices_choice(&choice), failures))
         .collect();
     Ok(finish_report(report, found, cfg, opts, replay_of, t0))
+}
+
+/// Enumerates every state up to the bounds (`max_lines` PMR lines,
+/// `max_blocks` blocks per drive; sampled past them and counted as not
+/// visited), sending each distinct one to the checkers. Returns the
+/// seconds spent waiting for them.
+fn enumerate_bounded(
+    explorer: &mut DevicesExplorer<'_>,
+    promises: &[crate::oracle::Promise],
+    max_lines: u32,
+    max_blocks: u32,
+    tx: &crossbeam::channel::Sender<Job<DevicesState>>,
+    report: &mut ExploreReport,
+) -> Result<f64, String> {
+    let mut seen: BTreeSet<u128> = BTreeSet::new();
+    let mut points = NewPoints::default();
+    // (states, left out) at the last point enumerated.
+    let mut last = (0u64, 0u64);
+    let mut waiting = 0f64;
+    loop {
+        let next = points.next(explorer, promises, || {
+            // Nothing persistent or pending changed, same promises: every
+            // state was judged at the point before.
+            report.states_total += last.0;
+            report.states_deduplicated += last.0;
+            report.states_not_visited = report.states_not_visited.saturating_add(last.1);
+        })?;
+        let Some((k, promised)) = next else {
+            break;
+        };
+        let (choices, left_out) = explorer
+            .choices_at(k, max_lines, max_blocks)
+            .map_err(|e| e.to_string())?;
+        last = (choices.len() as u64, left_out);
+        report.states_not_visited = report.states_not_visited.saturating_add(left_out);
+        for choice in &choices {
+            let mut st = explorer.build(k, choice).map_err(|e| e.to_string())?;
+            report.states_total += 1;
+            let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
+            if !seen.insert(h) {
+                report.states_deduplicated += 1;
+                continue;
+            }
+            report.states_checked += 1;
+            let t = Instant::now();
+            if tx.send(Job { state: st, tag: 0 }).is_err() {
+                return Ok(waiting);
+            }
+            waiting += t.elapsed().as_secs_f64();
+        }
+    }
+    Ok(waiting)
 }
 
 #[cfg(test)]

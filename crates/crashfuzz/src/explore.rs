@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{check_state, CheckContext};
 use crate::error::Error;
+use crate::observe::CrashSpace;
 use crate::oracle::Failure;
 use crate::record::{mode_label, record, Recording, RunConfig};
 use crate::saved::{SavedConfig, SavedRun};
@@ -309,7 +310,7 @@ pub fn explore_recording(
             crate::observe::enumerate(
                 &mut explorer,
                 &cx.promises,
-                &cx.base,
+                std::slice::from_ref(&cx.base),
                 opts.node_budget,
                 &tx,
                 &rrx,
@@ -393,17 +394,18 @@ pub(crate) fn finish_report(
     report
 }
 
-/// A state for a checker thread; `tag` is the enumerator's own.
-pub(crate) struct Job {
-    pub(crate) state: nvme_ctrl::crash::CrashState,
+/// A state for a checker thread (one drive's, or several drives'
+/// [`nvme_ctrl::crash::DevicesState`]); `tag` is the enumerator's own.
+pub(crate) struct Job<S = nvme_ctrl::crash::CrashState> {
+    pub(crate) state: S,
     pub(crate) tag: usize,
 }
 
-/// What a checker thread found.
-pub(crate) struct Checked {
+/// What a checker thread found (`C`: the state's choice, as reported).
+pub(crate) struct Checked<C = StateChoice> {
     pub(crate) tag: usize,
     pub(crate) point: usize,
-    pub(crate) choice: StateChoice,
+    pub(crate) choice: C,
     pub(crate) failures: Vec<Failure>,
     pub(crate) seconds: f64,
     pub(crate) recovered_alike: bool,
@@ -470,27 +472,37 @@ fn enumerate_bounded(
 /// states are those of the point before it: nothing persistent or pending
 /// changed ([`Explorer::advance`]) and the same promises hold, so every
 /// one of its states was judged there.
-#[derive(Debug, Default)]
-pub(crate) struct NewPoints {
+#[derive(Debug)]
+pub(crate) struct NewPoints<V> {
     next: usize,
-    last: Option<((u64, u64), u128)>,
+    last: Option<(V, u128)>,
 }
 
-impl NewPoints {
+impl<V> Default for NewPoints<V> {
+    fn default() -> Self {
+        NewPoints { next: 0, last: None }
+    }
+}
+
+impl<V: PartialEq> NewPoints<V> {
     /// The next point with states of its own and its promises key (`None`
     /// past the last point); `same` is called for each point passed over.
-    pub(crate) fn next(
+    pub(crate) fn next<S: CrashSpace<Version = V>>(
         &mut self,
-        explorer: &mut Explorer<'_>,
+        explorer: &mut S,
         promises: &[crate::oracle::Promise],
         mut same: impl FnMut(),
     ) -> Result<Option<(usize, u128)>, String> {
         while self.next < explorer.points() {
             let k = self.next;
             self.next += 1;
-            let version = explorer.advance(k).map_err(|e| e.to_string())?;
+            let version = explorer.advance(k)?;
             let promised = crate::oracle::promises_key(promises, k + 1);
-            if self.last == Some((version, promised)) {
+            if self
+                .last
+                .as_ref()
+                .is_some_and(|(v, p)| *v == version && *p == promised)
+            {
                 same();
                 continue;
             }

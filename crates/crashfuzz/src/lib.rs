@@ -18,8 +18,9 @@
 //!    the bus transactions around its crash point.
 //!
 //! Mode `horae2` runs on a machine with two drives (HoraeFS striped over
-//! both): [`devices`] enumerates and checks its states as the product of
-//! each drive's choices.
+//! both): [`devices`] checks its states, the product of each drive's
+//! choices, enumerated by the same read-set reduction ([`observe`]) over
+//! the units of both drives.
 //!
 //! A recording can be kept in a file ([`saved`]: a built-in workload's, or
 //! one recorded elsewhere, e.g. by a FUSE mount of MQFS) and explored or

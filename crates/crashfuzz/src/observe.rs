@@ -30,8 +30,55 @@
 //!
 //! So a run reports no state left unvisited: each allowed state is in a
 //! leaf whose state was checked (or was equal in content and promises to
-//! one checked). `tests/reductions.rs` checks, by brute force on small
+//! one checked). `tests/read_sets.rs` checks, by brute force on small
 //! runs, that every state gets its leaf's verdict.
+//!
+//! # Several drives
+//!
+//! The same tree, written once ([`CrashSpace`], [`PointTree`],
+//! `enumerate`), walks the states of a machine with several drives
+//! (`horae2`, [`crate::devices`]); only the explorer behind the trait
+//! differs. The argument above carries over unit by unit:
+//!
+//! - *The check is a function of the units it read.* A check boots every
+//!   drive afresh over the state (its PMR image, its media) and runs
+//!   deterministically; its only inputs are the bytes of every drive.
+//!   Each drive's back end logs the blocks read before written, the
+//!   machine logs each port's PMR lines, and every unit names its drive:
+//!   [`Unit::Pmr`] its port, [`Unit::Block`] the port of the drive holding
+//!   the block. So the read set is the per-drive read sets together, and
+//!   two states that agree at every unit of it, on every drive, take the
+//!   same steps and get the same verdict.
+//! - *Every pending item writes one unit of one drive*, and a unit's
+//!   class decides its bytes: a PMR item writes a line of its port's PMR
+//!   (the PMR side is one [`pcie_sim::Pending`] over all ports, as on one
+//!   drive), a block version a block of the drive that cached it.
+//!   [`nvme_ctrl::crash::DevicesExplorer::items_at`] numbers the block
+//!   versions across the drives (drive 0's first) so that one
+//!   [`Constraint`] speaks of all of them, built by the same function as
+//!   one drive's ([`Explorer::items_at`]).
+//! - *The least state meeting a constraint is allowed.* The states are
+//!   the PMR choices times, per drive, any subset of its pending blocks
+//!   (each drive loses its cache on its own): the media side has no order
+//!   rule, so landing exactly `media_in` is allowed whatever the drive,
+//!   and the PMR side is the one-drive `least_choice` over every port.
+//!
+//! Data blocks judged instead of read ([`crate::blockwise`]) name the
+//! member block the volume block maps to; the map comes from the members'
+//! labels (their block 0), which the mount read, so it is fixed in the
+//! leaf. `tests/read_sets.rs` compares every state of small `horae2` runs
+//! (the joint FLUSH switched off, so failing verdicts too) with its
+//! leaf's verdict by brute force, and shows that a tree split by one
+//! drive's units alone takes wrong verdicts. On several drives a state
+//! checked is always booted and judged in full (no verdict or recovery
+//! reuse, [`crate::reuse`]).
+//!
+//! A node whose state equals (in content and promises in force) a state
+//! checked before keeps that state's verdict and takes its check's
+//! observations (units read, judgements) to split the node, without
+//! checking it again: a check is a deterministic function of the state's
+//! bytes and the promises, so the equal state's observations are its own
+//! (it is checked again only while the first check is not back).
 //!
 //! A unit with more than [`nvme_ctrl::crash::MAX_CLASSES`] classes is not
 //! split; its point counts as having states not visited (no run of the
@@ -42,24 +89,127 @@
 //! classes. Past the budget, each node left open is counted as (at least)
 //! one state not visited.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam::channel::{Receiver, Sender};
-use nvme_ctrl::crash::{Constraint, Explorer, PointItems, StateChoice, Unit};
+use nvme_ctrl::crash::{Constraint, CrashState, Explorer, PointItems, StateChoice, Unit};
 use nvme_ctrl::Image;
 
 use crate::blockwise::BlockJudgement;
 use crate::explore::{Checked, ExploreReport, Job, NewPoints};
 use crate::oracle::Promise;
 
+/// The crash states of a run as the read-set reduction walks them: one
+/// drive ([`Explorer`]) or several ([`nvme_ctrl::crash::DevicesExplorer`],
+/// [`crate::devices`]). A choice is a [`StateChoice`] whose block versions
+/// are numbered across the drives ([`nvme_ctrl::crash::PointItems`]); a
+/// unit names the drive of a block as it names the port of a PMR line.
+pub trait CrashSpace {
+    /// A built state, for a checker.
+    type State: Send;
+    /// Equal at two points exactly when nothing that makes up a crash
+    /// state changed between them.
+    type Version: PartialEq;
+    /// Crash points (trace entries).
+    fn points(&self) -> usize;
+    /// Moves to the point after entry `k` (points in order).
+    fn advance(&mut self, k: usize) -> Result<Self::Version, String>;
+    /// The choices of the states after entry `k` up to the bounds (every
+    /// drive's blocks numbered across the drives), with how many states
+    /// the bounds left out; makes `k` the current point.
+    fn choices(
+        &mut self,
+        k: usize,
+        max_lines: u32,
+        max_blocks: u32,
+    ) -> Result<(Vec<StateChoice>, u64), String>;
+    /// The pending items after entry `k` by unit; makes `k` current.
+    fn items_at(&mut self, k: usize) -> Result<PointItems, String>;
+    /// The least state of the current point meeting `c`.
+    fn least(&self, c: &Constraint) -> Option<StateChoice>;
+    /// What block `lba` of the drive on `port` holds in class `class` of
+    /// the current point (`bases`: each drive's starting image, by port).
+    fn block_in(
+        &self,
+        port: u8,
+        lba: u64,
+        class: &Constraint,
+        bases: &[Arc<Image>],
+        buf: &mut [u8; mqfs::layout::BLOCK],
+    );
+    /// Builds the state after entry `k` (the current point) given by
+    /// `choice`.
+    fn build(&self, k: usize, choice: &StateChoice) -> Result<Self::State, String>;
+    /// The state's content hash (every drive's PMR and media).
+    fn content_hash(state: &mut Self::State) -> u128;
+}
+
+impl CrashSpace for Explorer<'_> {
+    type State = CrashState;
+    type Version = (u64, u64);
+
+    fn points(&self) -> usize {
+        Explorer::points(self)
+    }
+
+    fn advance(&mut self, k: usize) -> Result<(u64, u64), String> {
+        Explorer::advance(self, k).map_err(|e| e.to_string())
+    }
+
+    fn choices(
+        &mut self,
+        k: usize,
+        max_lines: u32,
+        max_blocks: u32,
+    ) -> Result<(Vec<StateChoice>, u64), String> {
+        self.choices_at(k, max_lines, max_blocks)
+            .map_err(|e| e.to_string())
+    }
+
+    fn items_at(&mut self, k: usize) -> Result<PointItems, String> {
+        Explorer::items_at(self, k).map_err(|e| e.to_string())
+    }
+
+    fn least(&self, c: &Constraint) -> Option<StateChoice> {
+        Explorer::least(self, c)
+    }
+
+    fn block_in(
+        &self,
+        port: u8,
+        lba: u64,
+        class: &Constraint,
+        bases: &[Arc<Image>],
+        buf: &mut [u8; mqfs::layout::BLOCK],
+    ) {
+        match bases.get(port as usize) {
+            Some(base) => Explorer::block_in(self, lba, class, base, buf),
+            None => buf.fill(0),
+        }
+    }
+
+    fn build(&self, k: usize, choice: &StateChoice) -> Result<CrashState, String> {
+        Explorer::build(self, k, choice).map_err(|e| e.to_string())
+    }
+
+    fn content_hash(state: &mut CrashState) -> u128 {
+        state.content_hash()
+    }
+}
+
+/// What one check observed: the units it read and the data blocks it
+/// judged (as [`PointTree::read`] takes them).
+type Observed = (Arc<[Unit]>, Arc<[BlockJudgement]>);
+
 /// One crash point's tree: hands out node states to check and splits each
 /// node by what its check read (the module doc's argument).
 #[derive(Debug)]
-pub struct PointTree<'e, 't> {
-    explorer: &'e Explorer<'t>,
+pub struct PointTree<'e, S: CrashSpace + ?Sized> {
+    explorer: &'e S,
     items: PointItems,
-    base: &'e Image,
+    bases: &'e [Arc<Image>],
     open: Vec<Constraint>,
     /// Least states of a leaf in a class a judgement rejects
     /// ([`crate::blockwise`]): checked, never split.
@@ -73,15 +223,15 @@ pub struct PointTree<'e, 't> {
     pub judged_classes: u64,
 }
 
-impl<'e, 't> PointTree<'e, 't> {
+impl<'e, S: CrashSpace + ?Sized> PointTree<'e, S> {
     /// The tree of the explorer's current point, whose pending items are
-    /// `items` ([`Explorer::items_at`]), over the run's starting image
-    /// `base`.
-    pub fn new(explorer: &'e Explorer<'t>, items: PointItems, base: &'e Image) -> Self {
+    /// `items` ([`CrashSpace::items_at`]), over the run's starting images
+    /// `bases` (each drive's, by port).
+    pub fn new(explorer: &'e S, items: PointItems, bases: &'e [Arc<Image>]) -> Self {
         PointTree {
             explorer,
             items,
-            base,
+            bases,
             open: vec![Constraint::default()],
             witnesses: Vec::new(),
             nodes: Vec::new(),
@@ -152,7 +302,7 @@ impl<'e, 't> PointTree<'e, 't> {
         // at every unit read.
         let mut buf = [0u8; mqfs::layout::BLOCK];
         for j in judged {
-            let Unit::Block(lba) = j.unit else {
+            let Unit::Block { port, lba } = j.unit else {
                 unreachable!("only media blocks are judged");
             };
             let Some((_, others)) = self.other_classes(j.unit, &choice) else {
@@ -163,7 +313,7 @@ impl<'e, 't> PointTree<'e, 't> {
                 if self.explorer.least(&w).is_none() {
                     continue;
                 }
-                self.explorer.block_in(lba, &other, self.base, &mut buf);
+                self.explorer.block_in(port, lba, &other, self.bases, &mut buf);
                 self.judged_classes += 1;
                 if !j.fits(&buf) && !self.witnesses.contains(&w) {
                     self.witnesses.push(w);
@@ -219,17 +369,21 @@ fn meets(c: &Constraint, choice: &StateChoice) -> bool {
 /// takes the result of every state not equal to one judged before.
 /// Returns the seconds spent waiting for checkers.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn enumerate(
-    explorer: &mut Explorer<'_>,
+pub(crate) fn enumerate<S: CrashSpace, C>(
+    explorer: &mut S,
     promises: &[Promise],
-    base: &Image,
+    bases: &[Arc<Image>],
     budget: usize,
-    tx: &Sender<Job>,
-    rx: &Receiver<Checked>,
+    tx: &Sender<Job<S::State>>,
+    rx: &Receiver<Checked<C>>,
     report: &mut ExploreReport,
-    tally: &mut dyn FnMut(Checked, &mut ExploreReport),
+    tally: &mut dyn FnMut(Checked<C>, &mut ExploreReport),
 ) -> Result<f64, String> {
-    let mut seen: BTreeSet<u128> = BTreeSet::new();
+    // Per distinct state (content and promises) handed out: what its
+    // check observed, once it is back. A check is a function of the
+    // state's content and the promises in force, so an equal state's
+    // observations are its own.
+    let mut seen: BTreeMap<u128, Option<Observed>> = BTreeMap::new();
     let mut waiting = 0f64;
     let mut points = NewPoints::default();
     // States allowed at the last point explored.
@@ -245,61 +399,82 @@ pub(crate) fn enumerate(
         };
         // How many states the envelope allows here (the bounded
         // enumeration's count, without building them).
-        let (one, left) = explorer.choices_at(k, 0, 0).map_err(|e| e.to_string())?;
+        let (one, left) = explorer.choices(k, 0, 0)?;
         let allowed = (one.len() as u64).saturating_add(left);
         last = allowed;
         report.states_total = report.states_total.saturating_add(allowed);
-        let items = explorer.items_at(k).map_err(|e| e.to_string())?;
-        let mut tree = PointTree::new(explorer, items, base);
+        let items = explorer.items_at(k)?;
+        let mut tree = PointTree::new(&*explorer, items, bases);
         // Per node handed out: its state was not equal to one judged before.
-        let mut first: Vec<bool> = Vec::new();
+        // Per node handed out: its state's key, and whether the state was
+        // not equal to one judged before.
+        let mut keys: Vec<(u128, bool)> = Vec::new();
         let mut in_flight = 0usize;
+        // Nodes whose state's observations are known already.
+        let mut ready: Vec<(usize, Observed)> = Vec::new();
         loop {
             while tree.nodes() < budget {
                 let Some((id, choice)) = tree.next_node() else {
                     break;
                 };
-                let mut st = tree.explorer.build(k, &choice).map_err(|e| e.to_string())?;
-                let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
-                let new = seen.insert(h);
+                let mut st = tree.explorer.build(k, &choice)?;
+                let h = pcie_sim::content_hash::combine(&[S::content_hash(&mut st), promised]);
+                let known = seen.get(&h).cloned();
+                let new = known.is_none();
+                keys.push((h, new));
                 if new {
                     report.states_checked += 1;
+                    seen.insert(h, None);
                 } else {
                     // Equal to a state judged already: its verdict stands,
-                    // but its reads are needed to split the node (checking
-                    // it again is cheap: its recovery and verdict are
-                    // remembered).
+                    // and its reads split the node. Checked again only if
+                    // that state's check is not back yet.
                     report.states_deduplicated += 1;
+                    if let Some(Some(obs)) = known {
+                        ready.push((id, obs));
+                        continue;
+                    }
                 }
-                first.push(new);
                 let t = Instant::now();
                 tx.send(Job { state: st, tag: id })
                     .map_err(|_| "the checkers stopped".to_string())?;
                 waiting += t.elapsed().as_secs_f64();
                 in_flight += 1;
             }
-            if in_flight == 0 {
+            if in_flight == 0 && ready.is_empty() {
                 break;
             }
             // Every check handed out is awaited and split in node order,
             // so the tree (and where a budget cuts it) does not depend on
             // which checker finished first.
             let t = Instant::now();
-            let mut wave = Vec::with_capacity(in_flight);
+            let mut wave: Vec<(usize, Observed, Option<Checked<C>>)> = std::mem::take(&mut ready)
+                .into_iter()
+                .map(|(id, obs)| (id, obs, None))
+                .collect();
             for _ in 0..in_flight {
-                wave.push(rx.recv().map_err(|_| "the checkers stopped".to_string())?);
+                let mut done = rx.recv().map_err(|_| "the checkers stopped".to_string())?;
+                let obs: Observed = (
+                    done.reads.take().unwrap_or_default().into(),
+                    std::mem::take(&mut done.judgements).into(),
+                );
+                wave.push((done.tag, obs, Some(done)));
             }
             waiting += t.elapsed().as_secs_f64();
             in_flight = 0;
-            wave.sort_by_key(|d| d.tag);
-            for done in wave {
-                tree.read(done.tag, done.reads.as_deref().unwrap_or(&[]), &done.judgements);
+            wave.sort_by_key(|d| d.0);
+            for (id, obs, done) in wave {
+                tree.read(id, &obs.0, &obs.1);
+                let (h, first) = keys[id];
+                if let Some(slot @ None) = seen.get_mut(&h) {
+                    *slot = Some(obs);
+                }
                 // Failures count once per distinct state, as without the
                 // reduction.
-                if first[done.tag] {
-                    tally(done, report);
-                } else {
-                    report.check_seconds += done.seconds;
+                match done {
+                    Some(done) if first => tally(done, report),
+                    Some(done) => report.check_seconds += done.seconds,
+                    None => {}
                 }
             }
         }

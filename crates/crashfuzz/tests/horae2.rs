@@ -1,6 +1,7 @@
 //! `horae2`: HoraeFS on a volume striped over two drives, recorded on a
 //! machine with both and explored as the product of each drive's crash
-//! choices; the joint FLUSH switched off is caught and replays (also in
+//! choices, by what checks read of both drives (every state judged, none
+//! left unvisited); the joint FLUSH switched off is caught and replays (also in
 //! `canaries.rs`, as a self-check), ids carry one media list per drive,
 //! and a two-drive run is not saved in the one-drive format.
 
@@ -19,8 +20,14 @@ fn horae_on_two_drives_keeps_every_promise_on_generic_035() {
         assert!(r.crash_points > 100 && r.states_checked > 5, "{profile}: {r:?}");
         assert_eq!(
             r.states_total,
-            r.states_checked + r.states_deduplicated,
-            "{profile}: every state checked or equal to one checked"
+            r.states_checked + r.states_deduplicated + r.states_by_read_set,
+            "{profile}: every state checked, equal to one checked, or judged by what checks read"
+        );
+        assert_eq!(r.states_not_visited, 0, "{profile}: every state judged");
+        assert!(
+            r.reductions.iter().any(|x| x == "read-set"),
+            "{profile}: {:?}",
+            r.reductions
         );
         assert!(r.violations.is_empty(), "{profile}: {:?}", r.violations);
         eprintln!(

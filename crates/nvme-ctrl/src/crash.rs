@@ -76,8 +76,13 @@ pub enum Unit {
         /// Offset / 64.
         line: u64,
     },
-    /// A media block.
-    Block(u64),
+    /// A media block of the drive on `port`.
+    Block {
+        /// The drive's port.
+        port: u8,
+        /// The block's LBA on that drive.
+        lba: u64,
+    },
 }
 
 /// Facts fixed about the pending items of one point: PMR items as
@@ -238,6 +243,97 @@ fn version_class(versions: &[usize], newest: usize, c: &mut Constraint) {
     c.media_out.extend(&versions[newest..]);
 }
 
+/// The pending items of one point by the unit each writes: the PMR items
+/// (`where_`, every port's) and each drive's pending blocks (`drives`: its
+/// port and its blocks). Block versions are numbered across the drives in
+/// the order given (the first drive's `0..n`, the next drive's from `n`):
+/// the indices of [`Constraint::media_in`] and [`StateChoice::media`]. The
+/// one place both explorers build their [`PointItems`].
+fn point_items(
+    where_: &pcie_sim::ItemUnits,
+    drives: &[(u8, &[PendingBlock])],
+) -> Result<PointItems, CtrlError> {
+    let mut units: BTreeMap<Unit, UnitItems> = BTreeMap::new();
+    for (port, q) in where_.posted.iter().enumerate() {
+        for (i, us) in q.iter().enumerate() {
+            for &(p, line) in us {
+                units
+                    .entry(Unit::Pmr { port: p, line })
+                    .or_default()
+                    .posted
+                    .push((port as u8, i));
+            }
+        }
+    }
+    for (l, us) in where_.lines.iter().enumerate() {
+        for &(port, line) in us {
+            units.entry(Unit::Pmr { port, line }).or_default().lines.push(l);
+        }
+    }
+    let mut offset = 0;
+    for &(port, blocks) in drives {
+        let mut by_block: Vec<(u64, usize, usize)> = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.block, b.data_in, offset + i))
+            .collect();
+        by_block.sort_unstable();
+        for (lba, _, i) in by_block {
+            units
+                .entry(Unit::Block { port, lba })
+                .or_default()
+                .versions
+                .push(i);
+        }
+        offset += blocks.len();
+    }
+    if units
+        .values()
+        .any(|u| u.posted.iter().any(|(p, _)| *p != u.posted[0].0))
+    {
+        return Err(CtrlError::Crash("a PMR unit written through two ports".into()));
+    }
+    Ok(PointItems { units })
+}
+
+/// The least state meeting `c` of a point whose PMR items are `pending`
+/// and which has `blocks` pending block versions (over every drive, as
+/// [`point_items`] numbers them); `None` if no allowed state meets it.
+fn least_of(pending: &Pending, blocks: usize, c: &Constraint) -> Option<StateChoice> {
+    if !c.media_in.is_disjoint(&c.media_out) || c.media_in.iter().any(|&i| i >= blocks) {
+        return None;
+    }
+    Some(StateChoice {
+        pmr: pending.least_choice(&c.pmr)?,
+        media: c.media_in.iter().copied().collect(),
+    })
+}
+
+/// What block `lba` of one drive holds in class `class`: the newest of
+/// the drive's pending versions (`blocks`, numbered from `offset` in the
+/// point's numbering) that `class` lands, else what is durable there
+/// (`durable`, over `base`).
+fn block_of_class(
+    blocks: &[PendingBlock],
+    offset: usize,
+    lba: u64,
+    class: &Constraint,
+    durable: &imbl::HashMap<u64, Block>,
+    base: &Image,
+    buf: &mut [u8; crate::media::BLOCK],
+) {
+    let landed = class
+        .media_in
+        .iter()
+        .filter_map(|&i| i.checked_sub(offset).and_then(|j| blocks.get(j)))
+        .filter(|b| b.block == lba)
+        .max_by_key(|b| b.data_in);
+    match landed.map(|b| &b.data).or_else(|| durable.get(&lba)) {
+        Some(d) => buf.copy_from_slice(&d[..]),
+        None => base.read(lba, buf),
+    }
+}
+
 /// Enumerates crash states point by point.
 #[derive(Debug)]
 pub struct Explorer<'t> {
@@ -349,41 +445,9 @@ impl<'t> Explorer<'t> {
         self.media.advance_past(k)?;
         let pending = self.pmr.pending();
         let blocks = self.media.pending();
-        let where_ = self.pmr.item_units(&pending);
-        let mut units: BTreeMap<Unit, UnitItems> = BTreeMap::new();
-        for (port, q) in where_.posted.iter().enumerate() {
-            for (i, us) in q.iter().enumerate() {
-                for &(p, line) in us {
-                    units
-                        .entry(Unit::Pmr { port: p, line })
-                        .or_default()
-                        .posted
-                        .push((port as u8, i));
-                }
-            }
-        }
-        for (l, us) in where_.lines.iter().enumerate() {
-            for &(port, line) in us {
-                units.entry(Unit::Pmr { port, line }).or_default().lines.push(l);
-            }
-        }
-        let mut by_block: Vec<(u64, usize, usize)> = blocks
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.block, b.data_in, i))
-            .collect();
-        by_block.sort_unstable();
-        for (block, _, i) in by_block {
-            units.entry(Unit::Block(block)).or_default().versions.push(i);
-        }
-        if units
-            .values()
-            .any(|u| u.posted.iter().any(|(p, _)| *p != u.posted[0].0))
-        {
-            return Err(CtrlError::Crash("a PMR unit written through two ports".into()));
-        }
+        let items = point_items(&self.pmr.item_units(&pending), &[(self.port, &blocks)])?;
         self.current = Some(Current { k, pending, blocks });
-        Ok(PointItems { units })
+        Ok(items)
     }
 
     /// The least state of the current point that meets `c` (see
@@ -391,13 +455,7 @@ impl<'t> Explorer<'t> {
     /// so), or `None` if no state the envelope allows meets it.
     pub fn least(&self, c: &Constraint) -> Option<StateChoice> {
         let cur = self.current.as_ref()?;
-        if !c.media_in.is_disjoint(&c.media_out) || c.media_in.iter().any(|&i| i >= cur.blocks.len()) {
-            return None;
-        }
-        Some(StateChoice {
-            pmr: cur.pending.least_choice(&c.pmr)?,
-            media: c.media_in.iter().copied().collect(),
-        })
+        least_of(&cur.pending, cur.blocks.len(), c)
     }
 
     /// The bytes media block `lba` holds in the states of the current
@@ -406,18 +464,8 @@ impl<'t> Explorer<'t> {
     /// run's starting image). Cheaper than building a state to read one
     /// block.
     pub fn block_in(&self, lba: u64, class: &Constraint, base: &Image, buf: &mut [u8; crate::media::BLOCK]) {
-        let landed = self.current.as_ref().and_then(|cur| {
-            class
-                .media_in
-                .iter()
-                .filter_map(|&i| cur.blocks.get(i))
-                .filter(|b| b.block == lba)
-                .max_by_key(|b| b.data_in)
-        });
-        match landed.map(|b| &b.data).or_else(|| self.media.durable().get(&lba)) {
-            Some(d) => buf.copy_from_slice(&d[..]),
-            None => base.read(lba, buf),
-        }
+        let blocks = self.current.as_ref().map_or(&[][..], |cur| &cur.blocks[..]);
+        block_of_class(blocks, 0, lba, class, self.media.durable(), base, buf);
     }
 
     /// Builds the state after entry `k` given by `choice`; `k` must be the
@@ -688,6 +736,107 @@ impl<'t> DevicesExplorer<'t> {
         let (choices, left_out) = product(pmr_choices, sets);
         self.current = Some(DevicesCurrent { k, pending, blocks });
         Ok((choices, left_out))
+    }
+
+    /// The pending items after entry `k` by the unit each writes, making
+    /// `k` the current point (points in order), as
+    /// [`Explorer::items_at`] gives them for one drive: blocks are units of
+    /// the drive holding them, and block versions are numbered across the
+    /// drives (drive 0's first; [`DevicesExplorer::split`] turns a choice
+    /// so numbered into a [`DevicesChoice`]).
+    pub fn items_at(&mut self, k: usize) -> Result<PointItems, CtrlError> {
+        self.advance(k)?;
+        let pending = self.pmr.pending();
+        let blocks: Vec<Vec<PendingBlock>> = self.media.iter().map(|m| m.pending()).collect();
+        let drives = blocks
+            .iter()
+            .enumerate()
+            .map(|(d, b)| {
+                Ok((
+                    u8::try_from(d).map_err(|_| CtrlError::Crash("more than 256 drives".into()))?,
+                    &b[..],
+                ))
+            })
+            .collect::<Result<Vec<_>, CtrlError>>()?;
+        let items = point_items(&self.pmr.item_units(&pending), &drives)?;
+        self.current = Some(DevicesCurrent { k, pending, blocks });
+        Ok(items)
+    }
+
+    /// The least state of the current point that meets `c` (as
+    /// [`Explorer::least`]), its block versions numbered across the drives
+    /// ([`DevicesExplorer::items_at`]); `None` if no allowed state meets it.
+    pub fn least(&self, c: &Constraint) -> Option<StateChoice> {
+        let cur = self.current.as_ref()?;
+        least_of(&cur.pending, cur.blocks.iter().map(Vec::len).sum(), c)
+    }
+
+    /// A choice whose block versions are numbered across the drives (as
+    /// [`DevicesExplorer::items_at`] numbers them) as a [`DevicesChoice`]
+    /// of the current point; `None` if it names a version not pending.
+    pub fn split(&self, choice: &StateChoice) -> Option<DevicesChoice> {
+        let cur = self.current.as_ref()?;
+        let mut media = vec![Vec::new(); cur.blocks.len()];
+        let mut offset = 0;
+        let mut ends = Vec::with_capacity(cur.blocks.len());
+        for b in &cur.blocks {
+            ends.push((offset, offset + b.len()));
+            offset += b.len();
+        }
+        for &i in &choice.media {
+            let d = ends.iter().position(|&(lo, hi)| (lo..hi).contains(&i))?;
+            media[d].push(i - ends[d].0);
+        }
+        Some(DevicesChoice {
+            pmr: choice.pmr.clone(),
+            media,
+        })
+    }
+
+    /// The inverse of [`DevicesExplorer::split`] at the current point.
+    pub fn flatten(&self, choice: &DevicesChoice) -> Option<StateChoice> {
+        let cur = self.current.as_ref()?;
+        let mut media = Vec::new();
+        let mut offset = 0;
+        for (d, b) in cur.blocks.iter().enumerate() {
+            for &i in choice.media.get(d).map_or(&[][..], |v| &v[..]) {
+                if i >= b.len() {
+                    return None;
+                }
+                media.push(offset + i);
+            }
+            offset += b.len();
+        }
+        media.sort_unstable();
+        Some(StateChoice {
+            pmr: choice.pmr.clone(),
+            media,
+        })
+    }
+
+    /// The bytes block `lba` of the drive on `port` holds in the states of
+    /// the current point in class `class` (numbered across the drives), as
+    /// [`Explorer::block_in`] says for one drive; `base`: that drive's
+    /// starting image.
+    pub fn block_in(
+        &self,
+        port: u8,
+        lba: u64,
+        class: &Constraint,
+        base: &Image,
+        buf: &mut [u8; crate::media::BLOCK],
+    ) {
+        let d = port as usize;
+        let (blocks, offset) = match self.current.as_ref() {
+            Some(cur) if d < cur.blocks.len() => {
+                (&cur.blocks[d][..], cur.blocks[..d].iter().map(Vec::len).sum())
+            }
+            _ => (&[][..], 0),
+        };
+        match self.media.get(d) {
+            Some(m) => block_of_class(blocks, offset, lba, class, m.durable(), base, buf),
+            None => base.read(lba, buf),
+        }
     }
 
     /// Builds the state after entry `k` given by `choice`; `k` must be the
