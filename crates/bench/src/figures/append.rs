@@ -10,11 +10,11 @@ use std::rc::Rc;
 use ccnvme::horae::ORDERING_QUEUE;
 use mqfs::{Ctx, Fs, FsError, Ino};
 use nvme_ctrl::SsdProfile;
-use pcie_sim::{Counters, EventKind, SimDuration};
+use pcie_sim::{Counters, EventKind, Sim, SimDuration};
 
 use super::common::{
     block_on, device_read_bytes, device_write_bytes, run_window_with, BenchResult, LatStats, Measured, Rig,
-    Rng, Span, System, Tally,
+    Rng, Span, System, Tally, Window,
 };
 
 /// Where the threads' files sit in the inode table.
@@ -239,15 +239,7 @@ pub fn measure(
                     fs.write(ctx, ino, off, &buf).await?;
                     off += size as u64;
                     n += 1;
-                    let t0 = sim.now();
-                    system.sync(&fs, ctx, ino).await?;
-                    let t1 = sim.now();
-                    if w.contains(t1) {
-                        let mut r = tally.borrow_mut();
-                        r.ops += 1;
-                        r.bytes += size as u64;
-                        r.lat.push((t1 - t0).as_ps());
-                    }
+                    timed_sync(system, &fs, ctx, ino, &sim, &w, &tally, size).await?;
                 }
                 Ok(())
             }
@@ -317,15 +309,7 @@ fn overwrite(
                 while sim.now() < w.end {
                     let off = rng.below(slots) * size as u64;
                     fs.write(ctx, ino, off, &buf).await?;
-                    let t0 = sim.now();
-                    system.sync(&fs, ctx, ino).await?;
-                    let t1 = sim.now();
-                    if w.contains(t1) {
-                        let mut r = tally.borrow_mut();
-                        r.ops += 1;
-                        r.bytes += size as u64;
-                        r.lat.push((t1 - t0).as_ps());
-                    }
+                    timed_sync(system, &fs, ctx, ino, &sim, &w, &tally, size).await?;
                 }
                 Ok(())
             }
@@ -335,6 +319,32 @@ fn overwrite(
     pt.redirected_per_op = (s1 - s0) as f64 / r.ops.max(1) as f64;
     pt.p_area_blocks = t.fs.superblock().p_area_blocks;
     Ok(pt)
+}
+
+/// `system`'s sync of `ino` after a write of `bytes`; counted in `tally`
+/// (the operation, its bytes, the sync's latency) when it returns inside
+/// the window `w`.
+#[allow(clippy::too_many_arguments)]
+async fn timed_sync(
+    system: System,
+    fs: &Fs,
+    ctx: Ctx,
+    ino: Ino,
+    sim: &Sim,
+    w: &Window,
+    tally: &RefCell<Tally>,
+    bytes: usize,
+) -> Result<(), FsError> {
+    let t0 = sim.now();
+    system.sync(fs, ctx, ino).await?;
+    let t1 = sim.now();
+    if w.contains(t1) {
+        let mut r = tally.borrow_mut();
+        r.ops += 1;
+        r.bytes += bytes as u64;
+        r.lat.push((t1 - t0).as_ps());
+    }
+    Ok(())
 }
 
 fn point(

@@ -190,8 +190,8 @@ impl Rig {
         let mode = self.mode;
         let blocks = self.blocks;
         let m2 = m.clone();
-        let r = ex.block_on(async move { format_and_mount(&m2, mode, blocks, tune, profile).await })?;
-        let (dev, fs) = r?;
+        let (dev, fs) =
+            ex.block_on(async move { format_and_mount(&m2, mode, blocks, tune, profile).await })??;
         Ok(TestFs {
             ex,
             machine: m,
@@ -200,10 +200,9 @@ impl Rig {
             fs,
         })
     }
-}
 
-impl Rig {
-    /// [`Rig::build`] for HoraeFS striped over [`Rig::drives`] drives.
+    /// [`Rig::build`] for HoraeFS striped over [`Rig::drives`] drives (the
+    /// `ctrl` and `dev` of the result are member 0's).
     fn build_striped(
         &self,
         tune: impl FnOnce(&mut MkfsOptions) + 'static,
