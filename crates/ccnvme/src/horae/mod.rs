@@ -133,11 +133,17 @@
 //! `horae_no_redirect_commit` makes recovery skip the commit of durable
 //! prepare writes; `tests/horae_redirect.rs` catches it.
 //!
+//! The joint FLUSH sends its FLUSHes at once; `DriverProfile::horae_flush`
+//! = [`crate::FlushIssue::Serialized`] sends them one after another, the
+//! legacy FLUSH of HoRAE 6.3's HFS-SF (a slower variant, not a fault).
+//!
 //! ## Not implemented (documented decisions)
 //!
-//! - The striped HoraeFS volume over several devices (issue 16): mqfs's
-//!   horae mode runs on one device; the ordering layer, its recovery and
-//!   its crash states are multi-device (`docs/decisions.md` H11).
+//! - The per-CPU background submitter threads (HoRAE 6.2: "the ordering
+//!   layer delegates the submission of orderless block IO to per-CPU
+//!   background submitter threads"): the caller of
+//!   [`OrderingQueue::submit_bio`] pays the block layer itself (the HoRAE
+//!   figures section reports the cost, H6).
 //! - libaio's `io_setup` / `io_submit_order` (Horae Table 1: HoraeStore's
 //!   interface; no user-space object store here).
 //!
