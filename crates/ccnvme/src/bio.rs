@@ -112,7 +112,8 @@ impl Bio {
     }
 }
 
-/// Where a submitted request's status arrives; await it with [`Done::wait`].
+/// Where a submitted request's status arrives; await it with
+/// [`Done::wait_raw`] (or `BlockDevice::wait`, which charges a wake-up).
 #[derive(Debug, Default)]
 pub struct CompletionSlot {
     status: Cell<Option<Status>>,

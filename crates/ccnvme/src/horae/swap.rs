@@ -145,9 +145,8 @@ impl CheckpointRegion {
         end <= first || (end - 1) / ENTRIES_PER_PAGE - first / ENTRIES_PER_PAGE < self.entry_pages()
     }
 
-    /// The largest ring the region takes (see
-    /// [`CheckpointRegion::check`]: a whole ring plus a page); 0 under 3
-    /// pages.
+    /// The largest ring the region takes (a whole ring plus a page, what
+    /// a swap checks before it writes); 0 under 3 pages.
     pub fn ring_limit(&self) -> u32 {
         let pages = (self.pages as u64).saturating_sub(2);
         (pages * ENTRIES_PER_PAGE).saturating_sub(1).min(u32::MAX as u64) as u32
