@@ -598,7 +598,12 @@ type Prepared = (Bases, Vec<(String, u64)>);
 struct SetupKey {
     setup: Vec<Op>,
     cores: usize,
-    mode: ModeName,
+    /// What the setup takes of the mode: drives, file-system mode (mkfs
+    /// and probe options) and file-system profile (so `mq` and
+    /// `mq-atomic` share their setups).
+    drives: u8,
+    fs_mode: Mode,
+    fs_profile: FsProfile,
     profile: SsdProfile,
     blocks: u64,
     seed: u64,
@@ -621,7 +626,9 @@ fn prepare(w: &Workload, cfg: &RunConfig) -> Result<Prepared, Error> {
     let key = SetupKey {
         setup: w.setup.clone(),
         cores: cfg.cores(w),
-        mode: cfg.mode,
+        drives: cfg.mode.drives(),
+        fs_mode: cfg.mode.fs_mode(),
+        fs_profile: cfg.mode.fs_profile(),
         profile: cfg.profile.clone(),
         blocks: cfg.blocks,
         seed: cfg.seed,
