@@ -539,7 +539,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     // a livelock, not a workload: stop it before its trace fills memory.
     ex.block_on_until(join, Some(SimTime::ZERO + RECORD_LIMIT))
         .map_err(failed("run"))?;
-    let sh = shared.borrow();
+    let mut sh = shared.borrow_mut();
     if !sh.mismatches.is_empty() {
         return Err(Error::Failed(format!(
             "the file system disagrees with the model: {}",
@@ -554,7 +554,9 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         base_pmr: bases[0].1.clone(),
         base_media: bases[0].0.clone(),
         more_drives: bases.split_off(1),
-        promises: sh.promises.promises().to_vec(),
+        // Taken, not copied: the run is over (an atomic promise can hold
+        // many file versions).
+        promises: std::mem::replace(&mut sh.promises, PromiseBuilder::new(mode)).into_promises(),
         refused: sh.refused.clone(),
         ops: {
             let mut v = oplog.borrow().clone();
