@@ -39,9 +39,20 @@ impl std::fmt::Debug for Content {
 
 impl From<&[u8]> for Content {
     fn from(bytes: &[u8]) -> Content {
-        let mut c = Content::default();
-        c.write_with(0, bytes.len() as u64, |i| bytes[i as usize]);
-        c
+        // Page by page (the same bytes `write_with` would lay down, the
+        // last page's tail zero).
+        let pages = bytes
+            .chunks(PAGE)
+            .map(|chunk| {
+                let mut page = [0u8; PAGE];
+                page[..chunk.len()].copy_from_slice(chunk);
+                Arc::new(page)
+            })
+            .collect();
+        Content {
+            len: bytes.len(),
+            pages,
+        }
     }
 }
 

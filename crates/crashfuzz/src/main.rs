@@ -768,6 +768,7 @@ fn show_cmd(one: &OneRun) -> Result<ExitCode, Error> {
 }
 
 fn main() -> ExitCode {
+    keep_freed_memory();
     let cli = Cli::parse();
     let result = match &cli.cmd {
         None => run(&cli.run, false),
@@ -801,8 +802,38 @@ fn main() -> ExitCode {
 /// every size millions of times; glibc's malloc returned the large ones
 /// to the kernel and took page faults to get them back (a third of a
 /// cached-drive run's CPU time in `perf`).
+///
+/// It is built without transparent huge pages (`no_thp`): a check touches
+/// a few KiB here and there of memory it just allocated, and each first
+/// touch of a huge page zeroed 2 MiB (`clear_page_erms`, an eighth of a
+/// campaign's CPU time).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_purge_delay` (its place in `mi_option_e` of the
+/// mimalloc 3 that `libmimalloc-sys` builds).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+#[allow(unsafe_code)]
+extern "C" {
+    /// Sets one of mimalloc's options (`mimalloc.h`).
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// Tells mimalloc never to hand freed memory back to the kernel: every
+/// check boots a machine that allocates and frees about the same memory
+/// again, and memory purged in between was faulted in and zeroed afresh
+/// each time (the kernel's page faults, a sixth of a campaign's CPU time).
+/// The process's footprint stays at its peak, which is what it reached
+/// anyway.
+#[allow(unsafe_code)]
+fn keep_freed_memory() {
+    // SAFETY: `mi_option_set` only stores a value in mimalloc's option
+    // table (option 15 is `mi_option_purge_delay`, -1: never purge); it
+    // is called first thing in `main`, before any other thread exists, as
+    // mimalloc asks of it (it is not thread safe).
+    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
 
 /// A state count for the table: exact below a million, else in powers of
 /// ten; `u64::MAX` (a saturated count) as "at least" it.

@@ -539,7 +539,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
     // a livelock, not a workload: stop it before its trace fills memory.
     ex.block_on_until(join, Some(SimTime::ZERO + RECORD_LIMIT))
         .map_err(failed("run"))?;
-    let sh = shared.borrow();
+    let mut sh = shared.borrow_mut();
     if !sh.mismatches.is_empty() {
         return Err(Error::Failed(format!(
             "the file system disagrees with the model: {}",
@@ -554,7 +554,9 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         base_pmr: bases[0].1.clone(),
         base_media: bases[0].0.clone(),
         more_drives: bases.split_off(1),
-        promises: sh.promises.promises().to_vec(),
+        // Taken, not copied: the run is over (an atomic promise can hold
+        // many file versions).
+        promises: std::mem::replace(&mut sh.promises, PromiseBuilder::new(mode)).into_promises(),
         refused: sh.refused.clone(),
         ops: {
             let mut v = oplog.borrow().clone();
@@ -588,9 +590,71 @@ pub async fn mount_drives(
 /// The base images of a run: per drive, its media and PMR.
 type Bases = Vec<(Arc<Image>, PageStore)>;
 
+/// What a setup produced: the base images and the size each `fill`
+/// reached.
+type Prepared = (Bases, Vec<(String, u64)>);
+
+/// Everything [`run_setup`] reads: two runs with equal keys get equal base
+/// images (the setup is a deterministic simulation of these inputs alone).
+#[derive(Debug, PartialEq)]
+struct SetupKey {
+    setup: Vec<Op>,
+    cores: usize,
+    /// What the setup takes of the mode: drives, file-system mode (mkfs
+    /// and probe options) and file-system profile (so `mq` and
+    /// `mq-atomic` share their setups).
+    drives: u8,
+    fs_mode: Mode,
+    fs_profile: FsProfile,
+    profile: SsdProfile,
+    blocks: u64,
+    seed: u64,
+}
+
+/// Setups kept in [`SETUPS`] (past this the oldest is dropped).
+const SETUPS_KEPT: usize = 64;
+
+/// The setups run in this process, newest last: a campaign records each
+/// workload in many modes, faults and profiles, most of them over the same
+/// setup (often an empty one), and the base images depend on neither the
+/// workload's operations after the setup nor a fault (the setup runs
+/// without them).
+static SETUPS: std::sync::Mutex<Vec<(SetupKey, Prepared)>> = std::sync::Mutex::new(Vec::new());
+
+/// The base images (one per drive) and the size each `fill` reached, of
+/// `w`'s setup under `cfg`: the ones an earlier run with the same inputs
+/// made, or a fresh run of the setup.
+fn prepare(w: &Workload, cfg: &RunConfig) -> Result<Prepared, Error> {
+    let key = SetupKey {
+        setup: w.setup.clone(),
+        cores: cfg.cores(w),
+        drives: cfg.mode.drives(),
+        fs_mode: cfg.mode.fs_mode(),
+        fs_profile: cfg.mode.fs_profile(),
+        profile: cfg.profile.clone(),
+        blocks: cfg.blocks,
+        seed: cfg.seed,
+    };
+    if let Ok(kept) = SETUPS.lock() {
+        if let Some((_, p)) = kept.iter().find(|(k, _)| *k == key) {
+            return Ok(p.clone());
+        }
+    }
+    let p = run_setup(w, cfg)?;
+    if let Ok(mut kept) = SETUPS.lock() {
+        if !kept.iter().any(|(k, _)| *k == key) {
+            if kept.len() >= SETUPS_KEPT {
+                kept.remove(0);
+            }
+            kept.push((key, p.clone()));
+        }
+    }
+    Ok(p)
+}
+
 /// Runs the setup on its own machine; returns the base images (one per
 /// drive) and the size each `fill` reached.
-fn prepare(w: &Workload, cfg: &RunConfig) -> Result<(Bases, Vec<(String, u64)>), Error> {
+fn run_setup(w: &Workload, cfg: &RunConfig) -> Result<Prepared, Error> {
     let ex = Executor::new(cfg.seed ^ 0x5e7);
     let m = Machine::new(&ex, cfg.machine(w), TraceMode::Off);
     let mode = cfg.mode;

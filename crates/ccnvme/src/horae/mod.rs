@@ -260,6 +260,67 @@ struct State {
     ranges: Vec<Option<(u64, u64)>>,
 }
 
+/// A region's bytes, all zero but for those written, held only up to the
+/// last byte written: a queue of a large capacity mounted for a recovery
+/// or a short run touches its first entries only, and zeroing the whole
+/// ring for each mount cost more than the mount itself.
+#[derive(Debug)]
+struct Mirror {
+    /// The region's length in bytes.
+    len: usize,
+    /// Its first bytes (those after them are zero).
+    bytes: Vec<u8>,
+}
+
+impl Mirror {
+    /// A region of `len` zero bytes.
+    fn zeroed(len: usize) -> Mirror {
+        Mirror {
+            len,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// Copies the bytes at `at..at + out.len()` into `out`.
+    ///
+    /// # Panics
+    ///
+    /// If the range is not inside the region (as indexing a slice of it).
+    fn read(&self, at: usize, out: &mut [u8]) {
+        let end = at + out.len();
+        assert!(
+            end <= self.len,
+            "mirror read {at}..{end} past its {} bytes",
+            self.len
+        );
+        // Bytes `at..held` are held; those after them are zero.
+        let held = self.bytes.len().clamp(at, end);
+        let (kept, zero) = out.split_at_mut(held - at);
+        if let Some(src) = self.bytes.get(at..held) {
+            kept.copy_from_slice(src);
+        }
+        zero.fill(0);
+    }
+
+    /// Writes `src` at `at`.
+    ///
+    /// # Panics
+    ///
+    /// If the range is not inside the region (as indexing a slice of it).
+    fn write(&mut self, at: usize, src: &[u8]) {
+        let end = at + src.len();
+        assert!(
+            end <= self.len,
+            "mirror write {at}..{end} past its {} bytes",
+            self.len
+        );
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        self.bytes[at..end].copy_from_slice(src);
+    }
+}
+
 /// The ordering queue of one stream, over one or several devices.
 pub struct OrderingQueue {
     /// The stream's devices; entries name them by index (`devid`). The
@@ -272,7 +333,7 @@ pub struct OrderingQueue {
     /// `flushed` makes its entries durable).
     volatile: Vec<bool>,
     /// The write-through DRAM copy of the region (what is persistent).
-    mirror: RefCell<Vec<u8>>,
+    mirror: RefCell<Mirror>,
     state: RefCell<State>,
     /// Woken when the tail moves or an append breaks.
     published: Notify,
@@ -435,10 +496,10 @@ impl OrderingQueue {
         // Before the pointers are (re)written: a checkpoint header of an
         // earlier life then never names entries past them.
         swap.reset(dev, geometry, ptrs[2]).await?;
-        let mut mirror = vec![0u8; layout.bytes() as usize];
-        mirror[..64].copy_from_slice(&layout.header_bytes_of(geometry));
+        let mut mirror = Mirror::zeroed(layout.bytes() as usize);
+        mirror.write(0, &layout.header_bytes_of(geometry));
         for (o, v) in [layout::HEAD, layout::FLUSHED, layout::TAIL].iter().zip(ptrs) {
-            mirror[*o as usize..*o as usize + 8].copy_from_slice(&v.to_le_bytes());
+            mirror.write(*o as usize, &v.to_le_bytes());
         }
         if format {
             for o in [layout::HEAD, layout::FLUSHED, layout::TAIL] {
@@ -499,7 +560,9 @@ impl OrderingQueue {
     }
 
     fn pointer(&self, off: u64) -> u64 {
-        u64::from_le_bytes(layout::le8(&self.mirror.borrow()[off as usize..]))
+        let mut b = [0u8; 8];
+        self.mirror.borrow().read(off as usize, &mut b);
+        u64::from_le_bytes(b)
     }
 
     /// The persistent head (from the mirror).
@@ -522,7 +585,7 @@ impl OrderingQueue {
     pub fn entry(&self, id: EntryId) -> RawEntry {
         let at = self.layout.slot(id.0) as usize;
         let mut b = [0u8; 16];
-        b.copy_from_slice(&self.mirror.borrow()[at..at + 16]);
+        self.mirror.borrow().read(at, &mut b);
         RawEntry::from_bytes(&b)
     }
 
@@ -534,7 +597,36 @@ impl OrderingQueue {
             None => None,
         };
         persist(core, self.pmr, self.layout.start + off, bytes).await?;
-        self.mirror.borrow_mut()[off as usize..off as usize + bytes.len()].copy_from_slice(bytes);
+        self.mirror.borrow_mut().write(off as usize, bytes);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::Mirror;
+
+    #[test]
+    fn a_mirror_reads_zero_where_nothing_was_written() {
+        let mut m = Mirror::zeroed(64);
+        let mut b = [0xffu8; 8];
+        m.read(56, &mut b);
+        assert_eq!(b, [0; 8]);
+        m.write(8, &[1, 2, 3]);
+        let mut b = [0xffu8; 6];
+        m.read(6, &mut b);
+        assert_eq!(b, [0, 0, 1, 2, 3, 0]);
+        m.write(60, &[9; 4]);
+        let mut b = [0xffu8; 8];
+        m.read(56, &mut b);
+        assert_eq!(b, [0, 0, 0, 0, 9, 9, 9, 9]);
+        m.read(8, &mut b[..3]);
+        assert_eq!(&b[..3], &[1, 2, 3]);
+    }
+
+    #[test]
+    #[should_panic(expected = "past its 64 bytes")]
+    fn a_mirror_refuses_a_write_past_its_region() {
+        Mirror::zeroed(64).write(62, &[0; 4]);
     }
 }
