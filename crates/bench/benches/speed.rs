@@ -12,7 +12,9 @@
 //!   `bus_events` bench);
 //! - `crash_states/generic_035_classic`: crash states explored and checked
 //!   (recovery, fsck, oracle) per wall-second by `crashfuzz::explore`, the
-//!   recording included, on every core of the machine.
+//!   recording included, on every core of the machine (the setup before
+//!   the workload, mkfs and the setup operations, is cached per process
+//!   after the first iteration, as a campaign caches it across its runs).
 //!
 //! Each element count is measured once before timing; the runs are
 //! deterministic, so every iteration does the same work.
