@@ -30,7 +30,6 @@
 //! is booted and judged in full.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,7 +48,7 @@ use crate::check::{
     fsck_failures, observed, take_access, Access, CheckContext, CheckOutcome, RECOVERY_LIMIT,
 };
 use crate::error::Error;
-use crate::explore::{finish_report, Checked, ExploreOptions, ExploreReport, Job, NewPoints};
+use crate::explore::{enumerate_bounded, finish_report, Checked, ExploreOptions, ExploreReport, Job};
 use crate::observe::CrashSpace;
 use crate::oracle::{check_with, sanity, Failure, Lookups};
 use crate::record::{fs_profile_for, mode_label, mount_drives, probe_for, Recording};
@@ -470,58 +469,6 @@ pub fn explore_devices(
         .map(|(point, choice, failures)| (point, encode_devices_choice(&choice), failures))
         .collect();
     Ok(finish_report(report, found, cfg, opts, replay_of, t0))
-}
-
-/// Enumerates every state up to the bounds (`max_lines` PMR lines,
-/// `max_blocks` blocks per drive; sampled past them and counted as not
-/// visited), sending each distinct one to the checkers. Returns the
-/// seconds spent waiting for them.
-fn enumerate_bounded(
-    explorer: &mut DevicesExplorer<'_>,
-    promises: &[crate::oracle::Promise],
-    max_lines: u32,
-    max_blocks: u32,
-    tx: &crossbeam::channel::Sender<Job<DevicesState>>,
-    report: &mut ExploreReport,
-) -> Result<f64, String> {
-    let mut seen: BTreeSet<u128> = BTreeSet::new();
-    let mut points = NewPoints::default();
-    // (states, left out) at the last point enumerated.
-    let mut last = (0u64, 0u64);
-    let mut waiting = 0f64;
-    loop {
-        let next = points.next(explorer, promises, || {
-            // Nothing persistent or pending changed, same promises: every
-            // state was judged at the point before.
-            report.states_total += last.0;
-            report.states_deduplicated += last.0;
-            report.states_not_visited = report.states_not_visited.saturating_add(last.1);
-        })?;
-        let Some((k, promised)) = next else {
-            break;
-        };
-        let (choices, left_out) = explorer
-            .choices_at(k, max_lines, max_blocks)
-            .map_err(|e| e.to_string())?;
-        last = (choices.len() as u64, left_out);
-        report.states_not_visited = report.states_not_visited.saturating_add(left_out);
-        for choice in &choices {
-            let mut st = explorer.build(k, choice).map_err(|e| e.to_string())?;
-            report.states_total += 1;
-            let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
-            if !seen.insert(h) {
-                report.states_deduplicated += 1;
-                continue;
-            }
-            report.states_checked += 1;
-            let t = Instant::now();
-            if tx.send(Job { state: st, tag: 0 }).is_err() {
-                return Ok(waiting);
-            }
-            waiting += t.elapsed().as_secs_f64();
-        }
-    }
-    Ok(waiting)
 }
 
 #[cfg(test)]

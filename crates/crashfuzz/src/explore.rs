@@ -318,7 +318,14 @@ pub fn explore_recording(
                 &mut tally,
             )
         } else {
-            enumerate_bounded(&mut explorer, &cx.promises, opts, &tx, &mut report)
+            enumerate_bounded(
+                &mut explorer,
+                &cx.promises,
+                opts.bound_lines,
+                opts.bound_blocks,
+                &tx,
+                &mut report,
+            )
         };
         let waiting = match res {
             Ok(w) => w,
@@ -414,15 +421,17 @@ pub(crate) struct Checked<C = StateChoice> {
     pub(crate) judgements: Vec<crate::blockwise::BlockJudgement>,
 }
 
-/// Enumerates every state up to the bounds (`--bound-lines`,
-/// `--bound-blocks`; sampled past them and counted as not visited),
-/// sending each distinct one to the checkers. Returns the seconds spent
-/// waiting for them.
-fn enumerate_bounded(
-    explorer: &mut Explorer<'_>,
+/// Enumerates every state of `explorer` up to the bounds (`max_lines`
+/// write-combining lines, `max_blocks` cache blocks, per drive on several;
+/// sampled past them and counted as not visited), sending each distinct
+/// one to the checkers; one drive or several alike. Returns the seconds
+/// spent waiting for them.
+pub(crate) fn enumerate_bounded<S: CrashSpace>(
+    explorer: &mut S,
     promises: &[crate::oracle::Promise],
-    opts: &ExploreOptions,
-    tx: &crossbeam::channel::Sender<Job>,
+    max_lines: u32,
+    max_blocks: u32,
+    tx: &crossbeam::channel::Sender<Job<S::State>>,
     report: &mut ExploreReport,
 ) -> Result<f64, String> {
     let mut seen: BTreeSet<u128> = BTreeSet::new();
@@ -432,7 +441,8 @@ fn enumerate_bounded(
     let mut waiting = 0f64;
     loop {
         let next = points.next(explorer, promises, || {
-            // Same states, same promises: all already seen.
+            // Nothing persistent or pending changed, same promises: every
+            // state was judged at the point before.
             report.states_total += last.0;
             report.states_deduplicated += last.0;
             report.states_not_visited = report.states_not_visited.saturating_add(last.1);
@@ -440,19 +450,17 @@ fn enumerate_bounded(
         let Some((k, promised)) = next else {
             break;
         };
-        let (choices, left_out) = explorer
-            .choices_at(k, opts.bound_lines, opts.bound_blocks)
-            .map_err(|e| e.to_string())?;
+        let (choices, left_out) = explorer.choices(k, max_lines, max_blocks)?;
         last = (choices.len() as u64, left_out);
         report.states_not_visited = report.states_not_visited.saturating_add(left_out);
         for choice in &choices {
             // One state at a time: a point can allow tens of thousands.
-            let mut st = explorer.build(k, choice).map_err(|e| e.to_string())?;
+            let mut st = explorer.build(k, choice)?;
             report.states_total += 1;
             // A state is checked again when the promises in force differ:
             // the same content can pass before an fsync returns and fail
             // after.
-            let h = pcie_sim::content_hash::combine(&[st.content_hash(), promised]);
+            let h = pcie_sim::content_hash::combine(&[S::content_hash(&mut st), promised]);
             if !seen.insert(h) {
                 report.states_deduplicated += 1;
                 continue;
@@ -460,7 +468,7 @@ fn enumerate_bounded(
             report.states_checked += 1;
             let t = Instant::now();
             if tx.send(Job { state: st, tag: 0 }).is_err() {
-                break;
+                return Ok(waiting);
             }
             waiting += t.elapsed().as_secs_f64();
         }
