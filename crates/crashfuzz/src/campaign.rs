@@ -10,8 +10,9 @@ use nvme_ctrl::SsdProfile;
 
 use crate::builtin::by_name;
 use crate::error::Error;
-use crate::explore::{explore, ExploreOptions, ExploreReport};
+use crate::explore::explore;
 use crate::oracle::is_promise_check;
+use crate::pipeline::{ExploreOptions, ExploreReport};
 use crate::record::{Fault, ModeName, RunConfig};
 use crate::shard::Shard;
 use crate::workload::Workload;

@@ -48,9 +48,9 @@ use crate::check::{
     fsck_failures, observed, take_access, Access, CheckContext, CheckOutcome, RECOVERY_LIMIT,
 };
 use crate::error::Error;
-use crate::explore::{enumerate_bounded, finish_report, Checked, ExploreOptions, ExploreReport, Job};
 use crate::observe::CrashSpace;
 use crate::oracle::{check_with, sanity, Failure, Lookups};
+use crate::pipeline::{enumerate_bounded, finish_report, Checked, ExploreOptions, ExploreReport, Job};
 use crate::record::{fs_profile_for, mode_label, mount_drives, probe_for, Recording};
 use crate::saved::SavedConfig;
 

@@ -20,7 +20,10 @@
 //! Mode `horae2` runs on a machine with two drives (HoraeFS striped over
 //! both): [`devices`] checks its states, the product of each drive's
 //! choices, enumerated by the same read-set reduction ([`observe`]) over
-//! the units of both drives.
+//! the units of both drives. What the two explorers share (their options
+//! and report, the checker jobs, the crash-space trait both implement,
+//! bounded enumeration, violations with replay ids) is one module below
+//! both, `pipeline`.
 //!
 //! A recording can be kept in a file ([`saved`]: a built-in workload's, or
 //! one recorded elsewhere, e.g. by a FUSE mount of MQFS) and explored or
@@ -57,6 +60,7 @@ pub mod explore;
 pub mod model;
 pub mod observe;
 pub mod oracle;
+mod pipeline;
 pub mod promises;
 pub mod record;
 pub mod replay;

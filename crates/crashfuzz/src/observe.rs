@@ -56,7 +56,7 @@
 //!   [`nvme_ctrl::crash::DevicesExplorer::items_at`] numbers the block
 //!   versions across the drives (drive 0's first) so that one
 //!   [`Constraint`] speaks of all of them, built by the same function as
-//!   one drive's ([`Explorer::items_at`]).
+//!   one drive's ([`nvme_ctrl::crash::Explorer::items_at`]).
 //! - *The least state meeting a constraint is allowed.* The states are
 //!   the PMR choices times, per drive, any subset of its pending blocks
 //!   (each drive loses its cache on its own): the media side has no order
@@ -94,110 +94,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam::channel::{Receiver, Sender};
-use nvme_ctrl::crash::{Constraint, CrashState, Explorer, PointItems, StateChoice, Unit};
+use nvme_ctrl::crash::{Constraint, PointItems, StateChoice, Unit};
 use nvme_ctrl::Image;
 
 use crate::blockwise::BlockJudgement;
-use crate::explore::{Checked, ExploreReport, Job, NewPoints};
 use crate::oracle::Promise;
-
-/// The crash states of a run as the read-set reduction walks them: one
-/// drive ([`Explorer`]) or several ([`nvme_ctrl::crash::DevicesExplorer`],
-/// [`crate::devices`]). A choice is a [`StateChoice`] whose block versions
-/// are numbered across the drives ([`nvme_ctrl::crash::PointItems`]); a
-/// unit names the drive of a block as it names the port of a PMR line.
-pub trait CrashSpace {
-    /// A built state, for a checker.
-    type State: Send;
-    /// Equal at two points exactly when nothing that makes up a crash
-    /// state changed between them.
-    type Version: PartialEq;
-    /// Crash points (trace entries).
-    fn points(&self) -> usize;
-    /// Moves to the point after entry `k` (points in order).
-    fn advance(&mut self, k: usize) -> Result<Self::Version, String>;
-    /// The choices of the states after entry `k` up to the bounds (every
-    /// drive's blocks numbered across the drives), with how many states
-    /// the bounds left out; makes `k` the current point.
-    fn choices(
-        &mut self,
-        k: usize,
-        max_lines: u32,
-        max_blocks: u32,
-    ) -> Result<(Vec<StateChoice>, u64), String>;
-    /// The pending items after entry `k` by unit; makes `k` current.
-    fn items_at(&mut self, k: usize) -> Result<PointItems, String>;
-    /// The least state of the current point meeting `c`.
-    fn least(&self, c: &Constraint) -> Option<StateChoice>;
-    /// What block `lba` of the drive on `port` holds in class `class` of
-    /// the current point (`bases`: each drive's starting image, by port).
-    fn block_in(
-        &self,
-        port: u8,
-        lba: u64,
-        class: &Constraint,
-        bases: &[Arc<Image>],
-        buf: &mut [u8; mqfs::layout::BLOCK],
-    );
-    /// Builds the state after entry `k` (the current point) given by
-    /// `choice`.
-    fn build(&self, k: usize, choice: &StateChoice) -> Result<Self::State, String>;
-    /// The state's content hash (every drive's PMR and media).
-    fn content_hash(state: &mut Self::State) -> u128;
-}
-
-impl CrashSpace for Explorer<'_> {
-    type State = CrashState;
-    type Version = (u64, u64);
-
-    fn points(&self) -> usize {
-        Explorer::points(self)
-    }
-
-    fn advance(&mut self, k: usize) -> Result<(u64, u64), String> {
-        Explorer::advance(self, k).map_err(|e| e.to_string())
-    }
-
-    fn choices(
-        &mut self,
-        k: usize,
-        max_lines: u32,
-        max_blocks: u32,
-    ) -> Result<(Vec<StateChoice>, u64), String> {
-        self.choices_at(k, max_lines, max_blocks)
-            .map_err(|e| e.to_string())
-    }
-
-    fn items_at(&mut self, k: usize) -> Result<PointItems, String> {
-        Explorer::items_at(self, k).map_err(|e| e.to_string())
-    }
-
-    fn least(&self, c: &Constraint) -> Option<StateChoice> {
-        Explorer::least(self, c)
-    }
-
-    fn block_in(
-        &self,
-        port: u8,
-        lba: u64,
-        class: &Constraint,
-        bases: &[Arc<Image>],
-        buf: &mut [u8; mqfs::layout::BLOCK],
-    ) {
-        match bases.get(port as usize) {
-            Some(base) => Explorer::block_in(self, lba, class, base, buf),
-            None => buf.fill(0),
-        }
-    }
-
-    fn build(&self, k: usize, choice: &StateChoice) -> Result<CrashState, String> {
-        Explorer::build(self, k, choice).map_err(|e| e.to_string())
-    }
-
-    fn content_hash(state: &mut CrashState) -> u128 {
-        state.content_hash()
-    }
-}
+pub use crate::pipeline::CrashSpace;
+use crate::pipeline::{Checked, ExploreReport, Job, NewPoints};
 
 /// What one check observed: the units it read and the data blocks it
 /// judged (as [`PointTree::read`] takes them).
