@@ -50,8 +50,8 @@ use crate::check::{
 use crate::error::Error;
 use crate::observe::CrashSpace;
 use crate::oracle::{check_with, sanity, Failure, Lookups};
-use crate::pipeline::{enumerate_bounded, finish_report, Checked, ExploreOptions, ExploreReport, Job};
-use crate::record::{fs_profile_for, mode_label, mount_drives, probe_for, Recording};
+use crate::pipeline::{check_all, finish_report, ExploreOptions, ExploreReport};
+use crate::record::{fs_profile_for, mount_drives, probe_for, Recording};
 use crate::saved::SavedConfig;
 
 /// Encodes a choice for ids: `f<prefixes>.l<lines>.m<drive 0>~<drive 1>`.
@@ -168,6 +168,12 @@ impl CrashSpace for DevicesExplorer<'_> {
 
     fn content_hash(state: &mut DevicesState) -> u128 {
         state.content_hash()
+    }
+
+    type Choice = DevicesChoice;
+
+    fn place(state: DevicesState) -> (usize, DevicesChoice) {
+        (state.point, state.choice)
     }
 }
 
@@ -360,14 +366,7 @@ pub fn explore_devices(
     replay_of: &str,
 ) -> Result<ExploreReport, Error> {
     let t0 = Instant::now();
-    let mut report = ExploreReport {
-        workload: cfg.workload.clone(),
-        mode: mode_label(cfg.mode, cfg.fault),
-        profile: cfg.profile.name.into(),
-        refused_ops: rec.refused.len(),
-        refused: rec.refused.iter().map(|(op, e)| format!("{op}: {e}")).collect(),
-        ..Default::default()
-    };
+    let mut report = ExploreReport::of_run(rec, cfg);
     let cx = CheckContext {
         verdicts: None,
         recoveries: None,
@@ -380,90 +379,15 @@ pub fn explore_devices(
     // one-drive bound (2^bound subsets per point).
     let per_drive = (opts.bound_blocks / bases.len().max(1) as u32).max(1);
     let mut explorer = devices_explorer_of(rec, &cfg.profile)?;
-    report.crash_points = explorer.points();
-    let (tx, rx) = crossbeam::channel::bounded::<Job<DevicesState>>(256);
-    let (rtx, rrx) = crossbeam::channel::unbounded::<Checked<DevicesChoice>>();
-    let mut enum_err = None;
-    let mut found: Vec<(usize, DevicesChoice, Vec<Failure>)> = Vec::new();
-    std::thread::scope(|s| {
-        for _ in 0..opts.jobs.max(1) {
-            let (rx, rtx, cx, bases) = (rx.clone(), rtx.clone(), cx.clone(), bases.clone());
-            s.spawn(move || {
-                for job in rx.iter() {
-                    let t = Instant::now();
-                    let out = check_devices_state(&cx, &bases, &job.state);
-                    let done = Checked {
-                        tag: job.tag,
-                        point: job.state.point,
-                        choice: job.state.choice,
-                        failures: out.failures,
-                        seconds: t.elapsed().as_secs_f64(),
-                        recovered_alike: false,
-                        recovery_reused: false,
-                        reads: out.reads,
-                        judgements: out.judgements,
-                    };
-                    if rtx.send(done).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(rx);
-        drop(rtx);
-        let mut tally = |r: Checked<DevicesChoice>, report: &mut ExploreReport| {
-            report.check_seconds += r.seconds;
-            if !r.failures.is_empty() {
-                found.push((r.point, r.choice, r.failures));
-            }
-        };
-        let t_enum = Instant::now();
-        let res = if opts.read_sets {
-            crate::observe::enumerate(
-                &mut explorer,
-                &cx.promises,
-                &bases,
-                opts.node_budget,
-                &tx,
-                &rrx,
-                &mut report,
-                &mut tally,
-            )
-        } else {
-            enumerate_bounded(
-                &mut explorer,
-                &cx.promises,
-                opts.bound_lines,
-                per_drive,
-                &tx,
-                &mut report,
-            )
-        };
-        let waiting = match res {
-            Ok(w) => w,
-            Err(e) => {
-                enum_err = Some(e);
-                0.0
-            }
-        };
-        report.enumerate_seconds = t_enum.elapsed().as_secs_f64() - waiting;
-        drop(tx);
-        for r in rrx.iter() {
-            tally(r, &mut report);
-        }
-    });
-    if let Some(e) = enum_err {
-        return Err(Error::Failed(e));
-    }
-    report.reductions = [
-        (true, "equal-content"),
-        (opts.read_sets, "read-set"),
-        (opts.read_sets, "block-judgement"),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, name)| name.to_string())
-    .collect();
+    let found = check_all(
+        &mut explorer,
+        &cx,
+        &bases,
+        per_drive,
+        opts,
+        &mut report,
+        |state| check_devices_state(&cx, &bases, state),
+    )?;
     let found = found
         .into_iter()
         .map(|(point, choice, failures)| (point, encode_devices_choice(&choice), failures))

@@ -12,9 +12,8 @@ pub use crate::pipeline::{ExploreOptions, ExploreReport, Violation};
 
 use crate::check::{check_state, CheckContext};
 use crate::error::Error;
-use crate::oracle::Failure;
-use crate::pipeline::{enumerate_bounded, finish_report, Checked, Job};
-use crate::record::{mode_label, record, Recording, RunConfig};
+use crate::pipeline::{check_all, finish_report};
+use crate::record::{record, Recording, RunConfig};
 use crate::saved::{SavedConfig, SavedRun};
 use crate::workload::Workload;
 
@@ -115,14 +114,7 @@ pub fn explore_recording(
         return crate::devices::explore_devices(rec, cfg, opts, replay_of);
     }
     let t0 = Instant::now();
-    let mut report = ExploreReport {
-        workload: cfg.workload.clone(),
-        mode: mode_label(cfg.mode, cfg.fault),
-        profile: cfg.profile.name.into(),
-        refused_ops: rec.refused.len(),
-        refused: rec.refused.iter().map(|(op, e)| format!("{op}: {e}")).collect(),
-        ..Default::default()
-    };
+    let mut report = ExploreReport::of_run(rec, cfg);
     let cx = CheckContext {
         recoveries: (opts.reuse_verdicts && opts.reuse_recovery).then(Arc::default),
         verdicts: opts.reuse_verdicts.then(Arc::default),
@@ -130,97 +122,15 @@ pub fn explore_recording(
         ..CheckContext::for_run(cfg, rec, opts.sanity)
     };
     let mut explorer = explorer_of(rec, &cfg.profile)?;
-    report.crash_points = explorer.points();
-    let jobs = opts.jobs.max(1);
-    let (tx, rx) = crossbeam::channel::bounded::<Job>(256);
-    let (rtx, rrx) = crossbeam::channel::unbounded::<Checked>();
-    let mut found: Vec<(usize, StateChoice, Vec<Failure>)> = Vec::new();
-    let mut enum_err = None;
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            let rx = rx.clone();
-            let rtx = rtx.clone();
-            let cx = cx.clone();
-            s.spawn(move || {
-                for job in rx.iter() {
-                    let t = Instant::now();
-                    let out = check_state(&cx, &job.state);
-                    let done = Checked {
-                        tag: job.tag,
-                        point: job.state.point,
-                        choice: job.state.choice,
-                        failures: out.failures,
-                        seconds: t.elapsed().as_secs_f64(),
-                        recovered_alike: out.recovered_alike,
-                        recovery_reused: out.recovery_reused,
-                        reads: out.reads,
-                        judgements: out.judgements,
-                    };
-                    if rtx.send(done).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(rx);
-        drop(rtx);
-        let mut tally = |r: Checked, report: &mut ExploreReport| {
-            report.check_seconds += r.seconds;
-            report.states_recovered_alike += u64::from(r.recovered_alike);
-            report.states_recovery_reused += u64::from(r.recovery_reused);
-            if !r.failures.is_empty() {
-                found.push((r.point, r.choice, r.failures));
-            }
-        };
-        let t_enum = Instant::now();
-        let res = if opts.read_sets {
-            crate::observe::enumerate(
-                &mut explorer,
-                &cx.promises,
-                std::slice::from_ref(&cx.base),
-                opts.node_budget,
-                &tx,
-                &rrx,
-                &mut report,
-                &mut tally,
-            )
-        } else {
-            enumerate_bounded(
-                &mut explorer,
-                &cx.promises,
-                opts.bound_lines,
-                opts.bound_blocks,
-                &tx,
-                &mut report,
-            )
-        };
-        let waiting = match res {
-            Ok(w) => w,
-            Err(e) => {
-                enum_err = Some(e);
-                0.0
-            }
-        };
-        report.enumerate_seconds = t_enum.elapsed().as_secs_f64() - waiting;
-        drop(tx);
-        for r in rrx.iter() {
-            tally(r, &mut report);
-        }
-    });
-    if let Some(e) = enum_err {
-        return Err(Error::Failed(e));
-    }
-    report.reductions = [
-        (true, "equal-content"),
-        (opts.read_sets, "read-set"),
-        (opts.read_sets, "block-judgement"),
-        (opts.reuse_verdicts, "recovered-alike"),
-        (opts.reuse_verdicts && opts.reuse_recovery, "recovery-reuse"),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, name)| name.to_string())
-    .collect();
+    let found = check_all(
+        &mut explorer,
+        &cx,
+        std::slice::from_ref(&cx.base),
+        opts.bound_blocks,
+        opts,
+        &mut report,
+        |state| check_state(&cx, state),
+    )?;
     let found = found
         .into_iter()
         .map(|(point, choice, failures)| (point, encode_choice(&choice), failures))
