@@ -47,10 +47,11 @@ use crate::blockwise::{BlockJudge, BlockJudgement};
 use crate::check::{
     fsck_failures, observed, take_access, Access, CheckContext, CheckOutcome, RECOVERY_LIMIT,
 };
+use crate::checkers::check_all;
 use crate::error::Error;
 use crate::observe::CrashSpace;
 use crate::oracle::{check_with, sanity, Failure, Lookups};
-use crate::pipeline::{check_all, finish_report, ExploreOptions, ExploreReport};
+use crate::pipeline::{finish_report, ExploreOptions, ExploreReport};
 use crate::record::{fs_profile_for, mount_drives, probe_for, Recording};
 use crate::saved::SavedConfig;
 

@@ -11,8 +11,9 @@ use nvme_ctrl::crash::{Explorer, StateChoice};
 pub use crate::pipeline::{ExploreOptions, ExploreReport, Violation};
 
 use crate::check::{check_state, CheckContext};
+use crate::checkers::check_all;
 use crate::error::Error;
-use crate::pipeline::{check_all, finish_report};
+use crate::pipeline::finish_report;
 use crate::record::{record, Recording, RunConfig};
 use crate::saved::{SavedConfig, SavedRun};
 use crate::workload::Workload;

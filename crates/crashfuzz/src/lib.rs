@@ -53,6 +53,7 @@ pub mod blockwise;
 pub mod builtin;
 pub mod campaign;
 pub mod check;
+mod checkers;
 pub mod content;
 pub mod devices;
 pub mod error;

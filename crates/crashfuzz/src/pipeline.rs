@@ -13,8 +13,6 @@ use nvme_ctrl::crash::{Constraint, CrashState, Explorer, PointItems, StateChoice
 use nvme_ctrl::Image;
 use serde::{Deserialize, Serialize};
 
-use crate::check::{CheckContext, CheckOutcome};
-use crate::error::Error;
 use crate::oracle::Failure;
 use crate::record::{mode_label, Recording};
 use crate::saved::SavedConfig;
@@ -333,110 +331,6 @@ impl ExploreReport {
             ..Default::default()
         }
     }
-}
-
-/// A failing state: its crash point, its choice, the failed checks.
-pub(crate) type Found<C> = Vec<(usize, C, Vec<Failure>)>;
-
-/// Checks every crash state of `explorer` (one drive or several) on
-/// `opts.jobs` checker threads, each running `check` on the states sent
-/// to it: enumerated by what the checks read (`opts.read_sets`,
-/// [`crate::observe`]; `bases`: each drive's starting image) or up to
-/// the bounds (`opts.bound_lines` lines, `max_blocks` cache blocks per
-/// drive). Counts into `report` and names the reductions that applied
-/// (those of `cx` included); returns the failing states.
-pub(crate) fn check_all<S: CrashSpace>(
-    explorer: &mut S,
-    cx: &CheckContext,
-    bases: &[Arc<Image>],
-    max_blocks: u32,
-    opts: &ExploreOptions,
-    report: &mut ExploreReport,
-    check: impl Fn(&S::State) -> CheckOutcome + Sync,
-) -> Result<Found<S::Choice>, Error> {
-    report.crash_points = explorer.points();
-    let (tx, rx) = crossbeam::channel::bounded::<Job<S::State>>(256);
-    let (rtx, rrx) = crossbeam::channel::unbounded::<Checked<S::Choice>>();
-    let mut found = Vec::new();
-    let mut enum_err = None;
-    std::thread::scope(|s| {
-        for _ in 0..opts.jobs.max(1) {
-            let (rx, rtx, check) = (rx.clone(), rtx.clone(), &check);
-            s.spawn(move || {
-                for job in rx.iter() {
-                    let t = Instant::now();
-                    let out = check(&job.state);
-                    let (point, choice) = S::place(job.state);
-                    let done = Checked {
-                        tag: job.tag,
-                        point,
-                        choice,
-                        failures: out.failures,
-                        seconds: t.elapsed().as_secs_f64(),
-                        recovered_alike: out.recovered_alike,
-                        recovery_reused: out.recovery_reused,
-                        reads: out.reads,
-                        judgements: out.judgements,
-                    };
-                    if rtx.send(done).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(rx);
-        drop(rtx);
-        let mut tally = |r: Checked<S::Choice>, report: &mut ExploreReport| {
-            report.check_seconds += r.seconds;
-            report.states_recovered_alike += u64::from(r.recovered_alike);
-            report.states_recovery_reused += u64::from(r.recovery_reused);
-            if !r.failures.is_empty() {
-                found.push((r.point, r.choice, r.failures));
-            }
-        };
-        let t_enum = Instant::now();
-        let res = if opts.read_sets {
-            crate::observe::enumerate(
-                explorer,
-                &cx.promises,
-                bases,
-                opts.node_budget,
-                &tx,
-                &rrx,
-                report,
-                &mut tally,
-            )
-        } else {
-            enumerate_bounded(explorer, &cx.promises, opts.bound_lines, max_blocks, &tx, report)
-        };
-        let waiting = match res {
-            Ok(w) => w,
-            Err(e) => {
-                enum_err = Some(e);
-                0.0
-            }
-        };
-        report.enumerate_seconds = t_enum.elapsed().as_secs_f64() - waiting;
-        drop(tx);
-        for r in rrx.iter() {
-            tally(r, report);
-        }
-    });
-    if let Some(e) = enum_err {
-        return Err(Error::Failed(e));
-    }
-    report.reductions = [
-        (true, "equal-content"),
-        (opts.read_sets, "read-set"),
-        (opts.read_sets, "block-judgement"),
-        (cx.verdicts.is_some(), "recovered-alike"),
-        (cx.recoveries.is_some(), "recovery-reuse"),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, name)| name.to_string())
-    .collect();
-    Ok(found)
 }
 
 /// Enumerates every state of `explorer` up to the bounds (`max_lines`

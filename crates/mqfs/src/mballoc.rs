@@ -105,13 +105,15 @@ struct Prealloc {
 }
 
 impl Prealloc {
-    /// The device blocks `[from, to)` that still hold nothing, relative to
-    /// its start: a window's whole span (its used blocks are marked on disk
-    /// and so not free anyway), a locality group's tail.
-    fn reserved(&self) -> (u64, u64) {
+    /// The device blocks it reserves, from its start: a window's whole
+    /// span (its used blocks are marked on disk and so not free anyway); a
+    /// locality group's blocks not handed out, which is all of its span
+    /// (its start moves past each block it hands out,
+    /// [`Mballoc::take_from`]).
+    fn reserved(&self) -> u64 {
         match self.owner {
-            PaOwner::Inode { .. } => (0, self.len as u64),
-            PaOwner::Group { .. } => ((self.len - self.free) as u64, self.len as u64),
+            PaOwner::Inode { .. } => self.len as u64,
+            PaOwner::Group { .. } => self.free as u64,
         }
     }
 }
@@ -158,11 +160,16 @@ impl Mballoc {
             && !self.reserved(b)
     }
 
+    /// True if a preallocation reserves block `b`. Their reserved spans
+    /// never overlap (a window is made of free, unreserved blocks; a
+    /// locality group spans only what it still holds), so the one starting
+    /// nearest at or before `b` is the only one that can.
     fn reserved(&self, b: u64) -> bool {
-        self.pas.borrow().range(..=b).next_back().is_some_and(|(s, pa)| {
-            let (from, to) = pa.reserved();
-            b >= s + from && b < s + to
-        })
+        self.pas
+            .borrow()
+            .range(..=b)
+            .next_back()
+            .is_some_and(|(s, pa)| b < s + pa.reserved())
     }
 
     /// The free run at bit `bit` of group `start`'s bitmap, at most `want`
@@ -203,18 +210,32 @@ impl Mballoc {
             .borrow()
             .iter()
             .filter(|(_, pa)| pa.owner == PaOwner::Group { core } && pa.free > 0)
-            .map(|(s, pa)| (*s, s + (pa.len - pa.free) as u64))
+            .map(|(s, _)| (*s, *s))
             .min_by_key(|(_, next)| next.abs_diff(goal))
     }
 
     /// Hands out one block of the preallocation at `start`; a used-up one
-    /// goes (`ext4_mb_put_pa` with `pa_free` 0).
+    /// goes (`ext4_mb_put_pa` with `pa_free` 0). A locality group hands out
+    /// its first block and starts after it (`ext4_mb_use_group_pa`:
+    /// `pa_pstart += len`), so it never spans a block it handed out: once
+    /// freed, such a block may go to a window of its own, and the group's
+    /// span must not hide that window's from [`Mballoc::reserved`].
     fn take_from(&self, start: u64) {
         let mut pas = self.pas.borrow_mut();
-        if let Some(pa) = pas.get_mut(&start) {
-            pa.free = pa.free.saturating_sub(1);
-            if pa.free == 0 {
-                pas.remove(&start);
+        let Some(mut pa) = pas.remove(&start) else {
+            return;
+        };
+        pa.free = pa.free.saturating_sub(1);
+        if pa.free == 0 {
+            return;
+        }
+        match pa.owner {
+            PaOwner::Group { .. } => {
+                pa.len = pa.free;
+                pas.insert(start + 1, pa);
+            }
+            PaOwner::Inode { .. } => {
+                pas.insert(start, pa);
             }
         }
     }
@@ -475,10 +496,10 @@ impl Fs {
         };
         self.mb.claimed.borrow_mut().insert(b);
         if kind != Kind::Exact {
+            let len = self.mb.pas.borrow().get(&at).map_or(1, |pa| pa.len as u64);
             self.mb.take_from(at);
             self.mb.count(|s| s.windows += 1);
             if self.profile.mb_mark_window_on_disk {
-                let len = self.mb.pas.borrow().get(&at).map_or(0, |pa| pa.len as u64);
                 self.mark_window_on_disk(ctx, owner, at, len.max(1), b).await?;
             }
         }
