@@ -27,7 +27,9 @@
 //!   [`crate::FsProfile::mb_stream_request`] blocks takes its blocks from
 //!   its core's locality-group preallocation of
 //!   [`crate::FsProfile::mb_group_prealloc`] blocks (`s_locality_groups`,
-//!   per CPU, `ext4_mb_use_group_pa`); a larger one (stream allocation)
+//!   per CPU, `ext4_mb_use_group_pa`, whose start moves past each block
+//!   handed out, so no two preallocations ever reserve the same block); a
+//!   larger one (stream allocation)
 //!   gets a per-inode window (`i_prealloc_list`, `ext4_mb_use_inode_pa`).
 //! - **Window size** ([`normalized_window`], `ext4_mb_normalize_request`):
 //!   the file's size in bytes (the larger of `i_size` and the request's
@@ -89,7 +91,8 @@ use crate::layout::{FileType, Superblock, BLOCK};
 enum PaOwner {
     /// A per-inode window over file blocks `lstart ..` (`MB_INODE_PA`).
     Inode { ino: Ino, lstart: u32 },
-    /// A core's locality group (`MB_GROUP_PA`): handed out from the front.
+    /// A core's locality group (`MB_GROUP_PA`): handed out from the front,
+    /// its start moving past each block it hands out.
     Group { core: usize },
 }
 
@@ -611,6 +614,34 @@ impl Fs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A locality group that handed out its first three blocks, the last
+    /// two since freed and made into a file's window: the group still
+    /// reserves its tail behind the window (before the fix the lookup saw
+    /// only the window, the nearest start, and let blocks 103.. go).
+    #[test]
+    fn a_window_in_a_groups_front_does_not_hide_the_groups_tail() {
+        let mb = Mballoc::default();
+        let group = Prealloc {
+            owner: PaOwner::Group { core: 0 },
+            len: 10,
+            free: 10,
+        };
+        mb.pas.borrow_mut().insert(100, group);
+        for start in 100..103 {
+            mb.take_from(start);
+        }
+        let window = Prealloc {
+            owner: PaOwner::Inode { ino: 11, lstart: 0 },
+            len: 2,
+            free: 2,
+        };
+        mb.pas.borrow_mut().insert(101, window);
+        let reserved: Vec<u64> = (98..112).filter(|b| mb.reserved(*b)).collect();
+        assert_eq!(reserved, vec![101, 102, 103, 104, 105, 106, 107, 108, 109]);
+        // The group hands out its next block from the front.
+        assert_eq!(mb.group_window(0, 0), Some((103, 103)));
+    }
 
     #[test]
     fn small_files_round_up_to_a_power_of_two_from_block_zero() {
