@@ -13,8 +13,8 @@ use nvme_ctrl::SsdProfile;
 use pcie_sim::{Counters, EventKind, Sim, SimDuration};
 
 use super::common::{
-    block_on, device_read_bytes, device_write_bytes, run_window_with, BenchResult, LatStats, Measured, Rig,
-    Rng, Span, System, Tally, Window,
+    block_on, device_write_bytes, run_window_with, BenchResult, LatStats, Measured, Rig, Rng, Span, System,
+    Tally, Window,
 };
 
 /// Where the threads' files sit in the inode table.
@@ -127,12 +127,11 @@ pub struct Point {
     /// pipeline counters (`Fs::pipeline_stats`, `redirected`); 0 in the
     /// other modes.
     pub redirected_per_op: f64,
-    /// 4 KiB data blocks the device sent to the host per write (bus
-    /// counters). The workloads read nothing (every page they write is
-    /// cached), so under HoraeFS these are the commit write's reads of the
-    /// p-area slots (HoRAE 5.4: the prepare writes read back, then written
-    /// home).
-    pub data_reads_per_op: f64,
+    /// Home blocks HoraeFS's ordering layer wrote by commit writes per
+    /// write (`OrderingQueue::committed_blocks`; HoRAE 5.4: each prepare
+    /// write read back from its p-area slot, then written home); 0 in the
+    /// other modes.
+    pub committed_per_op: f64,
     /// The p-area mkfs reserved, in blocks (0 outside HoraeFS or without
     /// one).
     pub p_area_blocks: u64,
@@ -215,7 +214,7 @@ pub fn measure(
     let extra = Rc::new(Cell::new(0u64));
     let size = job.write_size;
     let (Measured { window, counters, .. }, s0, s1) =
-        run_window_with(&t, threads, span, redirected(&t), |i, w| {
+        run_window_with(&t, threads, span, redirection(&t), |i, w| {
             let fs = t.fs.clone();
             let sim = t.machine.sim();
             let (tally, extra) = (tally.clone(), extra.clone());
@@ -245,16 +244,36 @@ pub fn measure(
             }
         })?;
     let r = tally.borrow();
-    let mut pt = point(system, threads, size, &r, window.secs(), &counters, extra.get());
-    pt.redirected_per_op = (s1 - s0) as f64 / r.ops.max(1) as f64;
-    pt.p_area_blocks = t.fs.superblock().p_area_blocks;
-    Ok(pt)
+    let pt = point(system, threads, size, &r, window.secs(), &counters, extra.get());
+    Ok(with_redirection(pt, &t, s0, s1, r.ops))
 }
 
-/// The journal's count of redirected writes, read at the window's edges.
-fn redirected(t: &mqfs::testing::TestFs) -> impl Fn() -> u64 {
+/// The journal's count of redirected writes and the ordering layer's of
+/// blocks its commit writes wrote home, read at the window's edges.
+fn redirection(t: &mqfs::testing::TestFs) -> impl Fn() -> (u64, u64) {
     let fs = t.fs.clone();
-    move || fs.pipeline_stats().map_or(0, |s| s.redirected)
+    move || {
+        (
+            fs.pipeline_stats().map_or(0, |s| s.redirected),
+            fs.ordering_queue().map_or(0, |q| q.committed_blocks()),
+        )
+    }
+}
+
+/// `pt` with the redirection counted between the window's edges `s0` and
+/// `s1` ([`redirection`]) over its `ops` operations, and `t`'s p-area.
+fn with_redirection(
+    mut pt: Point,
+    t: &mqfs::testing::TestFs,
+    s0: (u64, u64),
+    s1: (u64, u64),
+    ops: u64,
+) -> Point {
+    let ops = ops.max(1) as f64;
+    pt.redirected_per_op = (s1.0 - s0.0) as f64 / ops;
+    pt.committed_per_op = (s1.1 - s0.1) as f64 / ops;
+    pt.p_area_blocks = t.fs.superblock().p_area_blocks;
+    pt
 }
 
 /// Bytes per preallocating write of [`overwrite`]'s set-up.
@@ -297,7 +316,7 @@ fn overwrite(
     })?;
     let tally = Rc::new(RefCell::new(Tally::default()));
     let (Measured { window, counters, .. }, s0, s1) =
-        run_window_with(t, threads, span, redirected(t), |i, w| {
+        run_window_with(t, threads, span, redirection(t), |i, w| {
             let fs = t.fs.clone();
             let sim = t.machine.sim();
             let tally = tally.clone();
@@ -315,10 +334,8 @@ fn overwrite(
             }
         })?;
     let r = tally.borrow();
-    let mut pt = point(system, threads, size, &r, window.secs(), &counters, 0);
-    pt.redirected_per_op = (s1 - s0) as f64 / r.ops.max(1) as f64;
-    pt.p_area_blocks = t.fs.superblock().p_area_blocks;
-    Ok(pt)
+    let pt = point(system, threads, size, &r, window.secs(), &counters, 0);
+    Ok(with_redirection(pt, t, s0, s1, r.ops))
 }
 
 /// `system`'s sync of `ino` after a write of `bytes`; counted in `tally`
@@ -372,7 +389,7 @@ fn point(
         irqs_per_op: c.kind(EventKind::Msix).ops as f64 / ops,
         extra_files,
         redirected_per_op: 0.0,
-        data_reads_per_op: device_read_bytes(c) as f64 / 4096.0 / ops,
+        committed_per_op: 0.0,
         p_area_blocks: 0,
     }
 }

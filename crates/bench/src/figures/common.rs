@@ -440,12 +440,6 @@ pub fn device_write_bytes(c: &Counters) -> u64 {
         .payload_bytes
 }
 
-/// Data-block bytes the device sent to the host by DMA (what it was asked
-/// to read).
-pub fn device_read_bytes(c: &Counters) -> u64 {
-    c.get(EventKind::DmaWrite, traffic::DATA_BLOCK).payload_bytes
-}
-
 /// A small deterministic generator (SplitMix64) for workload choices, one
 /// per simulated thread, so a thread's choices do not depend on how the
 /// others interleave.

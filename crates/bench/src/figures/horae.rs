@@ -553,8 +553,8 @@ pub struct IpuPoint {
     pub blocks_per_op: f64,
     /// Prepare writes (redirected to the p-area) per overwrite.
     pub redirected_per_op: f64,
-    /// Blocks the commit write read back from the p-area per overwrite
-    /// (the device's data reads: the workload reads nothing).
+    /// Blocks the commit writes read back from the p-area (and wrote
+    /// home) per overwrite, counted by the ordering layer.
     pub commit_reads_per_op: f64,
 }
 
@@ -591,7 +591,7 @@ pub fn overwrites(
         sync_us: pt.sync.mean,
         blocks_per_op: pt.blocks_per_op,
         redirected_per_op: pt.redirected_per_op,
-        commit_reads_per_op: pt.data_reads_per_op,
+        commit_reads_per_op: pt.committed_per_op,
     })
 }
 

@@ -61,6 +61,7 @@ impl OrderingQueue {
             if !prepare.is_empty() {
                 let merged = redirect::merge(&prepare, &self.devs);
                 redirect::copy_home(&self.devs, core, &merged).await?;
+                self.redirect.borrow_mut().committed += merged.len() as u64;
             }
             self.write(&c, layout::HEAD, &d.to_le_bytes()).await?;
             let gone: Vec<_> = self

@@ -118,6 +118,9 @@ pub(super) struct Redirect {
     /// Reads through the tree in flight: slots are not released (so not
     /// reused) while one runs.
     pub(super) readers: u32,
+    /// Home blocks the commit writes of this mount wrote (merged: a block
+    /// redirected twice before its commit counts once).
+    pub(super) committed: u64,
 }
 
 impl Redirect {
@@ -131,6 +134,7 @@ impl Redirect {
                 .collect(),
             tree: BTreeMap::new(),
             readers: 0,
+            committed: 0,
         }
     }
 
@@ -360,6 +364,12 @@ impl OrderingQueue {
             self.flush(core).await?;
             self.dequeue(core).await?;
         }
+    }
+
+    /// Home blocks the commit writes of this mount wrote so far (eager and
+    /// lazy alike; recovery's commits are [`super::HoraeRecovery`]'s).
+    pub fn committed_blocks(&self) -> u64 {
+        self.redirect.borrow().committed
     }
 
     /// Commits every prepare write: a joint FLUSH of everything appended,
