@@ -1,16 +1,19 @@
-//! Checking one crash state: a fresh simulated machine boots over the
-//! state's PMR and media (copy-on-write over the shared base image), the
-//! driver probes (ccNVMe or Horae recovery), the file system mounts (its
-//! recovery), fsck runs on what the drive now holds, then the promises in
-//! force and CrashMonkey's sanity check.
+//! Checking one crash state, one check for a machine of one drive and of
+//! several ([`check_state`] over [`BootState`]): a fresh simulated machine
+//! boots over the state's PMRs and media (copy-on-write over the shared
+//! base images), the driver probes each drive (ccNVMe or Horae recovery),
+//! the file system mounts on their volume (its recovery), fsck runs on
+//! what the drives now hold, then the promises in force and CrashMonkey's
+//! sanity check.
 //!
 //! Many crash states recover to the same image (every partial write of an
 //! uncommitted transaction is discarded alike). After recovery, a state's
-//! drive is hashed (leaving out journal log blocks, which nothing reads
-//! until they are rewritten) together with the promises in force; a state
-//! whose hash was already checked takes that verdict instead of running
-//! fsck, the oracle and the sanity check again. Recovery itself always
-//! runs.
+//! drives are hashed (leaving out a single drive's journal log blocks,
+//! which nothing reads until they are rewritten) together with the
+//! promises in force; a state whose hash was already checked takes that
+//! verdict instead of running fsck, the oracle and the sanity check again.
+//! A state that holds what an earlier recovery read does not even boot
+//! ([`crate::reuse`]).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,8 +21,10 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use ccnvme::BlockDevice;
-use mqfs::{mount, Ctx};
-use nvme_ctrl::crash::{boot, written_terms, CrashState, Unit};
+use mqfs::layout::BLOCK;
+use mqfs::volume::VolumeSource;
+use mqfs::{mount_devices, BlockSource, Ctx};
+use nvme_ctrl::crash::{written_terms, BootState, Unit};
 use nvme_ctrl::{ControllerConfig, Image, SsdProfile};
 use pcie_sim::{Executor, Machine, MachineProfile, SimDuration, SimTime, TraceMode};
 
@@ -57,8 +62,8 @@ pub struct CheckContext {
     pub profile: SsdProfile,
     /// Machine profile.
     pub machine: MachineProfile,
-    /// The base image.
-    pub base: Arc<Image>,
+    /// Each drive's starting image, by port.
+    pub bases: Arc<[Arc<Image>]>,
     /// Every promise of the run.
     pub promises: Arc<Vec<Promise>>,
     /// Run CrashMonkey's sanity check (create and remove everywhere).
@@ -80,7 +85,7 @@ impl CheckContext {
         mode: ModeName,
         profile: SsdProfile,
         machine: MachineProfile,
-        base: Arc<Image>,
+        bases: Arc<[Arc<Image>]>,
         promises: Arc<Vec<Promise>>,
         sanity: bool,
     ) -> CheckContext {
@@ -89,7 +94,7 @@ impl CheckContext {
             fault: None,
             profile,
             machine,
-            base,
+            bases,
             promises,
             sanity,
             verdicts: Some(Arc::default()),
@@ -108,7 +113,7 @@ impl CheckContext {
                 cfg.mode,
                 cfg.profile.clone(),
                 cfg.machine(),
-                rec.base_media.clone(),
+                rec.bases().into(),
                 Arc::new(rec.promises.clone()),
                 sanity,
             )
@@ -167,24 +172,45 @@ pub(crate) type Access = (Vec<Unit>, BTreeSet<Unit>);
 
 /// What the machine's PMRs and the drives (`ctrls`, the drive on port `i`
 /// at `i`) logged since the last take, as units (reads in first-read
-/// order, every PMR first; units written).
+/// order, every PMR first; units written). The drives' first reads are
+/// merged in the order they happened (by their shared clock,
+/// [`start_logging`]): which block a recovery reads next may depend on what
+/// it read on the other drive, and [`crate::reuse`] walks the reads in
+/// that order.
 pub(crate) fn take_access(m: &Machine, ctrls: &[Rc<nvme_ctrl::Controller>]) -> Access {
     let mut reads = Vec::new();
     let mut wrote = BTreeSet::new();
-    let mut media = Vec::with_capacity(ctrls.len());
+    let mut media = Vec::new();
     for (port, ctrl) in (0u8..).zip(ctrls) {
         let pmr = m.take_pmr_access(port).unwrap_or_default();
         let pmr_unit = |line| Unit::Pmr { port, line };
         reads.extend(pmr.reads().iter().map(|&l| pmr_unit(l)));
         wrote.extend(pmr.written().map(pmr_unit));
-        media.push((port, ctrl.backend().take_reads().unwrap_or_default()));
-    }
-    for (port, log) in media {
+        let log = ctrl.backend().take_reads().unwrap_or_default();
         let block = |lba| Unit::Block { port, lba };
-        reads.extend(log.reads().iter().map(|&b| block(b)));
+        debug_assert!(
+            ctrls.len() == 1 || log.stamps().len() == log.reads().len(),
+            "the drives of one machine log their reads on one clock"
+        );
+        let stamps = log.stamps().iter().copied().chain(std::iter::repeat(0));
+        media.extend(stamps.zip(log.reads().iter().map(|&b| block(b))));
         wrote.extend(log.written().map(block));
     }
+    // Stable: on one drive without a clock, first-read order stays.
+    media.sort_by_key(|&(stamp, _)| stamp);
+    reads.extend(media.into_iter().map(|(_, u)| u));
     (reads, wrote)
+}
+
+/// Starts logging what a check reads of every drive of `m` (`ctrls`, the
+/// drive on port `i` at `i`): PMR lines, and media blocks stamped from one
+/// clock ([`take_access`]).
+fn start_logging(m: &Machine, ctrls: &[Rc<nvme_ctrl::Controller>]) {
+    let clock = pcie_sim::observe::ReadClock::default();
+    for (port, c) in (0u8..).zip(ctrls) {
+        c.backend().log_reads_on(clock.clone());
+        m.log_pmr_access(port);
+    }
 }
 
 /// What a check observed, from what its recovery read and wrote
@@ -223,16 +249,22 @@ pub(crate) fn observed(
 /// Simulated time a recovery may take before it counts as a hang.
 pub const RECOVERY_LIMIT: SimDuration = SimDuration::from_ms(500);
 
-/// Checks one state.
-pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
-    let promised = crate::oracle::promises_key(&cx.promises, state.point + 1);
-    // Enumeration hashed the state already (dedup); a state built
-    // elsewhere (a replay) is hashed here on a copy of its page table.
-    let pmr_hash = state
-        .pmr
-        .current_hash()
-        .unwrap_or_else(|| state.pmr.clone().content_hash());
-    if let Some(rec) = cx.recoveries.as_ref().and_then(|m| m.lookup(state, pmr_hash)) {
+/// Checks one crash state, of one drive or several ([`BootState`]): a
+/// fresh machine boots a controller per drive over the state, the driver
+/// probes each (ccNVMe or Horae recovery), the file system mounts on their
+/// volume (its recovery: on several drives, HoraeFS's over every member),
+/// fsck runs on what the drives now hold, then the promises in force and
+/// CrashMonkey's sanity check. With `cx.observe`, logs what the check
+/// reads of every drive (PMR lines and blocks, each unit naming its
+/// drive's port) and judges data blocks instead of reading them, on the
+/// member a volume block maps to. With `cx.recoveries` and `cx.verdicts`,
+/// a state whose recovery or recovered drives are known takes what was
+/// found ([`crate::reuse`]).
+pub fn check_state<S: BootState + Clone + 'static>(cx: &CheckContext, state: &S) -> CheckOutcome {
+    let promised = crate::oracle::promises_key(&cx.promises, state.point() + 1);
+    let memo = cx.recoveries.clone();
+    let pmr_hash = if memo.is_some() { state.pmr_hash() } else { 0 };
+    if let Some(rec) = memo.as_ref().and_then(|m| m.lookup(state, pmr_hash)) {
         let key = pcie_sim::content_hash::combine(&[rec.drive_hash(state), promised]);
         let known = cx
             .verdicts
@@ -258,32 +290,28 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             };
         }
     }
-    let mut log = Vec::new();
     let ex = Executor::new(1);
     let m = Machine::new(&ex, cx.machine.clone(), TraceMode::CountersOnly);
-    let ctrl = match boot(&m, ControllerConfig::new(cx.profile.clone()), &cx.base, state) {
+    let configs = (0..state.drives())
+        .map(|_| ControllerConfig::new(cx.profile.clone()))
+        .collect();
+    let ctrls = match state.boot(&m, configs, &cx.bases) {
         Ok(c) => c,
         Err(e) => {
             // Booting reads nothing of the state: it fails on the
             // configuration alone, the same for every state.
             return CheckOutcome {
                 failures: vec![Failure::new("boot", e.to_string())],
-                log,
-                recovered_alike: false,
-                recovery_reused: false,
                 reads: cx.observe.then(Vec::new),
-                recovery_reads: 0,
-                judgements: Vec::new(),
+                ..CheckOutcome::default()
             };
         }
     };
-    let memo = cx.recoveries.clone();
     let observe = cx.observe || memo.is_some();
     if observe {
-        ctrl.backend().log_reads();
-        m.log_pmr_access(0);
+        start_logging(&m, &ctrls);
     }
-    let applied = state.point + 1;
+    let applied = state.point() + 1;
     let in_force: Vec<usize> = (0..cx.promises.len())
         .filter(|&i| cx.promises[i].covers(applied))
         .collect();
@@ -297,9 +325,9 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
     let sanity_on = cx.sanity;
     let judge_blocks = cx.observe;
     let journaled = cx.mode != ModeName::None;
-    let horae_mode = cx.mode == ModeName::Horae;
+    let horae_mode = cx.mode.is_horae();
     let m2 = m.clone();
-    let ctrl2 = ctrl.clone();
+    let ctrls2 = ctrls.clone();
     // What recovery read and wrote (taken when the mount returns).
     let recovery_access: Rc<RefCell<Option<Access>>> = Rc::default();
     let recovery_access2 = recovery_access.clone();
@@ -308,24 +336,29 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
         let mut failures = Vec::new();
         let mut log = Vec::new();
         let mut alike = false;
-        let dev = match BlockDevice::probe(&m2, 0, probe).await {
-            Ok(d) => d,
-            Err(e) => {
-                failures.push(Failure::new("probe", e.to_string()));
-                return (failures, log, alike, None);
+        let mut devs = Vec::with_capacity(ctrls2.len());
+        for port in 0..ctrls2.len() {
+            match BlockDevice::probe(&m2, port as u8, probe.clone()).await {
+                Ok(d) => devs.push(d),
+                Err(e) => {
+                    failures.push(Failure::new("probe", e.to_string()));
+                    return (failures, log, alike, None);
+                }
             }
-        };
-        if let Some(r) = dev.recovery() {
-            log.push(format!(
-                "driver: {} unfinished transaction(s) {:?}",
-                r.unfinished.len(),
-                r.unfinished_ids().iter().map(|t| t.0).collect::<Vec<_>>()
-            ));
+        }
+        for (port, dev) in devs.iter().enumerate() {
+            if let Some(r) = dev.recovery() {
+                log.push(format!(
+                    "driver {port}: {} unfinished transaction(s) {:?}",
+                    r.unfinished.len(),
+                    r.unfinished_ids().iter().map(|t| t.0).collect::<Vec<_>>()
+                ));
+            }
         }
         if horae_mode {
             // What the ordering queue's recovery will do (it reads, writes
             // nothing; the mount below runs it again and acts).
-            if let Ok(r) = mqfs::horae_recovery(&dev, 0).await {
+            if let Ok(r) = mqfs::horae_recovery(&devs, 0).await {
                 log.push(format!(
                     "horae: head {} flushed {} tail {}; {} durable entr(ies); discard (lba, blocks, in place): {:?}",
                     r.head,
@@ -336,29 +369,29 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
                 ));
             }
         }
-        let fs = match mount(&dev, c, fs_profile).await {
+        let fs = match mount_devices(&devs, c, fs_profile).await {
             Ok(fs) => fs,
             Err(e) => {
                 failures.push(Failure::new("mount", e.to_string()));
                 return (failures, log, alike, None);
             }
         };
-        log.push("mount: recovered".into());
+        log.push(format!("mount: recovered on {} drive(s)", devs.len()));
         let (reads, wrote) = if observe {
-            take_access(&m2, std::slice::from_ref(&ctrl2))
+            take_access(&m2, &ctrls2)
         } else {
             Default::default()
         };
-        let blocks_read: Vec<u64> = reads
+        let blocks_read: Vec<(u8, u64)> = reads
             .iter()
             .filter_map(|u| match u {
-                Unit::Block { lba, .. } => Some(*lba),
+                Unit::Block { port, lba } => Some((*port, *lba)),
                 Unit::Pmr { .. } => None,
             })
             .collect();
         let recovered = Recovered {
-            written: written_terms(ctrl2.backend()),
-            log_area: fs.journal_log_area(),
+            written: ctrls2.iter().map(|c| written_terms(c.backend())).collect(),
+            log_area: (ctrls2.len() == 1).then(|| fs.journal_log_area()),
             log: log.clone(),
             reads: reads.clone().into(),
             wrote: Arc::new(wrote.clone()),
@@ -374,26 +407,53 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             alike = true;
             return (v.failures, log, alike, Some((v.reads, v.judgements)));
         }
-        match mqfs::fsck::fsck(&**ctrl2.backend()) {
-            Ok(report) => {
-                failures.extend(fsck_failures(
-                    &report.findings,
-                    report.suppressed,
-                    report.suppressed_errors,
-                    journaled,
-                ));
-                log.push(format!("fsck: {} finding(s)", report.findings.len()));
+        let backends: Vec<_> = ctrls2.iter().map(|c| c.backend().clone()).collect();
+        let sources: Vec<&dyn BlockSource> = backends.iter().map(|b| &**b as &dyn BlockSource).collect();
+        let volume = match VolumeSource::open(&sources) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                failures.push(Failure::new("fsck", e.to_string()));
+                None
             }
-            Err(e) => failures.push(Failure::new("fsck", e.to_string())),
+        };
+        if let Some(v) = &volume {
+            match mqfs::fsck::fsck(v) {
+                Ok(report) => {
+                    failures.extend(fsck_failures(
+                        &report.findings,
+                        report.suppressed,
+                        report.suppressed_errors,
+                        journaled,
+                    ));
+                    log.push(format!("fsck: {} finding(s)", report.findings.len()));
+                }
+                Err(e) => failures.push(Failure::new("fsck", e.to_string())),
+            }
         }
         // Data blocks are judged, not read, where the reads are observed
-        // ([`crate::blockwise`]): a look at what the drive holds logs no
-        // read.
-        let peek = |lba: u64, buf: &mut [u8; mqfs::layout::BLOCK]| {
-            ctrl2.backend().peek(lba, buf);
-            Unit::Block { port: 0, lba }
+        // ([`crate::blockwise`]): a volume block is looked at on the
+        // member it maps to, without logging a read.
+        let peek = |b: u64, buf: &mut [u8; BLOCK]| -> Unit {
+            match volume.as_ref().and_then(|v| v.locate(b)) {
+                Some((port, lba)) => {
+                    backends[port].peek(lba, buf);
+                    Unit::Block {
+                        port: port as u8,
+                        lba,
+                    }
+                }
+                // Past the volume: no drive holds it, the same in every
+                // state (no pending item writes a unit of no drive).
+                None => {
+                    buf.fill(0);
+                    Unit::Block {
+                        port: u8::MAX,
+                        lba: b,
+                    }
+                }
+            }
         };
-        let mut looked = if judge_blocks {
+        let mut looked = if judge_blocks && volume.is_some() {
             Lookups::judging(BlockJudge::new(&peek))
         } else {
             Lookups::default()
@@ -417,7 +477,7 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             }
         }
         let after: Arc<[Unit]> = if observe {
-            take_access(&m2, std::slice::from_ref(&ctrl2)).0.into()
+            take_access(&m2, &ctrls2).0.into()
         } else {
             Arc::from(Vec::new())
         };
@@ -452,28 +512,25 @@ pub fn check_state(cx: &CheckContext, state: &CrashState) -> CheckOutcome {
             _ => None,
         };
         let (reads, n, open) = observed(recovery_access.borrow_mut().take(), after, || {
-            take_access(&m, std::slice::from_ref(&ctrl)).0
+            take_access(&m, &ctrls).0
         });
         recovery_reads = n;
         judgements = open;
         reads
     });
     match outcome {
-        Ok((failures, l, recovered_alike, _)) => {
-            log.extend(l);
-            CheckOutcome {
-                failures,
-                log,
-                recovered_alike,
-                recovery_reused: false,
-                reads,
-                recovery_reads,
-                judgements,
-            }
-        }
+        Ok((failures, log, recovered_alike, _)) => CheckOutcome {
+            failures,
+            log,
+            recovered_alike,
+            recovery_reused: false,
+            reads,
+            recovery_reads,
+            judgements,
+        },
         Err(e) => CheckOutcome {
             failures: vec![Failure::new("hang", e.to_string())],
-            log,
+            log: Vec::new(),
             recovered_alike: false,
             recovery_reused: false,
             reads,

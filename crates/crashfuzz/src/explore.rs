@@ -6,14 +6,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use nvme_ctrl::crash::{Explorer, StateChoice};
+use nvme_ctrl::crash::{BootState, Explorer, StateChoice};
 
 pub use crate::pipeline::{ExploreOptions, ExploreReport, Violation};
 
 use crate::check::{check_state, CheckContext};
 use crate::checkers::check_all;
+use crate::devices::devices_explorer_of;
 use crate::error::Error;
-use crate::pipeline::finish_report;
+use crate::oracle::Failure;
+use crate::pipeline::{finish_report, CrashSpace};
 use crate::record::{record, Recording, RunConfig};
 use crate::saved::{SavedConfig, SavedRun};
 use crate::workload::Workload;
@@ -103,17 +105,15 @@ pub fn explorer_of<'a>(rec: &'a Recording, profile: &nvme_ctrl::SsdProfile) -> R
 }
 
 /// Explores every crash state of a recorded run whose machines `cfg`
-/// describes: the exploration [`explore`] and [`explore_saved`] share.
-/// Violation ids start with `replay_of`; `record_seconds` is left 0.
+/// describes, on one drive or several: the exploration [`explore`] and
+/// [`explore_saved`] share. Violation ids start with `replay_of`;
+/// `record_seconds` is left 0.
 pub fn explore_recording(
     rec: &Recording,
     cfg: &SavedConfig,
     opts: &ExploreOptions,
     replay_of: &str,
 ) -> Result<ExploreReport, Error> {
-    if cfg.mode.drives() > 1 {
-        return crate::devices::explore_devices(rec, cfg, opts, replay_of);
-    }
     let t0 = Instant::now();
     let mut report = ExploreReport::of_run(rec, cfg);
     let cx = CheckContext {
@@ -122,19 +122,40 @@ pub fn explore_recording(
         observe: opts.read_sets,
         ..CheckContext::for_run(cfg, rec, opts.sanity)
     };
-    let mut explorer = explorer_of(rec, &cfg.profile)?;
-    let found = check_all(
-        &mut explorer,
-        &cx,
-        std::slice::from_ref(&cx.base),
-        opts.bound_blocks,
-        opts,
-        &mut report,
-        |state| check_state(&cx, state),
-    )?;
-    let found = found
-        .into_iter()
-        .map(|(point, choice, failures)| (point, encode_choice(&choice), failures))
-        .collect();
+    let drives = u32::from(cfg.mode.drives());
+    let found = if drives > 1 {
+        // The media subsets per point are the product of each drive's: the
+        // block bound is shared out so that their product stays within the
+        // one-drive bound (2^bound subsets per point).
+        let per_drive = (opts.bound_blocks / drives).max(1);
+        let mut explorer = devices_explorer_of(rec, &cfg.profile)?;
+        check_space(&mut explorer, &cx, per_drive, opts, &mut report)?
+    } else {
+        let mut explorer = explorer_of(rec, &cfg.profile)?;
+        check_space(&mut explorer, &cx, opts.bound_blocks, opts, &mut report)?
+    };
     Ok(finish_report(report, found, cfg, opts, replay_of, t0))
+}
+
+/// Checks every state of `explorer` with [`check_state`] ([`check_all`],
+/// `max_blocks` cache blocks per drive within the bounds); the failing
+/// states with their choices encoded for ids.
+fn check_space<S>(
+    explorer: &mut S,
+    cx: &CheckContext,
+    max_blocks: u32,
+    opts: &ExploreOptions,
+    report: &mut ExploreReport,
+) -> Result<Vec<(usize, String, Vec<Failure>)>, Error>
+where
+    S: CrashSpace,
+    S::State: BootState + Clone + 'static,
+{
+    let found = check_all(explorer, cx, &cx.bases, max_blocks, opts, report, |state| {
+        check_state(cx, state)
+    })?;
+    Ok(found
+        .into_iter()
+        .map(|(point, choice, failures)| (point, S::encode(&choice), failures))
+        .collect())
 }

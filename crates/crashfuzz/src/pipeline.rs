@@ -65,6 +65,9 @@ pub trait CrashSpace {
     type Choice: Send;
     /// A checked state's crash point and choice.
     fn place(state: Self::State) -> (usize, Self::Choice);
+    /// The choice as a violation's id names it (`crashfuzz replay` decodes
+    /// it).
+    fn encode(choice: &Self::Choice) -> String;
 }
 
 impl CrashSpace for Explorer<'_> {
@@ -123,6 +126,10 @@ impl CrashSpace for Explorer<'_> {
 
     fn place(state: CrashState) -> (usize, StateChoice) {
         (state.point, state.choice)
+    }
+
+    fn encode(choice: &StateChoice) -> String {
+        crate::explore::encode_choice(choice)
     }
 }
 

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use ccnvme::BlockDevice;
 use mqfs::{
-    mkfs, mkfs_volume, mount, mount_volume, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode,
-    RecoveryRule, StripeOptions, SyncKind,
+    mkfs, mkfs_volume, mount, mount_devices, mount_volume, probe_options, Ctx, FsError, FsProfile,
+    MkfsOptions, Mode, RecoveryRule, StripeOptions, SyncKind,
 };
 use nvme_ctrl::{attach_drives, ControllerConfig, Drive, Image, Media, SsdProfile};
 use pcie_sim::{
@@ -401,6 +401,15 @@ pub struct Recording {
     pub ops: Vec<OpRecord>,
 }
 
+impl Recording {
+    /// The starting images of the run's drives, by port.
+    pub fn bases(&self) -> Vec<Arc<Image>> {
+        let mut b = vec![self.base_media.clone()];
+        b.extend(self.more_drives.iter().map(|(m, _)| m.clone()));
+        b
+    }
+}
+
 /// When one operation of a recorded run ran, and how it ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpRecord {
@@ -580,11 +589,7 @@ pub async fn mount_drives(
     for port in 0..mode.drives() {
         devs.push(BlockDevice::probe(m, port, probe.clone()).await?);
     }
-    if devs.len() > 1 {
-        mount_volume(&devs, c, profile).await
-    } else {
-        mount(&devs[0], c, profile).await
-    }
+    mount_devices(&devs, c, profile).await
 }
 
 /// The base images of a run: per drive, its media and PMR.

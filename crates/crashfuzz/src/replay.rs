@@ -251,7 +251,7 @@ pub fn replay_devices_state(
     explorer.choices_at(point, 0, 0).map_err(bad)?;
     let state = explorer.build(point, choice).map_err(bad)?;
     let cx = CheckContext::for_run(cfg, rec, true);
-    let out = crate::devices::check_devices_state(&cx, &crate::devices::bases_of(rec), &state);
+    let out = check_state(&cx, &state);
     Ok(outcome(rec, point, context, out.failures, out.log))
 }
 

@@ -16,15 +16,16 @@
 //! read again returns what it held the first time or what the recovery
 //! wrote there, both the same in two boots that agree so far).
 //!
-//! The memo is that decision tree: its root branches on the whole PMR's
-//! content hash, each inner node is "the next block read is `b`" and
-//! branches on what the state holds at `b` (its delta's hash term, or "the
-//! base's"), and each leaf is what that recovery did. A state that walks
+//! The memo is that decision tree: its root branches on the content hash
+//! of every drive's PMR, each inner node is "the next block read is `b` of
+//! the drive on port `p`" and branches on what the state holds there (its
+//! delta's hash term, or "the base's"), and each leaf is what that
+//! recovery did. One drive and several ([`BootState`]) share the tree. A state that walks
 //! down to a leaf agrees with the recovered state on every value its
 //! recovery read, so recovery over it reads the same, writes the same
 //! blocks with the same content and leaves the file system in the same
-//! state: its recovered drive is the state with those writes laid over it.
-//! Its hash ([`nvme_ctrl::crash::drive_hash`]) is computed from exactly
+//! state: its recovered drives are the state with those writes laid over
+//! it. Their hash ([`BootState::recovered_hash`]) is computed from exactly
 //! that, by the function the full check uses, and the verdict table is
 //! keyed by that hash and the promises in force, so a state takes a stored
 //! verdict only where a full check would have taken the same one; else it
@@ -41,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use mqfs::JournalLogArea;
-use nvme_ctrl::crash::{drive_hash, CrashState, Unit};
+use nvme_ctrl::crash::{BootState, Unit};
 use pcie_sim::content_hash::ContentHash;
 
 /// Nodes kept per run (past this, new recoveries are not remembered, and
@@ -52,10 +53,13 @@ const NODES_KEPT: usize = 1 << 20;
 /// of any state it applies to.
 #[derive(Debug, Clone)]
 pub struct Recovered {
-    /// Each block recovery wrote, with the hash term of what it holds now.
-    pub written: BTreeMap<u64, ContentHash>,
-    /// The journal's log blocks, left out of the recovered drive's hash.
-    pub log_area: JournalLogArea,
+    /// Per drive (by port): each block recovery wrote, with the hash term
+    /// of what it holds now.
+    pub written: Vec<BTreeMap<u64, ContentHash>>,
+    /// The journal's log blocks, left out of the recovered drive's hash
+    /// (one drive only: on a striped volume every block counts, which can
+    /// only tell more images apart).
+    pub log_area: Option<JournalLogArea>,
     /// The recovery's log lines (for replays and reports).
     pub log: Vec<String>,
     /// What the recovery observed of the state ([`crate::observe`]), in
@@ -67,10 +71,13 @@ pub struct Recovered {
 }
 
 impl Recovered {
-    /// The hash of the recovered drive of `state` (which must be a state
-    /// this recovery applies to, or the one it ran on).
-    pub fn drive_hash(&self, state: &CrashState) -> ContentHash {
-        drive_hash(state, &self.written, |b| !self.log_area.contains(b))
+    /// The hash of the recovered drives of `state` (which must be a
+    /// state this recovery applies to, or the one it ran on).
+    pub fn drive_hash(&self, state: &impl BootState) -> ContentHash {
+        let log = self.log_area.as_ref();
+        state.recovered_hash(&self.written, &|port, b| {
+            !(port == 0 && log.is_some_and(|l| l.contains(b)))
+        })
     }
 }
 
@@ -83,7 +90,7 @@ pub struct RecoveryMemo {
 
 #[derive(Debug, Default)]
 struct Tree {
-    /// The first node by the PMR's content hash.
+    /// The first node by the PMRs' content hash.
     roots: BTreeMap<ContentHash, usize>,
     nodes: Vec<Node>,
     recoveries: usize,
@@ -95,9 +102,12 @@ type Held = Option<ContentHash>;
 
 #[derive(Debug)]
 enum Node {
-    /// The recovery reads `block` next; the next node by what the state
-    /// holds there.
-    Read { block: u64, next: BTreeMap<Held, usize> },
+    /// The recovery reads `block` (port, LBA) next; the next node by what
+    /// the state holds there.
+    Read {
+        block: Block,
+        next: BTreeMap<Held, usize>,
+    },
     /// The recovery ended, having done this.
     Done(Arc<Recovered>),
 }
@@ -109,8 +119,11 @@ enum Link {
     Child(usize, Held),
 }
 
-fn held(state: &CrashState, b: u64) -> Held {
-    state.block_hashes.get(&b).copied()
+/// A media block of one drive: (port, LBA).
+pub type Block = (u8, u64);
+
+fn held(state: &impl BootState, (port, lba): Block) -> Held {
+    state.held(port, lba)
 }
 
 impl Tree {
@@ -133,8 +146,9 @@ impl Tree {
 
 impl RecoveryMemo {
     /// The recovery of an earlier state that read what `state` holds
-    /// (`pmr` is its PMR's content hash), if one is known.
-    pub fn lookup(&self, state: &CrashState, pmr: ContentHash) -> Option<Arc<Recovered>> {
+    /// (`pmr` is its PMRs' content hash, [`BootState::pmr_hash`]), if one
+    /// is known.
+    pub fn lookup(&self, state: &impl BootState, pmr: ContentHash) -> Option<Arc<Recovered>> {
         let t = self.tree.lock().ok()?;
         let mut at = *t.roots.get(&pmr)?;
         loop {
@@ -145,10 +159,10 @@ impl RecoveryMemo {
         }
     }
 
-    /// Remembers that recovery over `state` (PMR content hash `pmr`) read
-    /// the media blocks `reads`, each once in the order first read, and
-    /// did `recovered`.
-    pub fn remember(&self, state: &CrashState, pmr: ContentHash, reads: &[u64], recovered: Recovered) {
+    /// Remembers that recovery over `state` (PMRs' content hash `pmr`)
+    /// read the media blocks `reads`, each once in the order first read,
+    /// and did `recovered`.
+    pub fn remember(&self, state: &impl BootState, pmr: ContentHash, reads: &[Block], recovered: Recovered) {
         let Ok(mut t) = self.tree.lock() else {
             return;
         };
@@ -204,6 +218,7 @@ impl RecoveryMemo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvme_ctrl::crash::CrashState;
     use pcie_sim::PageStore;
 
     /// A state changing the blocks `changed` (block, hash term).
@@ -220,8 +235,8 @@ mod tests {
 
     fn recovered() -> Recovered {
         Recovered {
-            written: BTreeMap::from([(9, 99)]),
-            log_area: mqfs::JournalLogArea::default(),
+            written: vec![BTreeMap::from([(9, 99)])],
+            log_area: Some(mqfs::JournalLogArea::default()),
             log: vec!["recovered".into()],
             reads: Arc::from(Vec::new()),
             wrote: Arc::default(),
@@ -232,7 +247,7 @@ mod tests {
     fn a_state_takes_a_recovery_only_where_it_agrees_on_what_was_read() {
         let memo = RecoveryMemo::default();
         // Recovery read block 1 then block 2 (unchanged: the base's).
-        memo.remember(&state(&[(1, 11), (7, 77)]), 5, &[1, 2], recovered());
+        memo.remember(&state(&[(1, 11), (7, 77)]), 5, &[(0, 1), (0, 2)], recovered());
         assert!(
             memo.lookup(&state(&[(1, 11)]), 5).is_some(),
             "block 7 was not read"
@@ -254,9 +269,9 @@ mod tests {
     fn recoveries_that_read_apart_share_what_they_read_first() {
         let memo = RecoveryMemo::default();
         // Block 1's content decides what is read next: 2 or 3.
-        memo.remember(&state(&[(1, 11)]), 5, &[1, 2], recovered());
-        memo.remember(&state(&[(1, 12)]), 5, &[1, 3], recovered());
-        memo.remember(&state(&[(1, 12), (3, 33)]), 5, &[1, 3], recovered());
+        memo.remember(&state(&[(1, 11)]), 5, &[(0, 1), (0, 2)], recovered());
+        memo.remember(&state(&[(1, 12)]), 5, &[(0, 1), (0, 3)], recovered());
+        memo.remember(&state(&[(1, 12), (3, 33)]), 5, &[(0, 1), (0, 3)], recovered());
         assert_eq!(memo.recoveries(), 3);
         assert!(
             memo.lookup(&state(&[(1, 12), (2, 1)]), 5).is_some(),
@@ -264,7 +279,7 @@ mod tests {
         );
         assert!(memo.lookup(&state(&[(1, 12), (3, 34)]), 5).is_none(), "3 is");
         // The same recovery again adds nothing.
-        memo.remember(&state(&[(1, 11)]), 5, &[1, 2], recovered());
+        memo.remember(&state(&[(1, 11)]), 5, &[(0, 1), (0, 2)], recovered());
         assert_eq!(memo.recoveries(), 3);
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use common::{config, workload};
 use crashfuzz::blockwise::BlockJudgement;
 use crashfuzz::check::{check_state, CheckContext, CheckOutcome};
-use crashfuzz::devices::{bases_of, check_devices_state, devices_explorer_of};
+use crashfuzz::devices::devices_explorer_of;
 use crashfuzz::observe::{CrashSpace, PointTree};
 use crashfuzz::oracle::Failure;
 use crashfuzz::{record, ModeName, RunConfig, SavedConfig, Workload, SELF_CHECKS};
@@ -139,23 +139,15 @@ fn compare_judging(w: &Workload, cfg: &RunConfig, keep: Keep) -> Compared {
         observe: true,
         ..brute.clone()
     };
+    let bases = rec.bases();
     if cfg.mode.drives() > 1 {
-        let bases = bases_of(&rec);
         let mut ex = devices_explorer_of(&rec, &cfg.profile).expect("explorer");
-        let check = |cx: &CheckContext, st: &DevicesState| check_devices_state(cx, &bases, st);
+        let check = |cx: &CheckContext, st: &DevicesState| check_state(cx, st);
         compare_space(&w.name, &mut ex, &rec, &bases, (&brute, &observing), keep, &check)
     } else {
-        let bases = vec![rec.base_media.clone()];
         let mut ex = crashfuzz::explore::explorer_of(&rec, &cfg.profile).expect("explorer");
-        compare_space(
-            &w.name,
-            &mut ex,
-            &rec,
-            &bases,
-            (&brute, &observing),
-            keep,
-            &check_state,
-        )
+        let check = |cx: &CheckContext, st: &CrashState| check_state(cx, st);
+        compare_space(&w.name, &mut ex, &rec, &bases, (&brute, &observing), keep, &check)
     }
 }
 

@@ -93,3 +93,23 @@ fn reuse_keeps_every_verdict_on_a_cached_drive() {
         "no state reused a recovery: the comparison compared nothing"
     );
 }
+
+#[test]
+fn reuse_keeps_every_verdict_on_two_drives() {
+    // HoraeFS striped over two cached drives: the recovery memo branches
+    // on blocks of both drives and the verdict key hashes both.
+    let mut reused = 0;
+    for name in ["generic_035", "generic_106"] {
+        let w = workload(name);
+        let (with, without) = both(&w, &config(ModeName::Horae2, "flash-vwc"), &opts());
+        reused += assert_same(&format!("{name} horae2"), &with, &without);
+        assert!(
+            with.states_recovered_alike > 0,
+            "{name}: no verdict reused on two drives"
+        );
+    }
+    assert!(
+        reused > 0,
+        "no state of two drives reused a recovery: the comparison compared nothing"
+    );
+}

@@ -85,7 +85,8 @@ pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
 pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
 pub use mount::{
-    horae_recovery, mkfs, mkfs_volume, mount, mount_volume, probe_options, MkfsOptions, StripeOptions,
+    horae_recovery, mkfs, mkfs_volume, mount, mount_devices, mount_volume, probe_options, MkfsOptions,
+    StripeOptions,
 };
 pub use ops::{Attr, NewInode, SetAttr, StatFs};
 pub use perm::Cred;

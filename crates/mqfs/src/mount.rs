@@ -138,13 +138,15 @@ pub fn horae_stream(vol: &Volume, sb: &Superblock) -> Result<StreamParams, FsErr
 }
 
 /// What HoraeFS's mount will find in the ordering queue of the file
-/// system on `dev` (read on `core`): its stream with the regions the
-/// superblock names ([`horae_stream`]), recovered without writing
-/// anything. For logs; the mount runs the same recovery and acts on it.
-pub async fn horae_recovery(dev: &Rc<BlockDevice>, core: usize) -> Result<horae::HoraeRecovery, FsError> {
-    let raw = crate::volume::read_block(dev, core, 0).await?;
-    let sb = Superblock::decode(&raw[..], dev.info().blocks)?;
-    let vol = Volume::single(dev);
+/// system on the volume of `devs` ([`Volume::open`], read on `core`): its
+/// stream with the regions the superblock names ([`horae_stream`]),
+/// recovered without writing anything. For logs; the mount runs the same
+/// recovery and acts on it.
+pub async fn horae_recovery(devs: &[Rc<BlockDevice>], core: usize) -> Result<horae::HoraeRecovery, FsError> {
+    let vol = Volume::open(devs, core).await?;
+    let (member, lba) = vol.map(0)?;
+    let raw = crate::volume::read_block(&vol.devices()[member], core, lba).await?;
+    let sb = Superblock::decode(&raw[..], vol.blocks())?;
     Ok(horae::recover_stream(vol.devices(), horae_stream(&vol, &sb)?).await?)
 }
 
@@ -396,6 +398,17 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
 /// mismatched member is [`FsError::Volume`].
 pub async fn mount_volume(devs: &[Rc<BlockDevice>], ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, FsError> {
     let vol = Volume::assemble(devs, ctx.core).await?;
+    mount_on(vol, ctx, profile).await
+}
+
+/// Mounts the file system on the volume of `devs` ([`Volume::open`]): one
+/// device as [`mount`] does, several as [`mount_volume`] does.
+pub async fn mount_devices(
+    devs: &[Rc<BlockDevice>],
+    ctx: Ctx,
+    profile: FsProfile,
+) -> Result<Rc<Fs>, FsError> {
+    let vol = Volume::open(devs, ctx.core).await?;
     mount_on(vol, ctx, profile).await
 }
 

@@ -6,7 +6,7 @@
 //! [`Volume`] (`Fs::read_raw`, `Fs::write_start`, `Fs::flush`, mkfs, and
 //! HoraeFS's ordered writes, whose ordering-queue entries carry the
 //! member as their `devid`); fsck reads a striped volume through
-//! [`StripedSource`], which maps with the same [`Stripe`].
+//! [`VolumeSource`], which maps with the same [`Stripe`].
 //!
 //! **Striping** is Linux md's RAID 0 over members of one size
 //! (drivers/md/raid0.c, one strip zone): the volume's blocks are cut into
@@ -313,6 +313,17 @@ impl Volume {
         }
     }
 
+    /// The volume on `devs`: one device is a single-drive volume
+    /// ([`Volume::single`]); several are assembled from their labels
+    /// ([`Volume::assemble`]).
+    pub async fn open(devs: &[Rc<BlockDevice>], core: usize) -> Result<Volume, FsError> {
+        match devs {
+            [] => Err(FsError::Volume("a volume of no drives".into())),
+            [one] => Ok(Volume::single(one)),
+            _ => Volume::assemble(devs, core).await,
+        }
+    }
+
     /// Assembles the striped volume on `devs` (in any order) from their
     /// labels, read on `core`.
     pub async fn assemble(devs: &[Rc<BlockDevice>], core: usize) -> Result<Volume, FsError> {
@@ -487,25 +498,47 @@ pub(crate) async fn read_block(
     Ok(out)
 }
 
-/// A striped volume's blocks read from its members' sources (fsck of a
-/// striped volume, without simulated time).
-pub struct StripedSource<'a> {
-    members: Vec<&'a dyn BlockSource>,
-    stripe: Stripe,
+/// A volume's blocks read from its members' sources, without simulated
+/// time (fsck, and crash checkers that look at what a drive holds): one
+/// source is the volume itself; several are assembled from their labels
+/// and mapped with the same [`Stripe`] as [`Volume`].
+pub struct VolumeSource<'a> {
+    /// The sources as given (by port, say).
+    sources: Vec<&'a dyn BlockSource>,
+    /// Per member (role order): its index in `sources`.
+    roles: Vec<usize>,
+    /// The striping, `None` for one source.
+    stripe: Option<Stripe>,
 }
 
-impl std::fmt::Debug for StripedSource<'_> {
+impl std::fmt::Debug for VolumeSource<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StripedSource")
+        f.debug_struct("VolumeSource")
+            .field("roles", &self.roles)
             .field("stripe", &self.stripe)
             .finish()
     }
 }
 
-impl<'a> StripedSource<'a> {
-    /// Assembles the volume from its members' sources (in any order), as
-    /// [`Volume::assemble`] does.
-    pub fn assemble(sources: &[&'a dyn BlockSource]) -> Result<StripedSource<'a>, FsError> {
+impl<'a> VolumeSource<'a> {
+    /// The volume on `sources`: one source is a single-drive volume (its
+    /// block `b` is the volume's); several are assembled from their
+    /// labels, in any order, as [`Volume::open`] does.
+    pub fn open(sources: &[&'a dyn BlockSource]) -> Result<VolumeSource<'a>, FsError> {
+        match sources {
+            [] => Err(FsError::Volume("a volume of no drives".into())),
+            [one] => Ok(VolumeSource {
+                sources: vec![*one],
+                roles: vec![0],
+                stripe: None,
+            }),
+            _ => VolumeSource::assemble(sources),
+        }
+    }
+
+    /// Assembles the striped volume from its members' sources (in any
+    /// order), as [`Volume::assemble`] does.
+    pub fn assemble(sources: &[&'a dyn BlockSource]) -> Result<VolumeSource<'a>, FsError> {
         let mut buf = [0u8; BLOCK];
         let mut labels = Vec::new();
         for s in sources {
@@ -514,26 +547,40 @@ impl<'a> StripedSource<'a> {
         }
         let sizes: Vec<u64> = sources.iter().map(|s| s.blocks()).collect();
         let (stripe, roles) = assemble(&labels, &sizes)?;
-        Ok(StripedSource {
-            members: roles.iter().map(|&i| sources[i]).collect(),
-            stripe,
+        Ok(VolumeSource {
+            sources: sources.to_vec(),
+            roles,
+            stripe: Some(stripe),
         })
     }
 
-    /// The geometry.
-    pub fn stripe(&self) -> Stripe {
+    /// The striping (`None` on one drive).
+    pub fn stripe(&self) -> Option<Stripe> {
         self.stripe
+    }
+
+    /// Where volume block `b` lives: the index of its source in the
+    /// slice the volume was opened on, and the block there; `None` past
+    /// the volume's end.
+    pub fn locate(&self, b: u64) -> Option<(usize, u64)> {
+        match self.stripe {
+            None => (b < self.sources[0].blocks()).then_some((0, b)),
+            Some(s) => s.map(b).map(|(m, lba)| (self.roles[m], lba)),
+        }
     }
 }
 
-impl BlockSource for StripedSource<'_> {
+impl BlockSource for VolumeSource<'_> {
     fn blocks(&self) -> u64 {
-        self.stripe.blocks()
+        match self.stripe {
+            None => self.sources[0].blocks(),
+            Some(s) => s.blocks(),
+        }
     }
 
     fn read(&self, block: u64, buf: &mut [u8; BLOCK]) {
-        match self.stripe.map(block) {
-            Some((m, lba)) => self.members[m].read(lba, buf),
+        match self.locate(block) {
+            Some((i, lba)) => self.sources[i].read(lba, buf),
             None => buf.fill(0),
         }
     }
@@ -584,6 +631,55 @@ mod tests {
         assert!(matches!(Stripe::new(1, 1000, 128, 0), Err(FsError::Volume(_))));
         assert!(matches!(Stripe::new(5, 1000, 128, 0), Err(FsError::Volume(_))));
         assert!(matches!(Stripe::new(2, 100, 128, 0), Err(FsError::Volume(_))));
+    }
+
+    /// Blocks in memory: block 0 holds `label`, the rest zeroes.
+    struct Blocks {
+        blocks: u64,
+        label: Option<Label>,
+    }
+
+    impl BlockSource for Blocks {
+        fn blocks(&self) -> u64 {
+            self.blocks
+        }
+
+        fn read(&self, block: u64, buf: &mut [u8; BLOCK]) {
+            match (block, &self.label) {
+                (0, Some(l)) => buf.copy_from_slice(&l.encode()[..]),
+                _ => buf.fill(0),
+            }
+        }
+    }
+
+    #[test]
+    fn a_volume_source_is_one_drive_or_its_members_by_role() {
+        let one = Blocks {
+            blocks: 10,
+            label: None,
+        };
+        let v = VolumeSource::open(&[&one]).unwrap();
+        assert_eq!((v.blocks(), v.stripe()), (10, None));
+        assert_eq!(v.locate(9), Some((0, 9)));
+        assert_eq!(v.locate(10), None);
+        assert!(matches!(VolumeSource::open(&[]), Err(FsError::Volume(_))));
+        // Two members given in the other order: a block is located on the
+        // source that holds its member.
+        let s = Stripe::new(2, 1 + 4 * 128, 128, 0).unwrap();
+        let member = |role| Blocks {
+            blocks: 1 + 4 * 128,
+            label: Some(Label {
+                volume: [3; 16],
+                role,
+                stripe: s,
+            }),
+        };
+        let (m0, m1) = (member(0), member(1));
+        let v = VolumeSource::open(&[&m1, &m0]).unwrap();
+        assert_eq!(v.stripe(), Some(s));
+        assert_eq!(v.locate(0), Some((1, 1)), "chunk 0 is member 0's, given second");
+        assert_eq!(v.locate(128), Some((0, 1)));
+        assert_eq!(v.locate(s.blocks()), None);
     }
 
     #[test]

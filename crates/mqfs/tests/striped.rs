@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use ccnvme::BlockDevice;
 use mqfs::testing::{machine_with_drives, new_striped, StripedFs};
-use mqfs::volume::{StripedSource, DATA_OFFSET};
+use mqfs::volume::{VolumeSource, DATA_OFFSET};
 use mqfs::BlockSource;
 use mqfs::{
     fsck, mkfs, mkfs_volume, mount, mount_volume, probe_options, Ctx, FsError, FsProfile, MkfsOptions, Mode,
@@ -106,7 +106,7 @@ fn files_survive_a_remount_on_two_and_four_drives_with_blocks_on_every_drive() {
         // fsck reads the volume through its members, in any order.
         let backends: Vec<_> = ctrls.iter().rev().map(|c| c.backend().clone()).collect();
         let sources: Vec<&dyn BlockSource> = backends.iter().map(|b| &**b as &dyn BlockSource).collect();
-        let vol = StripedSource::assemble(&sources).unwrap();
+        let vol = VolumeSource::assemble(&sources).unwrap();
         let report = fsck(&vol).unwrap();
         assert!(report.is_spotless(), "{members} drives: {report:?}");
         // One member alone is not a file system fsck can check.
@@ -370,6 +370,6 @@ fn overwrites_on_both_members_go_to_their_p_areas_and_survive_a_crash() {
     assert!(got == vec![0x22; len], "the fsynced overwrites survived");
     let backends: Vec<_> = ctrls.iter().map(|c| c.backend().clone()).collect();
     let sources: Vec<&dyn BlockSource> = backends.iter().map(|b| &**b as &dyn BlockSource).collect();
-    let report = fsck(&StripedSource::assemble(&sources).unwrap()).unwrap();
+    let report = fsck(&VolumeSource::assemble(&sources).unwrap()).unwrap();
     assert!(report.is_spotless(), "{report:?}");
 }

@@ -394,10 +394,19 @@ impl Backend {
         *self.read_log.borrow_mut() = Some(Default::default());
     }
 
+    /// [`Backend::log_reads`], stamping each first read from `clock`,
+    /// shared with the other drives of the machine, so that the reads of
+    /// all of them can be merged in the order they happened
+    /// ([`AccessLog::stamps`]).
+    pub fn log_reads_on(&self, clock: pcie_sim::observe::ReadClock) {
+        *self.read_log.borrow_mut() = Some(AccessLog::stamped(clock));
+    }
+
     /// The access log since [`Backend::log_reads`] or the last take;
-    /// logging goes on with a fresh log. `None` if not logging.
+    /// logging goes on with a fresh log (on the same clock). `None` if not
+    /// logging.
     pub fn take_reads(&self) -> Option<AccessLog> {
-        self.read_log.borrow_mut().as_mut().map(std::mem::take)
+        self.read_log.borrow_mut().as_mut().map(AccessLog::take)
     }
 
     /// Notes a read of `block` that bypasses [`Backend::read_blocks`] (a

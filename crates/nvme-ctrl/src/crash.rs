@@ -528,19 +528,21 @@ pub fn written_terms(backend: &crate::Backend) -> BTreeMap<u64, ContentHash> {
         .collect()
 }
 
-/// A hash of what a drive booted over `state` holds after writing
-/// `written` ([`written_terms`]): the state's blocks, with the written
-/// ones replaced. Blocks for which `relevant` is false are left out.
-/// Equal content over the same base gives an equal hash when the same
-/// blocks differ from the base (a block rewritten with its base content
-/// may make equal images hash differently, never different images equal).
+/// A hash of what a drive booted over a crash state holds after writing
+/// `written` ([`written_terms`]): the state's delta blocks (`block_hashes`,
+/// each block's hash term, as [`CrashState::block_hashes`]), with the
+/// written ones replaced. Blocks for which `relevant` is false are left
+/// out. Equal content over the same base gives an equal hash when the
+/// same blocks differ from the base (a block rewritten with its base
+/// content may make equal images hash differently, never different images
+/// equal).
 pub fn drive_hash(
-    state: &CrashState,
+    block_hashes: &imbl::HashMap<u64, ContentHash>,
     written: &BTreeMap<u64, ContentHash>,
     relevant: impl Fn(u64) -> bool,
 ) -> ContentHash {
     let mut h: ContentHash = 0;
-    for (b, bh) in state.block_hashes.iter() {
+    for (b, bh) in block_hashes.iter() {
         if relevant(*b) && !written.contains_key(b) {
             h ^= bh;
         }
@@ -632,20 +634,26 @@ pub struct DevicesState {
     pub media: Vec<imbl::HashMap<u64, Block>>,
     /// Per drive: the hash of its media delta.
     pub media_hash: Vec<ContentHash>,
+    /// Per drive: each delta block's contribution to its `media_hash`.
+    pub block_hashes: Vec<imbl::HashMap<u64, ContentHash>>,
+}
+
+/// Drive `d`'s hash as a term of a machine's: the terms of one drive are
+/// mixed with its index, so equal content on two drives does not cancel
+/// out when the terms are XORed.
+pub fn drive_term(d: usize, h: ContentHash) -> ContentHash {
+    h.rotate_left(d as u32 * 17)
+        .wrapping_mul(2 * d as ContentHash + 1)
 }
 
 impl DevicesState {
     /// A hash of the state's content (every drive's PMR bytes and media
-    /// blocks), for skipping states already checked. The terms of one
-    /// drive are mixed with its index, so equal content on two drives
-    /// does not cancel out.
+    /// blocks), for skipping states already checked: each drive's terms
+    /// mixed with its index ([`drive_term`]).
     pub fn content_hash(&mut self) -> ContentHash {
         let mut h: ContentHash = 0;
         for (d, (p, m)) in self.pmr.iter_mut().zip(&self.media_hash).enumerate() {
-            let t = p.content_hash() ^ m;
-            h ^= t
-                .rotate_left(d as u32 * 17)
-                .wrapping_mul(2 * d as ContentHash + 1);
+            h ^= drive_term(d, p.content_hash() ^ m);
         }
         h
     }
@@ -858,6 +866,7 @@ impl<'t> DevicesExplorer<'t> {
         let mut pmr = Vec::with_capacity(self.media.len());
         let mut media = Vec::with_capacity(self.media.len());
         let mut media_hash = Vec::with_capacity(self.media.len());
+        let mut block_hashes = Vec::with_capacity(self.media.len());
         for (d, (cursor, landed)) in self.media.iter().zip(&choice.media).enumerate() {
             pmr.push(
                 images
@@ -868,6 +877,7 @@ impl<'t> DevicesExplorer<'t> {
             let m = cursor.state(&cur.blocks[d], landed)?;
             media.push(m.delta);
             media_hash.push(m.hash);
+            block_hashes.push(m.block_hashes);
         }
         Ok(DevicesState {
             point: k,
@@ -875,6 +885,7 @@ impl<'t> DevicesExplorer<'t> {
             pmr,
             media,
             media_hash,
+            block_hashes,
         })
     }
 }
@@ -908,6 +919,129 @@ pub fn boot_devices(
         })
         .collect();
     crate::drives::attach_drives(machine, drives)
+}
+
+/// A crash state as the drives a checker boots over it, whether of one
+/// drive ([`CrashState`]) or several ([`DevicesState`]): drive `d` sits on
+/// port `d`. What recovery reuse and verdict reuse need of a state is said
+/// once here, for any number of drives.
+pub trait BootState {
+    /// The trace entry the crash followed.
+    fn point(&self) -> usize;
+    /// How many drives the state holds.
+    fn drives(&self) -> usize;
+    /// Drive `d`'s PMR image.
+    fn pmr(&self, d: usize) -> &PageStore;
+    /// Drive `d`'s delta blocks, each with its hash term.
+    fn block_hashes(&self, d: usize) -> &imbl::HashMap<u64, ContentHash>;
+    /// Attaches a fresh controller per drive to `machine` (which must have
+    /// no device yet): drive `d` with `configs[d]` over `bases[d]`, its
+    /// starting image, and the state's delta and PMR.
+    fn boot(
+        &self,
+        machine: &Machine,
+        configs: Vec<ControllerConfig>,
+        bases: &[Arc<Image>],
+    ) -> Result<Vec<Rc<Controller>>, CtrlError>;
+
+    /// A hash of every drive's PMR content ([`drive_term`] per drive; on
+    /// one drive its PMR's hash). Enumeration hashed the pages already; a
+    /// state built elsewhere (a replay) is hashed on a copy of its page
+    /// table.
+    fn pmr_hash(&self) -> ContentHash {
+        (0..self.drives())
+            .map(|d| {
+                let p = self.pmr(d);
+                drive_term(d, p.current_hash().unwrap_or_else(|| p.clone().content_hash()))
+            })
+            .fold(0, |h, t| h ^ t)
+    }
+
+    /// The hash term of what the drive on `port` holds at `lba`, `None`
+    /// where it holds its base image's block.
+    fn held(&self, port: u8, lba: u64) -> Option<ContentHash> {
+        let d = port as usize;
+        (d < self.drives())
+            .then(|| self.block_hashes(d).get(&lba).copied())
+            .flatten()
+    }
+
+    /// A hash of what the drives hold after a boot wrote `written[d]`
+    /// ([`written_terms`]) on drive `d`: [`drive_hash`] per drive, mixed
+    /// with its index ([`drive_term`]), over the blocks `relevant(port,
+    /// lba)` keeps.
+    fn recovered_hash(
+        &self,
+        written: &[BTreeMap<u64, ContentHash>],
+        relevant: &dyn Fn(u8, u64) -> bool,
+    ) -> ContentHash {
+        let none = BTreeMap::new();
+        (0..self.drives())
+            .map(|d| {
+                let w = written.get(d).unwrap_or(&none);
+                drive_term(d, drive_hash(self.block_hashes(d), w, |b| relevant(d as u8, b)))
+            })
+            .fold(0, |h, t| h ^ t)
+    }
+}
+
+impl BootState for CrashState {
+    fn point(&self) -> usize {
+        self.point
+    }
+
+    fn drives(&self) -> usize {
+        1
+    }
+
+    fn pmr(&self, _d: usize) -> &PageStore {
+        &self.pmr
+    }
+
+    fn block_hashes(&self, _d: usize) -> &imbl::HashMap<u64, ContentHash> {
+        &self.block_hashes
+    }
+
+    fn boot(
+        &self,
+        machine: &Machine,
+        configs: Vec<ControllerConfig>,
+        bases: &[Arc<Image>],
+    ) -> Result<Vec<Rc<Controller>>, CtrlError> {
+        match (configs.into_iter().next(), bases.first()) {
+            (Some(config), Some(base)) => Ok(vec![boot(machine, config, base, self)?]),
+            _ => Err(CtrlError::Crash(
+                "no configuration or image for a state of one drive".into(),
+            )),
+        }
+    }
+}
+
+impl BootState for DevicesState {
+    fn point(&self) -> usize {
+        self.point
+    }
+
+    fn drives(&self) -> usize {
+        self.media.len()
+    }
+
+    fn pmr(&self, d: usize) -> &PageStore {
+        &self.pmr[d]
+    }
+
+    fn block_hashes(&self, d: usize) -> &imbl::HashMap<u64, ContentHash> {
+        &self.block_hashes[d]
+    }
+
+    fn boot(
+        &self,
+        machine: &Machine,
+        configs: Vec<ControllerConfig>,
+        bases: &[Arc<Image>],
+    ) -> Result<Vec<Rc<Controller>>, CtrlError> {
+        boot_devices(machine, configs, bases, self)
+    }
 }
 
 #[cfg(test)]

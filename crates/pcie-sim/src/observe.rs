@@ -12,7 +12,9 @@
 //! in the machine ([`crate::Machine::log_pmr_access`]), the media side in
 //! the drive's back end, with this one type.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 /// Bytes in one PMR unit (a write-combining line: pending PMR items never
 /// straddle one, see [`crate::wc::LINE`]).
@@ -21,6 +23,11 @@ pub const PMR_UNIT: u64 = crate::wc::LINE as u64;
 /// Every byte of a unit (for whole-unit accesses such as a media block).
 pub const WHOLE: u64 = u64::MAX;
 
+/// A count of first reads shared by the access logs of one program over
+/// several stores (the drives of one machine), so that their first reads
+/// can be put back in the order they happened ([`AccessLog::stamps`]).
+pub type ReadClock = Rc<Cell<u64>>;
+
 /// Reads and writes of one program over units, in first-read order.
 #[derive(Clone, Debug, Default)]
 pub struct AccessLog {
@@ -28,9 +35,38 @@ pub struct AccessLog {
     seen: BTreeSet<u64>,
     /// Per unit, the bytes the program wrote (bit per byte; [`WHOLE`]: all).
     written: BTreeMap<u64, u64>,
+    /// With a clock: per entry of `order`, the clock's count at its read.
+    stamps: Vec<u64>,
+    clock: Option<ReadClock>,
 }
 
 impl AccessLog {
+    /// A log whose first reads are stamped from `clock`, shared with the
+    /// logs of the program's other stores.
+    pub fn stamped(clock: ReadClock) -> AccessLog {
+        AccessLog {
+            clock: Some(clock),
+            ..AccessLog::default()
+        }
+    }
+
+    /// What was logged so far; logging goes on afresh, on the same clock.
+    pub fn take(&mut self) -> AccessLog {
+        let fresh = AccessLog {
+            clock: self.clock.clone(),
+            ..AccessLog::default()
+        };
+        std::mem::replace(self, fresh)
+    }
+
+    /// Per unit of [`AccessLog::reads`], the shared clock's count when it
+    /// was first read: merging several logs by it gives the program's
+    /// first reads across them in the order they happened. Empty for a log
+    /// without a clock.
+    pub fn stamps(&self) -> &[u64] {
+        &self.stamps
+    }
+
     /// Notes a read of the bytes `mask` of `unit`: it is observed unless the
     /// program wrote every one of those bytes first.
     pub fn read(&mut self, unit: u64, mask: u64) {
@@ -41,6 +77,10 @@ impl AccessLog {
         if mask & !own != 0 {
             self.seen.insert(unit);
             self.order.push(unit);
+            if let Some(c) = &self.clock {
+                self.stamps.push(c.get());
+                c.set(c.get() + 1);
+            }
         }
     }
 
@@ -95,6 +135,31 @@ pub fn pmr_units(offset: u64, len: u64) -> impl Iterator<Item = (u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logs_on_one_clock_merge_in_the_order_read() {
+        let clock = ReadClock::default();
+        let (mut a, mut b) = (
+            AccessLog::stamped(clock.clone()),
+            AccessLog::stamped(clock.clone()),
+        );
+        a.read(7, WHOLE);
+        b.read(3, WHOLE);
+        a.read(7, WHOLE); // not a first read: no stamp
+        a.read(1, WHOLE);
+        assert_eq!(a.reads(), &[7, 1]);
+        assert_eq!(a.stamps(), &[0, 2]);
+        assert_eq!(b.stamps(), &[1]);
+        // A take starts afresh on the same clock.
+        let taken = a.take();
+        assert_eq!(taken.reads(), &[7, 1]);
+        a.read(9, WHOLE);
+        assert_eq!(a.stamps(), &[3]);
+        // Without a clock, nothing is stamped.
+        let mut c = AccessLog::default();
+        c.read(1, WHOLE);
+        assert!(c.stamps().is_empty());
+    }
 
     #[test]
     fn a_unit_written_whole_before_it_is_read_is_not_observed() {

@@ -660,7 +660,7 @@ pub fn shutdown(seed: u64, vm: &varmail::Params) -> BenchResult<Shutdown> {
         let ctx = Ctx::on(0);
         let dev = BlockDevice::probe(&m2, 0, probe_options(Mode::Horae)).await?;
         let t0 = m2.sim().now();
-        let rec = mqfs::horae_recovery(&dev, ctx.core).await?;
+        let rec = mqfs::horae_recovery(std::slice::from_ref(&dev), ctx.core).await?;
         let commits = rec.durable.iter().filter(|e| e.plba.is_some()).count();
         let t1 = m2.sim().now();
         let fs = mount(&dev, ctx, FsProfile::default()).await?;
