@@ -70,6 +70,7 @@ pub mod irq;
 pub mod link;
 pub mod machine;
 pub mod observe;
+pub mod pmem;
 pub mod pmr;
 pub mod port;
 pub mod power;
@@ -90,6 +91,10 @@ pub use irq::InterruptController;
 pub use link::{Encoding, LinkProfile};
 pub use machine::{BusLayout, Machine, PmrWriteHook, PortLayout, SharedPage};
 pub use observe::AccessLog;
+pub use pmem::{
+    PersistenceDomain, PmAddr, PmChoice, PmCounters, PmEntry, PmEventKind, PmItem, PmPending, PmTally,
+    PmTrace, Pmem, PmemCursor, PmemProfile, PmemTiming,
+};
 pub use pmr::{PageStore, PmrTiming};
 pub use port::DevicePort;
 pub use power::{CrashChoice, CrashCursor, ItemConstraint, ItemUnits, Pending, PendingLine};
