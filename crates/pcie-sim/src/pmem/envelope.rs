@@ -521,3 +521,135 @@ impl<'t> PmemCursor<'t> {
         self.pending().items.iter().map(PmItem::seq).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmem::trace::PmEntry;
+    use crate::time::SimTime;
+    use crate::trace::{Purpose, NO_PAYLOAD};
+
+    fn trace(ops: &[(PmEventKind, u8, u64, &[u8])]) -> PmTrace {
+        let mut t = PmTrace::new(TraceMode::Full);
+        for (i, (kind, core, addr, data)) in ops.iter().enumerate() {
+            t.record(
+                PmEntry {
+                    time: SimTime(i as u64),
+                    bus_seq: 0,
+                    addr: *addr,
+                    payload: NO_PAYLOAD,
+                    len: data.len() as u32,
+                    kind: *kind,
+                    purpose: Purpose::UNTAGGED,
+                    source: *core,
+                },
+                data,
+            );
+        }
+        t
+    }
+
+    fn cursor(t: &PmTrace, domain: PersistenceDomain) -> PmemCursor<'_> {
+        PmemCursor::new(t, PageStore::zeroed(4096), domain, 10).unwrap()
+    }
+
+    fn word(img: &PageStore, addr: u64) -> u64 {
+        let mut b = [0u8; 8];
+        img.read(addr, &mut b);
+        u64::from_le_bytes(b)
+    }
+
+    use PmEventKind::*;
+    const ONE: &[u8] = &[1, 0, 0, 0, 0, 0, 0, 0];
+    const TWO: &[u8] = &[2, 0, 0, 0, 0, 0, 0, 0];
+
+    #[test]
+    fn a_line_with_nothing_pending_is_folded_into_the_base() {
+        let t = trace(&[(Store, 0, 64, ONE), (Clwb, 0, 64, &[]), (Sfence, 0, 0, &[])]);
+        let mut c = cursor(&t, PersistenceDomain::Adr);
+        c.advance_past(1).unwrap();
+        assert_eq!(c.pending().items.len(), 1, "clwb alone is not complete");
+        c.advance_past(2).unwrap();
+        assert!(c.pending().items.is_empty());
+        assert!(c.lines[&64].groups.is_empty(), "folded");
+        assert_eq!(word(&c.base, 64), 1);
+        assert_eq!(word(&c.certain_image().unwrap(), 64), 1);
+    }
+
+    #[test]
+    fn a_clflush_completes_at_its_own_cores_next_write_only() {
+        let t = trace(&[
+            (Store, 0, 0, ONE),
+            (Clflush, 0, 0, &[]),
+            (Store, 1, 128, TWO),
+            (Store, 0, 256, TWO),
+        ]);
+        let mut c = cursor(&t, PersistenceDomain::Adr);
+        c.advance_past(2).unwrap();
+        assert_eq!(
+            word(&c.certain_image().unwrap(), 0),
+            0,
+            "another core's store does not complete it"
+        );
+        c.advance_past(3).unwrap();
+        assert_eq!(word(&c.certain_image().unwrap(), 0), 1);
+    }
+
+    #[test]
+    fn non_temporal_lines_replay_the_cores_buffer_and_are_certain_at_its_fence() {
+        let t = trace(&[
+            (NtStore, 0, 0, &[7; 64]),
+            (NtStore, 0, 64, ONE),
+            (Sfence, 1, 0, &[]),
+            (Sfence, 0, 0, &[]),
+        ]);
+        let mut c = cursor(&t, PersistenceDomain::Eadr);
+        c.advance_past(2).unwrap();
+        let p = c.pending();
+        assert_eq!(p.items.len(), 2, "a full line that left and a buffered one");
+        assert!(p
+            .items
+            .iter()
+            .all(|i| matches!(i, PmItem::NtLine { core: 0, .. })));
+        assert_eq!(c.cores[0].buffer.lines().len(), 1);
+        c.advance_past(3).unwrap();
+        assert!(c.pending().items.is_empty());
+        let img = c.certain_image().unwrap();
+        assert_eq!((word(&img, 0), word(&img, 64)), (0x0707_0707_0707_0707, 1));
+    }
+
+    #[test]
+    fn a_non_temporal_store_makes_the_lines_cached_stores_certain() {
+        let t = trace(&[(Store, 0, 0, ONE), (NtStore, 1, 8, TWO)]);
+        let mut c = cursor(&t, PersistenceDomain::Adr);
+        c.advance_past(0).unwrap();
+        assert_eq!(c.pending().items.len(), 1);
+        c.advance_past(1).unwrap();
+        let p = c.pending();
+        assert_eq!(p.items.len(), 1);
+        assert!(matches!(p.items[0], PmItem::NtLine { core: 1, .. }));
+        assert_eq!(word(&c.certain_image().unwrap(), 0), 1);
+    }
+
+    #[test]
+    fn a_trace_without_payloads_is_refused() {
+        let mut t = PmTrace::new(TraceMode::Events);
+        t.record(
+            PmEntry {
+                time: SimTime(0),
+                bus_seq: 0,
+                addr: 0,
+                payload: NO_PAYLOAD,
+                len: 8,
+                kind: Store,
+                purpose: Purpose::UNTAGGED,
+                source: 0,
+            },
+            ONE,
+        );
+        assert!(matches!(
+            PmemCursor::new(&t, PageStore::zeroed(64), PersistenceDomain::Adr, 10),
+            Err(PcieError::TraceDetail(_))
+        ));
+    }
+}
