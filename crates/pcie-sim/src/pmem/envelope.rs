@@ -5,8 +5,8 @@
 //!
 //! - **Units.** A cached store is one 8-byte *word store* per aligned word
 //!   it covers: an aligned 8-byte write is failure-atomic (Intel SDM vol.
-//!   3A 8.1.1), a wider store is not (it "may be implemented with multiple
-//!   memory accesses"). A write-combining line of non-temporal stores is
+//!   3A 8.1.1), a wider store is not (8.1.1: it may be carried out as
+//!   several memory accesses). A write-combining line of non-temporal stores is
 //!   one unit (as rule W of the PMR model).
 //! - **Line order (M1).** A line is written back whole, from the one
 //!   coherent copy in the cache, so what persisted of a line is its
@@ -15,8 +15,9 @@
 //!   subset of the words of instruction `j` (a write-back between two of
 //!   its word accesses). Lines are independent of each other.
 //! - **Flushes (M2).** `clflush`, `clflushopt` and `clwb` of a line take
-//!   its content at that point (they are ordered with older writes to the
-//!   line: SDM vol. 2A CLFLUSH, CLFLUSHOPT, CLWB). The content is certain
+//!   its content at that point or later (they are ordered with older
+//!   writes to the line, and CLFLUSHOPT and CLWB not with younger ones:
+//!   SDM vol. 2A CLFLUSH, CLFLUSHOPT, CLWB). The content is certain
 //!   once the flush completed: a `clflush` by the core's next store,
 //!   non-temporal store, `clflush` or fence (CLFLUSH is ordered with
 //!   writes and other CLFLUSHes), a `clflushopt` or `clwb` only by the
@@ -25,7 +26,7 @@
 //! - **Non-temporal lines (M3).** A line in the core's write-combining
 //!   buffers, or sent by them, may or may not have reached the write
 //!   pending queue until the core's next fence (SDM vol. 3A 11.3.1: WC
-//!   writes are weakly ordered and leave "at any time"; 8.2.5: SFENCE
+//!   writes are weakly ordered and may be delayed; 8.2.5: SFENCE
 //!   orders them). A non-temporal store to a line makes that line's
 //!   earlier cached stores certain (its dirty copy is written back first,
 //!   SDM vol. 1 10.4.6.2).

@@ -11,28 +11,27 @@
 //!   8-byte-aligned words inside one 64-byte line (an 8-byte `mov` up to a
 //!   64-byte vector store). The line is brought into the cache
 //!   (write-allocate) and becomes dirty. An aligned 8-byte store is
-//!   atomic (Intel SDM vol. 3A 8.1.1, "reading or writing a quadword
-//!   aligned on a 64-bit boundary"); a wider store is one 8-byte access
-//!   per word, in no promised order (8.1.1: larger accesses "may be
-//!   implemented with multiple memory accesses").
+//!   atomic (Intel SDM vol. 3A 8.1.1 guarantees it for a quadword aligned
+//!   on a 64-bit boundary); a wider store is one 8-byte access per word,
+//!   in no promised order (8.1.1: an access larger than a quadword may be
+//!   carried out as several memory accesses).
 //! - [`Pmem::load`]: sees the latest value stored by any core (the cache
 //!   is coherent and a core's own stores forward to its loads: SDM vol. 3A
 //!   8.2.3.5); a miss reads the line from the media.
 //! - [`Pmem::clflush`]: writes the line back if dirty and invalidates it.
-//!   It is ordered with writes and other `clflush`es (SDM vol. 2A,
-//!   CLFLUSH: "ordered with respect to ... writes, other executions of
-//!   CLFLUSH"), so the model holds the core until the line is in the write
-//!   pending queue.
+//!   It is ordered with writes, with other `clflush`es and with fences
+//!   (SDM vol. 2A, CLFLUSH), so the model holds the core until the line
+//!   is in the write pending queue.
 //! - [`Pmem::clflushopt`] (invalidates) and [`Pmem::clwb`] (keeps the line
-//!   valid, clean): ordered only with older writes to the same line and
-//!   with fences (SDM vol. 2A CLFLUSHOPT, vol. 2A CLWB: "not ordered with
-//!   respect to ... writes ... to other cache lines"; "software can use
-//!   SFENCE ... to order"). The core goes on at once; the write-back
-//!   completes in the background.
+//!   valid, clean): ordered only with older writes to the same line,
+//!   fences and locked instructions, not with other writes or flushes;
+//!   software orders them with SFENCE (SDM vol. 2A CLFLUSHOPT, CLWB). The
+//!   core goes on at once; the write-back completes in the background.
 //! - [`Pmem::nt_store`]: a non-temporal store (`movnti`/`movntdq`) into
 //!   the core's write-combining buffers ([`crate::wc::WriteCombiningBuffer`],
-//!   the type the MMIO path uses; SDM vol. 2B MOVNTI: "using a write
-//!   combining (WC) memory type protocol"; vol. 3A 11.3.1). A line leaves
+//!   the type the MMIO path uses; SDM vol. 2B MOVNTI: the non-temporal
+//!   hint is implemented with the WC memory type protocol; vol. 3A
+//!   11.3.1). A line leaves
 //!   when full, evicted for room, flushed, or fenced; it bypasses the cache
 //!   (a dirty cached copy of the line is written back and invalidated
 //!   first: SDM vol. 1 10.4.6.2).

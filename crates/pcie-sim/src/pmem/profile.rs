@@ -31,34 +31,35 @@ pub struct PmemTiming {
     /// Idle latency of a random 64-byte read from the media (a cache miss
     /// to a line not next to the previous miss): 305 ns (Izraelevitz et
     /// al. 2019, "Basic Performance Measurements of the Intel Optane DC
-    /// Persistent Memory Module", arXiv:1903.05714, 3.2 Figure 2, random
-    /// load).
+    /// Persistent Memory Module", arXiv:1903.05714, idle latency of a
+    /// random load).
     pub read_latency_random: SimDuration,
     /// Idle latency of a sequential read (the line after the previous
-    /// miss): 169 ns (Izraelevitz et al. 2019, 3.2 Figure 2, sequential
-    /// load).
+    /// miss): 169 ns (Izraelevitz et al. 2019, idle latency of a
+    /// sequential load).
     pub read_latency_sequential: SimDuration,
     /// Latency of a line write from the core to the memory controller's
     /// write pending queue, where (ADR) it is persistent: 94 ns
-    /// (Izraelevitz et al. 2019, 3.2 Figure 2, `clwb` + fence and
-    /// `ntstore` + fence write latency).
+    /// (Izraelevitz et al. 2019, idle write latency of a store followed by
+    /// `clwb` and a fence, which completes at the memory controller).
     pub write_latency: SimDuration,
     /// Media read bandwidth of one DIMM: 6.6 GB/s (Izraelevitz et al.
-    /// 2019, 3.3: maximal read bandwidth of one DIMM).
+    /// 2019, maximal read bandwidth of one DIMM).
     pub read_bandwidth: Bandwidth,
     /// Media write bandwidth of one DIMM: 2.3 GB/s (Izraelevitz et al.
-    /// 2019, 3.3: maximal write bandwidth of one DIMM). Charged per media
+    /// 2019, maximal write bandwidth of one DIMM). Charged per media
     /// write of [`PmemTiming::xpline`] bytes.
     pub write_bandwidth: Bandwidth,
     /// The media access granularity (an XPLine): 256 bytes. A write of a
     /// 64-byte line that the XPBuffer cannot combine costs a whole
-    /// read-modify-write of 256 bytes (Izraelevitz et al. 2019, 2.1 and
-    /// 5.1: "the 3D-XPoint physical media access granularity is 256 bytes",
-    /// write amplification of small writes).
+    /// read-modify-write of 256 bytes (Izraelevitz et al. 2019: the
+    /// 3D XPoint media is accessed in 256-byte units, so smaller writes
+    /// are amplified).
     pub xpline: u64,
     /// XPLines the DIMM's write-combining buffer (XPBuffer) holds: 64
     /// (16 KiB; Yang et al., "An Empirical Guide to the Behavior and Use
-    /// of Scalable Persistent Memory", FAST '20, 3.2). A line written to an
+    /// of Scalable Persistent Memory", FAST '20, which measures the
+    /// XPBuffer at about 16 KiB per DIMM). A line written to an
     /// XPLine still in the buffer costs no new media write.
     pub xpbuffer_xplines: usize,
 }
@@ -87,8 +88,9 @@ pub struct PmemProfile {
     pub domain: PersistenceDomain,
     /// Lines of persistent memory the modelled CPU cache holds before it
     /// evicts one (a victim chosen by the machine's seeded RNG): 16384
-    /// lines, the 1 MiB L2 of one Cascade Lake core (Intel Optimization
-    /// Manual 2.2, Table 2-7). The last-level cache is not modelled apart.
+    /// lines, the 1 MiB L2 of one Cascade Lake core (Intel 64 and IA-32
+    /// Architectures Optimization Reference Manual, Skylake Server
+    /// microarchitecture). The last-level cache is not modelled apart.
     pub cache_lines: usize,
     /// Chance, per store, that the cache writes back one dirty line chosen
     /// by the seeded RNG on its own (it stays valid). The SDM lets a dirty
@@ -97,8 +99,10 @@ pub struct PmemProfile {
     /// The crash envelope does not depend on it: it allows every write-back
     /// whether this run did it or not.
     pub writeback_per_store: f64,
-    /// Cycles of a load that hits the cache: 14 (L2 hit on Skylake Server,
-    /// Intel Optimization Manual 2.2, Table 2-7).
+    /// Cycles of a load that hits the cache: 14, an L2 hit on Skylake
+    /// Server (Intel Optimization Reference Manual, Skylake Server cache
+    /// parameters; an estimate for a cache the model does not split into
+    /// levels).
     pub load_hit_cycles: Cycles,
     /// Cycles of one store of up to 8 bytes into the cache (a store that
     /// misses also waits for the line to be read: write-allocate).
