@@ -285,6 +285,7 @@ fn small_random_lines_amplify_media_writes_and_sequential_ones_do_not() {
         });
         let k = pm.counters();
         assert_eq!(k.kind(PmEventKind::Clwb).ops, 64);
+        assert_eq!(k.kind(PmEventKind::Sfence).ops, 1);
         assert_eq!(k.kind(PmEventKind::Store).bytes, 64 * 64);
         assert!(k.wpq_lines >= 64);
         k.media_writes

@@ -357,6 +357,14 @@ impl Pmem {
         Ref::map(self.inner.state.borrow(), |s| &s.trace)
     }
 
+    /// Changes how much of the trace is kept from now on (it starts in the
+    /// machine's mode at attach time).
+    pub fn set_trace_mode(&self, mode: crate::trace::TraceMode) {
+        let mut st = self.inner.state.borrow_mut();
+        let t = std::mem::take(&mut st.trace);
+        st.trace = t.with_mode(mode);
+    }
+
     /// The counters so far.
     pub fn counters(&self) -> PmCounters {
         self.inner.state.borrow().trace.counters()
@@ -735,6 +743,45 @@ mod tests {
             assert_eq!(pm.counters().load_misses, misses);
             assert_eq!(pm.counters().wpq_lines, 1);
         }
+    }
+
+    #[test]
+    fn loads_see_the_latest_store_of_any_core_on_either_path() {
+        let (ex, m, pm) = setup(quiet());
+        let (c0, c1) = (m.core(0).unwrap(), m.core(1).unwrap());
+        let p = pm.clone();
+        let got = ex
+            .block_on(async move {
+                let mut a = [0u8; 16];
+                p.store(&c0, PmAddr(0), &[1; 8], Purpose::UNTAGGED).await?;
+                p.nt_store(&c0, PmAddr(8), &[2; 8], Purpose::UNTAGGED).await?;
+                p.load(&c1, PmAddr(0), &mut a).await?;
+                p.store(&c1, PmAddr(0), &[3; 8], Purpose::UNTAGGED).await?;
+                let mut b = [0u8; 4];
+                p.load(&c0, PmAddr(2), &mut b).await?;
+                Ok::<_, PcieError>((a, b))
+            })
+            .unwrap()
+            .unwrap();
+        let mut want = [1u8; 16];
+        want[8..].fill(2);
+        assert_eq!(got, (want, [3; 4]));
+        assert_eq!(pm.counters().loads, PmTally { ops: 2, bytes: 20 });
+    }
+
+    #[test]
+    fn the_trace_mode_can_change_and_the_hash_goes_on() {
+        let (ex, m, pm) = setup(quiet());
+        pm.set_trace_mode(TraceMode::Off);
+        let c = m.core(0).unwrap();
+        let p = pm.clone();
+        ex.block_on(async move { p.store(&c, PmAddr(0), &[1; 8], Purpose::UNTAGGED).await })
+            .unwrap()
+            .unwrap();
+        assert!(pm.trace().entries().is_empty());
+        assert_eq!(pm.trace().mode(), TraceMode::Off);
+        assert_ne!(pm.trace().hash(), 0);
+        assert_eq!(pm.counters().kind(PmEventKind::Store).ops, 1);
     }
 
     #[test]

@@ -214,6 +214,12 @@ impl PmTrace {
         }
     }
 
+    /// The same trace, keeping `mode` detail from now on.
+    pub fn with_mode(mut self, mode: TraceMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
     /// The recording mode.
     pub fn mode(&self) -> TraceMode {
         self.mode
