@@ -439,3 +439,39 @@ fn persistent_memory_leaves_the_bus_trace_of_other_programs_unchanged() {
     };
     assert_eq!(go(false), go(true));
 }
+
+#[test]
+fn sustained_writes_run_at_the_media_write_bandwidth() {
+    // 1 MiB of full-line non-temporal stores, then one sfence: the fence
+    // returns when the media has written it, at about 2.3 GB/s.
+    const BYTES: u64 = 1 << 20;
+    let ex = Executor::new(10);
+    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::CountersOnly);
+    let pm = Pmem::attach(
+        &m,
+        PmemProfile {
+            size: BYTES,
+            ..profile(PersistenceDomain::Adr)
+        },
+    )
+    .unwrap();
+    let c = m.core(0).unwrap();
+    let sim = m.sim();
+    let p = pm.clone();
+    let took = ex
+        .block_on(async move {
+            for line in 0..BYTES / 64 {
+                p.nt_store(&c, PmAddr(line * 64), &[7; 64], Purpose::UNTAGGED)
+                    .await?;
+            }
+            p.sfence(&c).await?;
+            Ok::<_, PcieError>(sim.now().since(SimTime::ZERO))
+        })
+        .unwrap()
+        .unwrap();
+    let gbs = BYTES as f64 / took.as_secs_f64() / 1e9;
+    assert!((2.2..2.31).contains(&gbs), "{gbs} GB/s");
+    let k = pm.counters();
+    assert_eq!(k.media_writes, BYTES / 256, "full XPLines: no amplification");
+    assert_eq!(k.kind(PmEventKind::NtLine).ops, BYTES / 64);
+}

@@ -93,6 +93,10 @@
 //!   when it leaves the core, not one write latency later.
 //! - Loads of another core see non-temporal stores at once (real parts
 //!   make them visible when their line leaves).
+//! - Loads are not overlapped: each miss costs its core the full read
+//!   latency (no prefetching, no memory-level parallelism), so one core
+//!   reads far below the DIMM's read bandwidth; writes are limited by the
+//!   media write bandwidth as on the real part.
 //! - One DIMM, no interleaving; no Memory Mode.
 
 mod cache;
