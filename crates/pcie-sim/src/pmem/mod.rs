@@ -69,6 +69,9 @@
 //! XPLine and XPBuffer combining. [`PmCounters`] counts instructions by
 //! kind and purpose, loads, lines that reached the write pending queue and
 //! media reads and writes in XPLines.
+//! [`Pmem::log_access`] logs, as the PMR does, which 64-byte lines loads
+//! read before the program stored them ([`crate::observe::AccessLog`]), for
+//! a crash checker's read-set reduction.
 //!
 //! ## Deviations from real hardware
 //!
@@ -113,6 +116,7 @@ use crate::cpu::Core;
 use crate::error::PcieError;
 use crate::executor::Sim;
 use crate::machine::{Inner, Machine};
+use crate::observe::AccessLog;
 use crate::pmr::PageStore;
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{Purpose, NO_PAYLOAD};
@@ -165,6 +169,9 @@ struct State {
     media: Media,
     cores: Vec<CorePm>,
     trace: PmTrace,
+    /// What programs read before writing, by 64-byte line (`None`: not
+    /// logging; see [`Pmem::log_access`]).
+    access: Option<AccessLog>,
 }
 
 struct PmemInner {
@@ -336,6 +343,7 @@ impl Pmem {
             media: Media::default(),
             cores,
             trace: PmTrace::new(mode),
+            access: None,
         };
         Ok(Pmem {
             inner: Rc::new(PmemInner {
@@ -367,6 +375,19 @@ impl Pmem {
         let mut st = self.inner.state.borrow_mut();
         let t = std::mem::take(&mut st.trace);
         st.trace = t.with_mode(mode);
+    }
+
+    /// Starts logging what loads read of the persistent memory before the
+    /// program stored it ([`crate::observe`], by 64-byte line): a crash
+    /// checker learns which lines its verdict depends on.
+    pub fn log_access(&self) {
+        self.inner.state.borrow_mut().access = Some(AccessLog::default());
+    }
+
+    /// The access log since [`Pmem::log_access`] or the last take; logging
+    /// goes on with a fresh log. `None` if not logging.
+    pub fn take_access(&self) -> Option<AccessLog> {
+        self.inner.state.borrow_mut().access.as_mut().map(std::mem::take)
     }
 
     /// The counters so far.
@@ -457,6 +478,9 @@ impl Pmem {
                 st.domain.write(addr.0, data);
             }
             st.record(&op, PmEventKind::Store, addr.0, data.len() as u32, purpose, data);
+            if let Some(log) = st.access.as_mut() {
+                log.write_bytes(addr.0, data.len() as u64);
+            }
             st.maybe_write_back(p, sim, &op);
             miss
         };
@@ -496,6 +520,9 @@ impl Pmem {
                 purpose,
                 data,
             );
+            if let Some(log) = st.access.as_mut() {
+                log.write_bytes(addr.0, data.len() as u64);
+            }
             let mut out = Vec::new();
             st.cores[core.index].wc.store(addr.0, data, purpose, 0, &mut out);
             for l in &out {
@@ -541,6 +568,9 @@ impl Pmem {
                 line += LINE as u64;
             }
             st.visible.read(addr.0, buf);
+            if let Some(log) = st.access.as_mut() {
+                log.read_bytes(addr.0, buf.len() as u64);
+            }
             let c = st.trace.counters_mut();
             c.loads.ops += 1;
             c.loads.bytes += buf.len() as u64;
@@ -771,6 +801,31 @@ mod tests {
         want[8..].fill(2);
         assert_eq!(got, (want, [3; 4]));
         assert_eq!(pm.counters().loads, PmTally { ops: 2, bytes: 20 });
+    }
+
+    #[test]
+    fn the_access_log_names_lines_read_before_they_were_written() {
+        let (ex, m, pm) = setup(quiet());
+        assert!(pm.take_access().is_none());
+        pm.log_access();
+        let c = m.core(0).unwrap();
+        let p = pm.clone();
+        ex.block_on(async move {
+            p.store(&c, PmAddr(64), &[1; 64], Purpose::UNTAGGED).await?;
+            p.load(&c, PmAddr(64), &mut [0u8; 64]).await?;
+            p.load(&c, PmAddr(200), &mut [0u8; 8]).await?;
+            p.nt_store(&c, PmAddr(256), &[1; 8], Purpose::UNTAGGED).await?;
+            p.load(&c, PmAddr(256), &mut [0u8; 16]).await
+        })
+        .unwrap()
+        .unwrap();
+        let log = pm.take_access().unwrap();
+        assert_eq!(
+            log.reads(),
+            &[3, 4],
+            "line 1 was written whole first; line 4 only in part"
+        );
+        assert!(pm.take_access().unwrap().reads().is_empty(), "a fresh log");
     }
 
     #[test]
