@@ -117,7 +117,7 @@ impl CpuStats {
 
 /// Holds the core for the duration of an operation (the core's one
 /// occupancy permit, returned when dropped) and charges the time held.
-struct Occupied<'a> {
+pub(crate) struct Occupied<'a> {
     _permit: tokio::sync::SemaphorePermit<'a>,
     core: &'a Core,
     since: SimTime,
@@ -147,7 +147,9 @@ impl Core {
         &self.machine.cores[self.index]
     }
 
-    async fn occupy(&self) -> Occupied<'_> {
+    /// Holds this core until the guard drops, charging the time to kernel
+    /// code (also for the persistent-memory instructions, [`crate::pmem`]).
+    pub(crate) async fn occupy(&self) -> Occupied<'_> {
         self.occupy_as(Mode::Kernel).await
     }
 
@@ -168,7 +170,8 @@ impl Core {
         self.state().stats.get()
     }
 
-    fn time_of(&self, c: Cycles) -> SimDuration {
+    /// Simulated time of `c` cycles of this core.
+    pub(crate) fn time_of(&self, c: Cycles) -> SimDuration {
         self.machine.profile.cpu.clock.time_of(c)
     }
 

@@ -73,4 +73,32 @@ pub enum PcieError {
     /// A crash choice that the persistence model does not allow.
     #[error("invalid crash choice: {0}")]
     BadChoice(&'static str),
+    /// A persistent-memory access outside the persistent memory.
+    #[error("persistent memory access of {len} bytes at {addr:#x} is outside its {size} bytes")]
+    PmOutOfRange {
+        /// First byte addressed (offset in the persistent memory).
+        addr: u64,
+        /// Bytes addressed.
+        len: u64,
+        /// Size of the persistent memory.
+        size: u64,
+    },
+    /// A persistent-memory store that is not whole 8-byte-aligned words
+    /// inside one 64-byte line (the model's store instructions: 8-byte
+    /// `mov`/`movnti` up to a 64-byte vector store).
+    #[error(
+        "persistent memory store of {len} bytes at {addr:#x} is not aligned 8-byte words within one line"
+    )]
+    PmMisaligned {
+        /// The store's offset in the persistent memory.
+        addr: u64,
+        /// Its length.
+        len: u64,
+    },
+    /// A core of another machine was handed to this machine's device.
+    #[error("core {0} belongs to another machine")]
+    ForeignCore(usize),
+    /// A persistent-memory profile that cannot be built.
+    #[error("invalid persistent memory profile: {0}")]
+    BadPmemProfile(&'static str),
 }

@@ -6,7 +6,11 @@
 //! buffers, `clflush`, fences, uncached reads), a PCIe link with posted and
 //! non-posted ordering and TLP-level accounting, device BARs including a
 //! Persistent Memory Region, MSI-X, a bus trace, and the power-failure
-//! model that turns the trace into crash states.
+//! model that turns the trace into crash states. Beside host DRAM on the
+//! memory bus, byte-addressable persistent memory ([`pmem`]: an Optane
+//! DC PMem in App Direct mode, with the CPU cache, `clflush`,
+//! `clflushopt`, `clwb`, non-temporal stores, fences, ADR or eADR, its own
+//! trace and crash envelope).
 //!
 //! ## What it guarantees
 //!
@@ -24,6 +28,10 @@
 //!   effect at the device; nothing else in this crate persists. The crash
 //!   states allowed after any trace entry are computed by [`CrashCursor`]
 //!   from the same entries the machine recorded (see [`power`]).
+//!   Persistent memory on the memory bus persists by its own rules (a
+//!   line written back to the memory controller under ADR, every executed
+//!   store under eADR), and [`PmemCursor`] computes its crash states from
+//!   its own trace ([`pmem::envelope`]).
 //! - **Timing.** A TLP occupies its direction of the link for its wire
 //!   size (payload in whole DWs, header and framing) divided by the link
 //!   bandwidth, then arrives one link latency later; host posted writes to
@@ -55,6 +63,8 @@
 //! - A DMA write to an address outside host memory is refused to the device
 //!   (a real root complex would drop it and log an error).
 //! - `clflush` of a WC line makes it leave at once; fences drain every line.
+//! - Persistent memory: see the deviations in [`pmem`] (no store buffer,
+//!   one cache pool, its own write-combining buffers per core).
 
 #![forbid(unsafe_code)]
 
@@ -70,6 +80,7 @@ pub mod irq;
 pub mod link;
 pub mod machine;
 pub mod observe;
+pub mod pmem;
 pub mod pmr;
 pub mod port;
 pub mod power;
@@ -90,6 +101,10 @@ pub use irq::InterruptController;
 pub use link::{Encoding, LinkProfile};
 pub use machine::{BusLayout, Machine, PmrWriteHook, PortLayout, SharedPage};
 pub use observe::AccessLog;
+pub use pmem::{
+    PersistenceDomain, PmAddr, PmChoice, PmCounters, PmEntry, PmEventKind, PmItem, PmPending, PmTally,
+    PmTrace, Pmem, PmemCursor, PmemProfile, PmemTiming,
+};
 pub use pmr::{PageStore, PmrTiming};
 pub use port::DevicePort;
 pub use power::{CrashChoice, CrashCursor, ItemConstraint, ItemUnits, Pending, PendingLine};

@@ -1,0 +1,213 @@
+//! The modelled CPU cache (which persistent-memory lines it holds, and
+//! which are dirty) and the DIMM's side of the memory bus (the write
+//! pending queue, the XPBuffer, media bandwidth).
+//!
+//! Both are plain data: the caller ([`crate::pmem::Pmem`]) passes in the
+//! time and the seeded choices, so nothing here reads a clock or an RNG.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::pmem::profile::PmemTiming;
+use crate::time::{SimDuration, SimTime};
+
+/// The lines of persistent memory in the CPU cache, by line offset, each
+/// with its dirty bit. A `BTreeMap`, so that a victim chosen by index is
+/// the same line in every run with the same seed.
+#[derive(Clone, Debug)]
+pub(crate) struct Cache {
+    lines: BTreeMap<u64, bool>,
+    capacity: usize,
+}
+
+impl Cache {
+    /// A cache holding at most `capacity` lines (at least one).
+    pub(crate) fn new(capacity: usize) -> Self {
+        Cache {
+            lines: BTreeMap::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// True if the line is cached.
+    pub(crate) fn contains(&self, line: u64) -> bool {
+        self.lines.contains_key(&line)
+    }
+
+    /// True if the line is cached and dirty.
+    #[cfg(test)]
+    pub(crate) fn is_dirty(&self, line: u64) -> bool {
+        self.lines.get(&line).copied().unwrap_or(false)
+    }
+
+    /// Brings `line` in (clean if absent) and marks it dirty if `dirty`.
+    /// If the cache was full, the line at index `pick(len)` (in address
+    /// order) is evicted first and returned with its dirty bit.
+    pub(crate) fn insert(
+        &mut self,
+        line: u64,
+        dirty: bool,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> Option<(u64, bool)> {
+        let mut victim = None;
+        if !self.lines.contains_key(&line) && self.lines.len() >= self.capacity {
+            let i = pick(self.lines.len()) % self.lines.len();
+            if let Some(&v) = self.lines.keys().nth(i) {
+                victim = self.lines.remove(&v).map(|d| (v, d));
+            }
+        }
+        let d = self.lines.entry(line).or_insert(false);
+        *d |= dirty;
+        victim
+    }
+
+    /// Marks a cached line clean; returns whether it was dirty.
+    pub(crate) fn clean(&mut self, line: u64) -> bool {
+        match self.lines.get_mut(&line) {
+            Some(d) => std::mem::replace(d, false),
+            None => false,
+        }
+    }
+
+    /// Drops a line; returns whether it was dirty.
+    pub(crate) fn remove(&mut self, line: u64) -> bool {
+        self.lines.remove(&line).unwrap_or(false)
+    }
+
+    /// The dirty lines, in address order.
+    pub(crate) fn dirty_lines(&self) -> impl Iterator<Item = u64> + '_ {
+        self.lines.iter().filter(|(_, d)| **d).map(|(l, _)| *l)
+    }
+}
+
+/// The DIMM behind the memory controller: lines reach the write pending
+/// queue (persistent under ADR) one write latency after they leave the
+/// core, or when the media has caught up with earlier writes if it is
+/// behind (the queue is not modelled as a bounded buffer); a line whose XPLine is not in the
+/// XPBuffer costs one media write of an XPLine at the media write
+/// bandwidth (write amplification of small random writes, Izraelevitz et
+/// al. 2019, 5.1).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Media {
+    /// XPLines in the XPBuffer, oldest first.
+    xpbuffer: VecDeque<u64>,
+    /// When the media has written everything queued so far.
+    busy_until: SimTime,
+    /// The line of the last read miss (sequential reads are faster).
+    last_read: Option<u64>,
+    /// The XPLine of the last media read.
+    last_read_xpline: Option<u64>,
+}
+
+/// What a line write cost on the media side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LineWrite {
+    /// When the line is in the write pending queue.
+    pub(crate) done: SimTime,
+    /// True if it cost a media write (its XPLine was not buffered).
+    pub(crate) media_write: bool,
+}
+
+impl Media {
+    /// A 64-byte line at PM offset `line` leaves the core at `now`.
+    pub(crate) fn write_line(&mut self, now: SimTime, line: u64, t: &PmemTiming) -> LineWrite {
+        let xp = line / t.xpline.max(1);
+        let media_write = !self.xpbuffer.contains(&xp);
+        // The write pending queue takes the line unless the media is still
+        // behind with earlier writes; its own media write follows.
+        let done = (now + t.write_latency).max(self.busy_until);
+        if media_write {
+            self.xpbuffer.push_back(xp);
+            while self.xpbuffer.len() > t.xpbuffer_xplines.max(1) {
+                self.xpbuffer.pop_front();
+            }
+            self.busy_until = self.busy_until.max(now) + SimDuration::for_bytes(t.xpline, t.write_bandwidth);
+        }
+        LineWrite { done, media_write }
+    }
+
+    /// A cache miss reads the 64-byte line at `line`: its latency, and
+    /// whether it cost a media read (an XPLine other than the last one
+    /// read).
+    pub(crate) fn read_line(&mut self, line: u64, t: &PmemTiming) -> (SimDuration, bool) {
+        let sequential = self.last_read.is_some_and(|l| l + 64 == line);
+        self.last_read = Some(line);
+        let xp = line / t.xpline.max(1);
+        let media_read = self.last_read_xpline != Some(xp);
+        self.last_read_xpline = Some(xp);
+        let mut lat = if sequential {
+            t.read_latency_sequential
+        } else {
+            t.read_latency_random
+        };
+        if media_read {
+            lat += SimDuration::for_bytes(64, t.read_bandwidth);
+        }
+        (lat, media_read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_cache_evicts_the_picked_line_and_keeps_dirty_bits() {
+        let mut c = Cache::new(2);
+        assert_eq!(c.insert(0, true, |_| 0), None);
+        assert_eq!(c.insert(64, false, |_| 0), None);
+        assert_eq!(c.insert(64, true, |_| 0), None, "already cached");
+        assert!(c.is_dirty(64));
+        assert_eq!(c.insert(128, false, |n| n - 1), Some((64, true)));
+        assert!(c.contains(0) && c.contains(128) && !c.contains(64));
+        assert_eq!(c.dirty_lines().collect::<Vec<_>>(), vec![0]);
+        assert!(c.clean(0));
+        assert!(!c.clean(0));
+        assert!(!c.remove(128));
+    }
+
+    #[test]
+    fn small_random_writes_cost_a_media_write_each_and_sequential_ones_share_it() {
+        let t = PmemTiming::default();
+        let mut m = Media::default();
+        let now = SimTime::ZERO;
+        let writes: Vec<_> = (0..4)
+            .map(|i| m.write_line(now, i * 64, &t).media_write)
+            .collect();
+        assert_eq!(writes, vec![true, false, false, false], "one XPLine");
+        let mut m = Media::default();
+        let far: Vec<_> = (0..4)
+            .map(|i| m.write_line(now, i * 4096, &t).media_write)
+            .collect();
+        assert_eq!(far, vec![true; 4]);
+        let first = Media::default().write_line(now, 0, &t);
+        assert_eq!(
+            first.done,
+            now + t.write_latency,
+            "an idle DIMM takes the write latency"
+        );
+    }
+
+    #[test]
+    fn the_media_bandwidth_delays_writes_that_outrun_it() {
+        let t = PmemTiming::default();
+        let mut m = Media::default();
+        let mut last = SimTime::ZERO;
+        for i in 0..1000u64 {
+            last = m.write_line(SimTime::ZERO, i * 256, &t).done;
+        }
+        // 1000 XPLines of 256 bytes at 2.3 GB/s: about 111 us.
+        let us = last.since(SimTime::ZERO).as_us_f64();
+        assert!((110.0..113.0).contains(&us), "{us}");
+    }
+
+    #[test]
+    fn sequential_misses_are_faster_than_random_ones() {
+        let t = PmemTiming::default();
+        let mut m = Media::default();
+        let (first, r) = m.read_line(0, &t);
+        let (next, _) = m.read_line(64, &t);
+        let (far, _) = m.read_line(1 << 20, &t);
+        assert!(r);
+        assert!(next < first && far >= first);
+    }
+}
