@@ -100,9 +100,12 @@ impl OrderingQueue {
                 !st.entries
                     .iter()
                     .any(|p| matches!(p.progress, Progress::Appended | Progress::Submitted)),
+                // A swapped entry not yet durable holds the durable point
+                // below the head (`durable_point`): then nothing in the
+                // ring is durable yet.
                 st.entries
                     .iter()
-                    .take((d - head) as usize)
+                    .take(d.saturating_sub(head) as usize)
                     .any(|p| p.plba.is_some()),
             )
         };
