@@ -34,6 +34,7 @@ pub struct SetAttr {
 impl Wofs {
     /// Reads up to `len` bytes at `off` of file `ino`.
     pub async fn read(&self, ctx: Ctx, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        let _g = self.lock().await;
         let core = self.core(ctx)?;
         let i = self.file(ino)?;
         let end = i.size.min(off.saturating_add(len as u64));

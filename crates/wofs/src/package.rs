@@ -23,6 +23,9 @@ pub const ROOT: Ino = 1;
 pub const NAME_MAX: usize = 160;
 /// Most data pages one file maps (one attribute package holds the map).
 pub const MAX_PAGES: usize = 48;
+/// Sequence numbers and inode numbers are below this (a package naming a
+/// larger one is invalid, so counters never overflow).
+pub const MAX_SEQ: u64 = 1 << 62;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"WOFP");
 const VERSION: u8 = 1;
@@ -279,8 +282,8 @@ impl Package {
                 return Err("checksum");
             }
         }
-        if seq == 0 {
-            return Err("sequence number 0");
+        if seq == 0 || seq >= MAX_SEQ {
+            return Err("sequence number");
         }
         let mut r = Reader {
             b: &slot[..HEADER + len],
@@ -290,7 +293,7 @@ impl Package {
             1 => Body::Create(r.dentry()?),
             2 => Body::Link(r.dentry()?),
             3 => Body::Unlink {
-                ino: r.u64()?,
+                ino: r.ino()?,
                 cancels: r.pkg_ref()?,
             },
             4 => {
@@ -305,7 +308,7 @@ impl Package {
                 }
             }
             5 => {
-                let ino = r.u64()?;
+                let ino = r.ino()?;
                 let size = r.u64()?;
                 let perm = r.u16()?;
                 let n = r.u16()? as usize;
@@ -368,9 +371,15 @@ impl Reader<'_> {
             seq: self.u64()?,
         })
     }
+    fn ino(&mut self) -> Result<Ino, &'static str> {
+        match self.u64()? {
+            i if i == 0 || i >= MAX_SEQ => Err("inode number"),
+            i => Ok(i),
+        }
+    }
     fn dentry(&mut self) -> Result<Dentry, &'static str> {
-        let ino = self.u64()?;
-        let parent = self.u64()?;
+        let ino = self.ino()?;
+        let parent = self.ino()?;
         let ftype = match self.u8()? {
             1 => FileType::File,
             2 => FileType::Dir,

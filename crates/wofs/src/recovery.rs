@@ -98,8 +98,8 @@ pub async fn recover(
         if cancelled.contains(&slot) {
             continue;
         }
-        if d.ino == ROOT || d.ino == 0 {
-            return Err(corrupt(slot, "an entry names the root or inode 0"));
+        if d.ino == ROOT {
+            return Err(corrupt(slot, "an entry names the root"));
         }
         let ino = ptl
             .inodes

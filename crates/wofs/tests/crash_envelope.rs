@@ -28,3 +28,58 @@ fn every_crash_state_of_the_workload_recovers_a_tree_the_run_had() {
     assert_eq!(r.violation, None);
     assert!(r.points > 100 && r.states > r.points as u64);
 }
+
+/// Records the workload with `faults` and checks it; the check must find
+/// a violation (the canary: the switched-off mechanism is what the
+/// contract depends on).
+fn must_fail(faults: Faults) -> String {
+    let rec = record(&workload(), faults, 1);
+    let r = check(&rec, BOUND);
+    eprintln!("{faults:?}: {} states in {:.2?}", r.states, r.elapsed);
+    let v = r
+        .violation
+        .expect("the crash check finds the switched-off mechanism");
+    eprintln!("  {v}");
+    v
+}
+
+#[test]
+fn without_the_clwb_a_returned_operation_may_be_lost() {
+    must_fail(Faults {
+        skip_clwb: true,
+        ..Faults::default()
+    });
+}
+
+#[test]
+fn without_the_package_sfence_a_returned_operation_may_be_lost() {
+    must_fail(Faults {
+        skip_package_fence: true,
+        ..Faults::default()
+    });
+}
+
+#[test]
+fn without_the_data_sfence_a_package_may_persist_without_its_data() {
+    let v = must_fail(Faults {
+        skip_data_fence: true,
+        ..Faults::default()
+    });
+    assert!(v.contains("nonzero"), "{v}");
+}
+
+#[test]
+fn without_the_checksum_check_a_torn_package_is_accepted() {
+    must_fail(Faults {
+        skip_crc_check: true,
+        ..Faults::default()
+    });
+}
+
+#[test]
+fn reclaiming_an_unlink_package_early_resurrects_the_file() {
+    must_fail(Faults {
+        early_unlink_reclaim: true,
+        ..Faults::default()
+    });
+}

@@ -218,9 +218,13 @@ pub fn check(rec: &Recording, bound: u32) -> Report {
                 }
             };
             if let Some(why) = verdict {
+                let landed = if c.landed.len() > 12 {
+                    format!("{} items", c.landed.len())
+                } else {
+                    format!("{:?}", c.landed)
+                };
                 r.violation = Some(format!(
-                    "crash after entry {k} ({done} ops returned), landed {:?}: {why}",
-                    c.landed
+                    "crash after entry {k} ({done} ops returned), landed {landed}: {why}"
                 ));
                 r.elapsed = start.elapsed();
                 return r;
