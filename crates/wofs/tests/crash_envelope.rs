@@ -7,17 +7,33 @@
 
 mod common;
 
-use common::{check, record, workload};
+use common::{check, record, record_in, workload};
+use pcie_sim::{PersistenceDomain, PmEventKind};
 use wofs::Faults;
 
-const BOUND: u32 = 6;
+/// All crash states up to 2^8 per crash point, sampled past it (2^6 in
+/// a debug build, which checks about ten times fewer states per second).
+const BOUND: u32 = if cfg!(debug_assertions) { 6 } else { 8 };
+/// The canaries stop at their first violation; a smaller bound finds it.
+const CANARY_BOUND: u32 = 6;
 
 #[test]
 fn every_crash_state_of_the_workload_recovers_a_tree_the_run_had() {
+    full_check(BOUND);
+}
+
+/// The same at bound 10 (`cargo test -p wofs --release -- --ignored`).
+#[test]
+#[ignore = "about 20 s in a release build"]
+fn every_crash_state_up_to_bound_10() {
+    full_check(10);
+}
+
+fn full_check(bound: u32) {
     let rec = record(&workload(), Faults::default(), 1);
-    let r = check(&rec, BOUND);
+    let r = check(&rec, bound);
     eprintln!(
-        "wofs crash check: {} points, {} states ({} distinct mounts, {} points sampled past the bound) in {:.2?}: {:.0} states/s",
+        "wofs crash check, bound {bound}: {} points, {} states ({} distinct mounts, {} points sampled past the bound) in {:.2?}: {:.0} states/s",
         r.points,
         r.states,
         r.mounts,
@@ -34,7 +50,7 @@ fn every_crash_state_of_the_workload_recovers_a_tree_the_run_had() {
 /// contract depends on).
 fn must_fail(faults: Faults) -> String {
     let rec = record(&workload(), faults, 1);
-    let r = check(&rec, BOUND);
+    let r = check(&rec, CANARY_BOUND);
     eprintln!("{faults:?}: {} states in {:.2?}", r.states, r.elapsed);
     let v = r
         .violation
@@ -82,4 +98,31 @@ fn reclaiming_an_unlink_package_early_resurrects_the_file() {
         early_unlink_reclaim: true,
         ..Faults::default()
     });
+}
+
+#[test]
+fn a_metadata_operation_has_one_ordering_point_and_a_write_two() {
+    let ops = workload();
+    let rec = record(&ops, Faults::default(), 1);
+    let mut from = 0;
+    for (op, &to) in ops.iter().zip(&rec.marks) {
+        let entries = &rec.trace.entries()[from..to];
+        let fences = entries.iter().filter(|e| e.kind == PmEventKind::Sfence).count();
+        let clwbs = entries.iter().filter(|e| e.kind == PmEventKind::Clwb).count();
+        let want = if matches!(op, common::Op::Write(..)) { 2 } else { 1 };
+        assert_eq!(fences, want, "{op:?}");
+        assert!((1..=4).contains(&clwbs), "{op:?}: one clwb per package line");
+        from = to;
+    }
+}
+
+#[test]
+fn under_eadr_the_clwb_is_not_needed_and_the_check_passes_without_it() {
+    let faults = Faults {
+        skip_clwb: true,
+        ..Faults::default()
+    };
+    let rec = record_in(PersistenceDomain::Eadr, &workload(), faults, 1);
+    let r = check(&rec, CANARY_BOUND);
+    assert_eq!(r.violation, None);
 }

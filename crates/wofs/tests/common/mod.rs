@@ -22,9 +22,13 @@ pub const SLOTS: u32 = 64;
 pub const CTX: Ctx = Ctx { core: 0 };
 
 pub fn profile() -> PmemProfile {
+    profile_in(PersistenceDomain::Adr)
+}
+
+pub fn profile_in(domain: PersistenceDomain) -> PmemProfile {
     PmemProfile {
         size: SIZE,
-        domain: PersistenceDomain::Adr,
+        domain,
         ..PmemProfile::default()
     }
 }
@@ -130,13 +134,18 @@ pub struct Recording {
     pub marks: Vec<usize>,
     pub trees: Vec<Tree>,
     pub faults: Faults,
+    pub domain: PersistenceDomain,
 }
 
 pub fn record(ops: &[Op], faults: Faults, seed: u64) -> Recording {
+    record_in(PersistenceDomain::Adr, ops, faults, seed)
+}
+
+pub fn record_in(domain: PersistenceDomain, ops: &[Op], faults: Faults, seed: u64) -> Recording {
     let base = Env::formatted(seed).pm.persistent_image();
     let ex = Executor::new(seed);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
-    let pm = Pmem::attach_with_image(&m, profile(), base.clone()).unwrap();
+    let pm = Pmem::attach_with_image(&m, profile_in(domain), base.clone()).unwrap();
     let ops = ops.to_vec();
     let (m2, pm2) = (m.clone(), pm.clone());
     let (marks, trees) = ex
@@ -160,6 +169,7 @@ pub fn record(ops: &[Op], faults: Faults, seed: u64) -> Recording {
         marks,
         trees,
         faults,
+        domain,
     }
 }
 
@@ -194,7 +204,7 @@ pub fn check(rec: &Recording, bound: u32) -> Report {
     let ex = Executor::new(7);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Events);
     let wc = m.profile().cpu.wc_buffers;
-    let mut cur = PmemCursor::new(&rec.trace, rec.base.clone(), PersistenceDomain::Adr, wc).unwrap();
+    let mut cur = PmemCursor::new(&rec.trace, rec.base.clone(), rec.domain, wc).unwrap();
     let mut verdicts: BTreeMap<ContentHash, Option<String>> = BTreeMap::new();
     let mut r = Report::default();
     for k in 0..cur.len() {
