@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{check, record, record_in, workload};
+use common::{check, churn, record, record_in, workload};
 use pcie_sim::{PersistenceDomain, PmEventKind};
 use wofs::Faults;
 
@@ -43,6 +43,28 @@ fn full_check(bound: u32) {
     );
     assert_eq!(r.violation, None);
     assert!(r.points > 100 && r.states > r.points as u64);
+}
+
+#[test]
+fn every_crash_state_of_namespace_churn_recovers_a_tree_the_run_had() {
+    let rec = record(&churn(), Faults::default(), 2);
+    let r = check(&rec, BOUND);
+    eprintln!(
+        "wofs churn check: {} points, {} states in {:.2?}",
+        r.points, r.states, r.elapsed
+    );
+    assert_eq!(r.violation, None);
+}
+
+#[test]
+fn reclaiming_early_under_churn_resurrects_an_entry() {
+    let faults = Faults {
+        early_unlink_reclaim: true,
+        ..Faults::default()
+    };
+    let r = check(&record(&churn(), faults, 2), CANARY_BOUND);
+    let v = r.violation.expect("the causal rule is what prevents it");
+    eprintln!("churn, early reclaim: {v}");
 }
 
 /// Records the workload with `faults` and checks it; the check must find
@@ -105,13 +127,26 @@ fn a_metadata_operation_has_one_ordering_point_and_a_write_two() {
     let ops = workload();
     let rec = record(&ops, Faults::default(), 1);
     let mut from = 0;
+    eprintln!("op | stores | clwb | nt stores | sfence");
     for (op, &to) in ops.iter().zip(&rec.marks) {
         let entries = &rec.trace.entries()[from..to];
-        let fences = entries.iter().filter(|e| e.kind == PmEventKind::Sfence).count();
-        let clwbs = entries.iter().filter(|e| e.kind == PmEventKind::Clwb).count();
-        let want = if matches!(op, common::Op::Write(..)) { 2 } else { 1 };
-        assert_eq!(fences, want, "{op:?}");
-        assert!((1..=4).contains(&clwbs), "{op:?}: one clwb per package line");
+        let count = |k: PmEventKind| entries.iter().filter(|e| e.kind == k).count();
+        let (stores, clwbs, nt, fences) = (
+            count(PmEventKind::Store),
+            count(PmEventKind::Clwb),
+            count(PmEventKind::NtStore),
+            count(PmEventKind::Sfence),
+        );
+        eprintln!("{op:?} | {stores} | {clwbs} | {nt} | {fences}");
+        // The package: one to four lines, one clwb each, one sfence; the
+        // data pages a write fills: 64 non-temporal stores each, one
+        // sfence before the package.
+        assert!((1..=4).contains(&clwbs) && stores == clwbs, "{op:?}");
+        assert_eq!(fences, 1 + usize::from(nt > 0), "{op:?}");
+        assert_eq!(nt % 64, 0, "{op:?}");
+        if matches!(op, common::Op::Write(..)) {
+            assert!(nt > 0, "{op:?}");
+        }
         from = to;
     }
 }

@@ -116,13 +116,36 @@ pub fn workload() -> Vec<Op> {
         Create("/e"),
         Truncate("/b", 10),
         Write("/b", 4090, 20, 3),
+        Truncate("/b", 9000),
         Mkdir("/d/x"),
+        Mkdir("/h"),
+        Rename("/h", "/d/x"),
         Rmdir("/d/x"),
         Rename("/d", "/f"),
         Unlink("/b"),
         Create("/f/g"),
         Write("/f/g", 0, 64, 4),
     ]
+}
+
+/// Namespace churn: every package's slot is reused soon after it is
+/// freed, so cancelled packages are overwritten while their cancellers
+/// wait (the causal rule under crashes).
+pub fn churn() -> Vec<Op> {
+    use Op::*;
+    let mut ops = vec![Mkdir("/d")];
+    for _ in 0..4 {
+        ops.extend([
+            Create("/t"),
+            Link("/t", "/d/u"),
+            Unlink("/t"),
+            Rename("/d/u", "/t"),
+            Create("/d/v"),
+            Rename("/d/v", "/t"),
+            Unlink("/t"),
+        ]);
+    }
+    ops
 }
 
 /// A recorded run: the image it began from, its PM trace, the trace
