@@ -73,6 +73,8 @@
 //!   than the largest any valid package names).
 //! - No timestamps, owners, symlinks or device files; one operation at a
 //!   time (a gate), as the simulated machine runs one program.
+//! - Only the persistent-memory instructions take simulated time; the
+//!   DRAM work (PTL lookups, allocation, CRC) is not charged to the core.
 
 pub mod data;
 pub mod error;
