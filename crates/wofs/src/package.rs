@@ -270,7 +270,7 @@ impl Package {
         let seq = r.u64()?;
         let len = r.u32()? as usize;
         let crc = r.u32()?;
-        if len > BODY_MAX {
+        if len > BODY_MAX || slot.len() < HEADER + len {
             return Err("length");
         }
         if check_crc {
@@ -442,6 +442,16 @@ mod tests {
             assert_eq!(Package::decode(&s, true), Slot::Invalid("checksum"));
         }
         assert_eq!(Package::decode(&[0; SLOT as usize], true), Slot::Empty);
+        let short = slot_of(&Package {
+            seq: 1,
+            body: Body::Unlink { ino: 2, cancels: r },
+        });
+        for n in 0..HEADER + 20 {
+            assert!(matches!(
+                Package::decode(&short[..n], true),
+                Slot::Invalid(_) | Slot::Empty
+            ));
+        }
     }
 
     #[test]

@@ -137,7 +137,8 @@ pub async fn recover(
         if i.ftype == FileType::Dir && (a.size != 0 || !a.pages.is_empty()) {
             return Err(corrupt(slot, "a directory with data"));
         }
-        for &pg in a.pages.iter().filter(|&&pg| pg != 0) {
+        let needed = a.size.div_ceil(crate::layout::PAGE) as usize;
+        for &pg in a.pages.iter().take(needed).filter(|&&pg| pg != 0) {
             if pg > geo.pages || !used_pages.insert(pg) {
                 return Err(corrupt(slot, "a data page out of range or shared"));
             }
@@ -145,7 +146,7 @@ pub async fn recover(
         i.perm = a.perm;
         i.size = a.size;
         i.pages = a.pages.clone();
-        i.pages.resize(a.size.div_ceil(crate::layout::PAGE) as usize, 0);
+        i.pages.resize(needed, 0);
         i.attr = Some(PkgRef { slot, seq });
         live_slots.insert(slot);
     }
