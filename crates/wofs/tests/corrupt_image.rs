@@ -146,3 +146,87 @@ fn contradicting_valid_packages_are_a_typed_error() {
         Some(("/a".to_string(), 1))
     );
 }
+
+/// Random packages, each valid on its own (checksummed), that reference
+/// each other arbitrarily: mount gives a tree or `Corrupt`, and a mounted
+/// tree takes further operations without a panic.
+#[test]
+fn random_valid_packages_mount_or_give_corrupt_and_never_panic() {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use wofs::package::PkgRef;
+
+    let (base, geo) = formatted();
+    let (mut mounted, mut refused) = (0, 0);
+    for seed in 0..300u64 {
+        let mut r = ChaCha8Rng::seed_from_u64(seed);
+        let mut img = base.clone();
+        let n = r.gen_range(1..12);
+        for seq in 1..=n {
+            let ino = r.gen_range(2..6);
+            let parent = if r.gen_bool(0.6) { ROOT } else { r.gen_range(2..6) };
+            let d = Dentry {
+                ino,
+                parent,
+                ftype: if r.gen_bool(0.3) {
+                    FileType::Dir
+                } else {
+                    FileType::File
+                },
+                perm: 0o644,
+                name: ["a", "b", "c"][r.gen_range(0..3)].into(),
+            };
+            let cancel = PkgRef {
+                slot: r.gen_range(0..8),
+                seq: r.gen_range(1..=n),
+            };
+            let body = match r.gen_range(0..5) {
+                0 => Body::Create(d),
+                1 => Body::Link(d),
+                2 => Body::Unlink { ino, cancels: cancel },
+                3 => Body::Rename {
+                    dentry: d,
+                    cancels: vec![cancel],
+                },
+                _ => {
+                    let pages: Vec<u32> = (0..r.gen_range(0..4))
+                        .map(|_| r.gen_range(0..=geo.pages + 1))
+                        .collect();
+                    Body::Attr(AttrBody {
+                        ino,
+                        size: pages.len() as u64 * 4096,
+                        perm: 0o600,
+                        pages,
+                    })
+                }
+            };
+            put(&mut img, &geo, r.gen_range(0..8), seq, body);
+        }
+        let ex = Executor::new(seed);
+        let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Events);
+        let pm = Pmem::attach_with_image(&m, profile(), img).unwrap();
+        let got = ex
+            .block_on(async move {
+                let fs = Wofs::mount(&m, &pm, CTX, Faults::default()).await?;
+                fs.snapshot(CTX).await?;
+                // The rebuilt PTL and free lists take more work.
+                for name in ["a", "b", "x"] {
+                    let _ = fs.create(CTX, ROOT, name, 0o644).await;
+                    let _ = fs.write_path(CTX, &format!("/{name}"), 0, b"data").await;
+                    let _ = fs.rename_path(CTX, &format!("/{name}"), "/y").await;
+                    let _ = fs.unlink(CTX, ROOT, "y").await;
+                }
+                fs.snapshot(CTX).await
+            })
+            .unwrap();
+        match got {
+            Ok(_) => mounted += 1,
+            Err(WofsError::Corrupt { .. }) => refused += 1,
+            Err(e) => panic!("seed {seed}: {e}"),
+        }
+    }
+    assert!(
+        mounted > 30 && refused > 30,
+        "both outcomes seen: {mounted} mounted, {refused} refused"
+    );
+}
