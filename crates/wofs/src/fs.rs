@@ -9,6 +9,7 @@ use pcie_sim::{Core, Machine, PmAddr, Pmem, Purpose};
 use crate::error::{Result, WofsError};
 use crate::faults::Faults;
 use crate::layout::{Geometry, LINE};
+use crate::options::Options;
 use crate::package::{Body, FileType, Ino, Package, PkgRef, ROOT};
 use crate::pmio;
 use crate::ptl::Ptl;
@@ -50,7 +51,7 @@ struct Inner {
     machine: Machine,
     pm: Pmem,
     geo: Geometry,
-    faults: Faults,
+    options: Options,
     ptl: RefCell<Ptl>,
     /// One operation at a time: an operation's packages and PTL changes
     /// are never interleaved with another's.
@@ -67,7 +68,7 @@ impl std::fmt::Debug for Wofs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wofs")
             .field("geometry", &self.inner.geo)
-            .field("faults", &self.inner.faults)
+            .field("options", &self.inner.options)
             .finish()
     }
 }
@@ -87,31 +88,34 @@ impl Wofs {
             at += LINE;
         }
         pm.sfence(&core).await?;
-        pmio::persist_package(pm, &core, PmAddr(0), &geo.encode(), &Faults::default()).await?;
+        pmio::persist_package(pm, &core, PmAddr(0), &geo.encode(), &Options::default()).await?;
         Ok(geo)
     }
 
     /// Mounts: reads the superblock and runs the recovery scan
     /// ([`crate::recovery`]); `faults` switches mechanisms off.
     pub async fn mount(machine: &Machine, pm: &Pmem, ctx: Ctx, faults: Faults) -> Result<Wofs> {
+        let options = Options {
+            faults,
+            ..Options::default()
+        };
+        Wofs::mount_with(machine, pm, ctx, options).await
+    }
+
+    /// [`Wofs::mount`] with every option.
+    pub async fn mount_with(machine: &Machine, pm: &Pmem, ctx: Ctx, options: Options) -> Result<Wofs> {
         let core = machine.core(ctx.core)?;
         let mut sb = [0u8; LINE as usize];
         pm.load(&core, PmAddr(0), &mut sb).await?;
         let geo = Geometry::decode(&sb, pm.size())?;
-        let ptl = recovery::recover(
-            pm,
-            &core,
-            &geo,
-            !faults.skip_crc_check,
-            faults.early_unlink_reclaim,
-        )
-        .await?;
+        let f = &options.faults;
+        let ptl = recovery::recover(pm, &core, &geo, !f.skip_crc_check, f.early_unlink_reclaim).await?;
         Ok(Wofs {
             inner: Rc::new(Inner {
                 machine: machine.clone(),
                 pm: pm.clone(),
                 geo,
-                faults,
+                options,
                 ptl: RefCell::new(ptl),
                 gate: tokio::sync::Mutex::new(()),
             }),
@@ -137,7 +141,7 @@ impl Wofs {
     }
 
     pub(crate) fn faults(&self) -> &Faults {
-        &self.inner.faults
+        &self.inner.options.faults
     }
 
     pub(crate) fn ptl(&self) -> std::cell::RefMut<'_, Ptl> {
@@ -167,7 +171,7 @@ impl Wofs {
             return Err(WofsError::Invalid("package larger than a slot"));
         };
         let at = self.inner.geo.slot_addr(slot);
-        if let Err(e) = pmio::persist_package(&self.inner.pm, core, at, &bytes, &self.inner.faults).await {
+        if let Err(e) = pmio::persist_package(&self.inner.pm, core, at, &bytes, &self.inner.options).await {
             self.ptl().space.unalloc_slot(slot);
             return Err(e);
         }

@@ -30,8 +30,9 @@
 //!   the operation changes ("One package for one OP"), with a header
 //!   (magic, type, format version, sequence number, length, CRC-32)
 //!   ("Protect package with checksum"), written once with a single
-//!   ordering point: its cached stores, `clwb` of its lines, one `sfence`
-//!   ([`pmio::persist_package`]).
+//!   ordering point: its cached stores, `clwb` of its lines, one `sfence`,
+//!   or its non-temporal stores and one `sfence` ([`PackageWrite`];
+//!   [`pmio::persist_package`]).
 //! - **Non-log layout** ([`layout`], [`reclaim`]): packages go to fixed
 //!   256-byte slots taken from a free list; nothing is appended, nothing
 //!   is copied by a cleaner ("Log is not a must; GC can be avoided";
@@ -82,6 +83,7 @@ pub mod faults;
 pub mod fs;
 pub mod layout;
 pub mod ops;
+pub mod options;
 pub mod package;
 pub mod paths;
 pub mod pmio;
@@ -95,6 +97,7 @@ pub use error::{Result, WofsError};
 pub use faults::Faults;
 pub use fs::{Attr, Ctx, Wofs};
 pub use layout::Geometry;
+pub use options::{Options, PackageWrite};
 pub use package::{FileType, Ino, ROOT};
 pub use reclaim::Usage;
 pub use tree::{Node, Tree};

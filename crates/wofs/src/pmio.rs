@@ -7,23 +7,30 @@ use pcie_sim::{Core, PmAddr, Pmem, Purpose};
 use crate::error::Result;
 use crate::faults::Faults;
 use crate::layout::{LINE, PAGE};
+use crate::options::{Options, PackageWrite};
 
-/// Writes a package's bytes (whole words, one slot at most) at `at` with
-/// cached stores of up to a line each, `clwb` of each line, then one
-/// `sfence`: the package's single ordering point (slides, "Key Insight";
-/// the OSDI '25 abstract: "write it once with a single ordering point").
+/// Writes a package's bytes (whole words, one slot at most) at `at`, then
+/// one `sfence`: the package's single ordering point (slides, "Key
+/// Insight"; the OSDI '25 abstract: "write it once with a single ordering
+/// point"). With [`PackageWrite::Cached`]: cached stores of up to a line
+/// each and `clwb` of each line; with [`PackageWrite::NonTemporal`]:
+/// non-temporal stores.
 pub async fn persist_package(
     pm: &Pmem,
     core: &Core,
     at: PmAddr,
     bytes: &[u8],
-    faults: &Faults,
+    options: &Options,
 ) -> Result<()> {
+    let faults = &options.faults;
     for (i, chunk) in bytes.chunks(LINE as usize).enumerate() {
-        pm.store(core, at + i as u64 * LINE, chunk, Purpose::UNTAGGED)
-            .await?;
+        let line = at + i as u64 * LINE;
+        match options.package_write {
+            PackageWrite::Cached => pm.store(core, line, chunk, Purpose::UNTAGGED).await?,
+            PackageWrite::NonTemporal => pm.nt_store(core, line, chunk, Purpose::UNTAGGED).await?,
+        }
     }
-    if !faults.skip_clwb {
+    if options.package_write == PackageWrite::Cached && !faults.skip_clwb {
         for i in 0..bytes.len().div_ceil(LINE as usize) {
             pm.clwb(core, at + i as u64 * LINE).await?;
         }

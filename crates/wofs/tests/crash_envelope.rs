@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{check, churn, record, record_in, workload};
+use common::{check, churn, record, record_in, record_with, workload};
 use pcie_sim::{PersistenceDomain, PmEventKind};
-use wofs::Faults;
+use wofs::{Faults, Options, PackageWrite};
 
 /// All crash states up to 2^8 per crash point, sampled past it (2^6 in
 /// a debug build, which checks about ten times fewer states per second).
@@ -161,4 +161,24 @@ fn under_eadr_the_clwb_is_not_needed_and_the_check_passes_without_it() {
     // Under eADR only the data pages' non-temporal lines are ever pending.
     let r = check(&rec, 4);
     assert_eq!(r.violation, None);
+}
+
+#[test]
+fn packages_written_with_non_temporal_stores_pass_and_need_their_sfence() {
+    let nt = |faults| Options {
+        package_write: PackageWrite::NonTemporal,
+        faults,
+    };
+    let rec = record_with(PersistenceDomain::Adr, &churn(), nt(Faults::default()), 3);
+    assert!(rec.trace.entries().iter().all(|e| e.kind != PmEventKind::Clwb));
+    let r = check(&rec, BOUND);
+    eprintln!("non-temporal packages: {} points, {} states", r.points, r.states);
+    assert_eq!(r.violation, None);
+    assert!(r.points > 50);
+    let no_fence = Faults {
+        skip_package_fence: true,
+        ..Faults::default()
+    };
+    let rec = record_with(PersistenceDomain::Adr, &churn(), nt(no_fence), 3);
+    assert!(check(&rec, CANARY_BOUND).violation.is_some());
 }

@@ -12,7 +12,7 @@ use pcie_sim::{
     Executor, Machine, MachineProfile, PageStore, PersistenceDomain, PmTrace, Pmem, PmemCursor, PmemProfile,
     TraceMode,
 };
-use wofs::{Ctx, Faults, Tree, Wofs, WofsError};
+use wofs::{Ctx, Faults, Options, Tree, Wofs, WofsError};
 
 /// Persistent memory of the tests: 512 KiB.
 pub const SIZE: u64 = 512 << 10;
@@ -165,6 +165,15 @@ pub fn record(ops: &[Op], faults: Faults, seed: u64) -> Recording {
 }
 
 pub fn record_in(domain: PersistenceDomain, ops: &[Op], faults: Faults, seed: u64) -> Recording {
+    let options = Options {
+        faults,
+        ..Options::default()
+    };
+    record_with(domain, ops, options, seed)
+}
+
+pub fn record_with(domain: PersistenceDomain, ops: &[Op], options: Options, seed: u64) -> Recording {
+    let faults = options.faults;
     let base = Env::formatted(seed).pm.persistent_image();
     let ex = Executor::new(seed);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
@@ -173,7 +182,7 @@ pub fn record_in(domain: PersistenceDomain, ops: &[Op], faults: Faults, seed: u6
     let (m2, pm2) = (m.clone(), pm.clone());
     let (marks, trees) = ex
         .block_on(async move {
-            let fs = Wofs::mount(&m2, &pm2, CTX, faults).await?;
+            let fs = Wofs::mount_with(&m2, &pm2, CTX, options).await?;
             let mut trees = vec![fs.snapshot(CTX).await?];
             let mut marks = Vec::new();
             for op in &ops {
