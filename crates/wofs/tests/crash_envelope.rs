@@ -182,3 +182,14 @@ fn packages_written_with_non_temporal_stores_pass_and_need_their_sfence() {
     let rec = record_with(PersistenceDomain::Adr, &churn(), nt(no_fence), 3);
     assert!(check(&rec, CANARY_BOUND).violation.is_some());
 }
+
+#[test]
+fn a_recording_is_deterministic() {
+    let (a, b) = (
+        record(&workload(), Faults::default(), 9),
+        record(&workload(), Faults::default(), 9),
+    );
+    assert_eq!(a.trace.hash(), b.trace.hash());
+    assert_eq!(a.marks, b.marks);
+    assert_eq!(a.trees, b.trees);
+}
