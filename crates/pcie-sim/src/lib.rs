@@ -74,6 +74,7 @@ pub mod content_hash;
 pub mod cpu;
 pub mod endpoint;
 pub mod error;
+mod event_log;
 pub mod executor;
 pub mod host_mem;
 pub mod irq;

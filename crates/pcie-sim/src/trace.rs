@@ -12,6 +12,7 @@
 //! every entry is kept even when recording is off (for determinism checks).
 //! Counters are plain arrays indexed by kind and purpose.
 
+use crate::event_log::{EventLog, LogEntry};
 use crate::time::SimTime;
 
 /// What a trace entry is. The direction of a TLP follows from its kind.
@@ -360,142 +361,90 @@ impl Counters {
     }
 }
 
-/// The bus trace: entries, payloads, counters and the rolling hash.
+/// The bus trace: entries, payloads and the rolling hash
+/// ([`crate::event_log`], the one record every trace keeps), and the bus
+/// counters.
 #[derive(Debug, Default, Clone)]
 pub struct BusTrace {
-    mode: TraceMode,
-    entries: Vec<TraceEntry>,
-    payloads: Vec<u8>,
+    log: EventLog<TraceEntry>,
     counters: Counters,
-    hash: u64,
-    events: u64,
 }
 
-const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
-
-#[inline]
-fn mix(h: u64, v: u64) -> u64 {
-    (h ^ v).wrapping_mul(HASH_MUL).rotate_left(29)
-}
-
-/// Mixes `payload` into `h` eight bytes at a time, little-endian, the last
-/// word zero-padded. Whole words are taken with `chunks_exact` so the hot
-/// loop (every DMA payload byte passes here) has no per-word length checks
-/// or padding copies; the value is the same as word-by-word padding.
-#[inline]
-fn mix_payload(mut h: u64, payload: &[u8]) -> u64 {
-    let mut words = payload.chunks_exact(8);
-    for word in &mut words {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(word);
-        h = mix(h, u64::from_le_bytes(w));
+impl LogEntry for TraceEntry {
+    fn payload_len(&self) -> u32 {
+        self.len
     }
-    let tail = words.remainder();
-    if !tail.is_empty() {
-        let mut w = [0u8; 8];
-        w[..tail.len()].copy_from_slice(tail);
-        h = mix(h, u64::from_le_bytes(w));
+
+    fn payload_at(&self) -> u64 {
+        self.payload
     }
-    h
+
+    fn set_payload_at(&mut self, at: u64) {
+        self.payload = at;
+    }
 }
 
 impl BusTrace {
     /// An empty trace that keeps `mode` detail.
     pub fn new(mode: TraceMode) -> Self {
         BusTrace {
-            mode,
-            ..Default::default()
+            log: EventLog::new(mode),
+            counters: Counters::default(),
         }
     }
 
     /// The recording mode.
     pub fn mode(&self) -> TraceMode {
-        self.mode
+        self.log.mode()
     }
 
     /// Forgets everything recorded, keeping the allocations for reuse.
     pub fn clear(&mut self) {
-        self.entries.clear();
-        self.payloads.clear();
+        self.log.clear();
         self.counters = Counters::default();
-        self.hash = 0;
-        self.events = 0;
     }
 
     /// Changes the recording mode from now on.
     pub fn set_mode(&mut self, mode: TraceMode) {
-        self.mode = mode;
+        self.log.set_mode(mode);
     }
 
     /// Records an entry (and its payload in `Full` mode); counts it as a TLP
     /// if it is one. Returns its sequence number.
     #[inline]
-    pub fn record(&mut self, mut e: TraceEntry, payload: &[u8]) -> u64 {
-        let seq = self.events;
-        self.events += 1;
+    pub fn record(&mut self, e: TraceEntry, payload: &[u8]) -> u64 {
         if e.kind.is_tlp() {
             self.counters
                 .add_tlp(e.kind, e.purpose, e.wire_bytes as u64, e.len as u64);
         }
-        if self.mode == TraceMode::CountersOnly {
-            return seq;
-        }
-        let mut h = mix(self.hash, e.time.0);
-        h = mix(h, e.effect.0);
-        h = mix(h, e.addr);
-        h = mix(h, ((e.len as u64) << 32) | e.attr as u64);
-        h = mix(
-            h,
+        let words = [
+            e.time.0,
+            e.effect.0,
+            e.addr,
+            ((e.len as u64) << 32) | e.attr as u64,
             (e.kind as u64)
                 | (e.purpose.index() as u64) << 8
                 | (e.source as u64) << 16
                 | (e.flags as u64) << 24
                 | (e.code as u64) << 32,
-        );
-        self.hash = mix_payload(h, payload);
-        match self.mode {
-            TraceMode::Off | TraceMode::CountersOnly => {}
-            TraceMode::Events => {
-                e.payload = NO_PAYLOAD;
-                self.entries.push(e);
-            }
-            TraceMode::Full => {
-                e.payload = if payload.len() != e.len as usize || payload.is_empty() {
-                    NO_PAYLOAD
-                } else {
-                    let off = self.payloads.len() as u64;
-                    self.payloads.extend_from_slice(payload);
-                    off
-                };
-                self.entries.push(e);
-            }
-        }
-        seq
+        ];
+        self.log.record(e, &words, payload)
     }
 
     /// Records an entry whose payload is the payload of earlier entry
     /// `same_as` (stored once). Falls back to recording `payload` if that
     /// entry is not stored.
-    pub fn record_sharing(&mut self, mut e: TraceEntry, same_as: u64, payload: &[u8]) -> u64 {
-        let shared = match self.entries.get(same_as as usize) {
-            Some(prev) if self.mode == TraceMode::Full && prev.payload != NO_PAYLOAD && prev.len == e.len => {
-                Some(prev.payload)
-            }
-            _ => None,
-        };
-        let Some(off) = shared else {
-            return self.record(e, payload);
-        };
-        let seq = self.events;
-        self.events += 1;
-        let mut h = mix(self.hash, e.time.0);
-        h = mix(h, e.addr);
-        h = mix(h, same_as);
-        h = mix(h, (e.kind as u64) | (e.code as u64) << 8 | (e.len as u64) << 24);
-        self.hash = h;
-        e.payload = off;
-        self.entries.push(e);
-        seq
+    pub fn record_sharing(&mut self, e: TraceEntry, same_as: u64, payload: &[u8]) -> u64 {
+        let words = [
+            e.time.0,
+            e.addr,
+            same_as,
+            (e.kind as u64) | (e.code as u64) << 8 | (e.len as u64) << 24,
+        ];
+        match self.log.record_sharing(e, same_as, &words) {
+            Some(seq) => seq,
+            None => self.record(e, payload),
+        }
     }
 
     /// Counts a logical operation (see the crate docs).
@@ -516,32 +465,28 @@ impl BusTrace {
 
     /// Number of events recorded so far (recorded or not, in any mode).
     pub fn len(&self) -> u64 {
-        self.events
+        self.log.len()
     }
 
     /// True if nothing happened yet.
     pub fn is_empty(&self) -> bool {
-        self.events == 0
+        self.log.len() == 0
     }
 
     /// The stored entries (empty in `Off` mode).
     pub fn entries(&self) -> &[TraceEntry] {
-        &self.entries
+        self.log.entries()
     }
 
     /// The payload of an entry (empty unless recorded in `Full` mode).
     pub fn payload(&self, e: &TraceEntry) -> &[u8] {
-        if e.payload == NO_PAYLOAD {
-            return &[];
-        }
-        let s = e.payload as usize;
-        &self.payloads[s..s + e.len as usize]
+        self.log.payload(e)
     }
 
     /// Rolling hash of every event so far: equal traces have equal hashes
     /// (not kept in [`TraceMode::CountersOnly`]).
     pub fn hash(&self) -> u64 {
-        self.hash
+        self.log.hash()
     }
 }
 

@@ -9,8 +9,9 @@
 //! trace keeps a rolling hash of every entry in every mode but
 //! [`TraceMode::CountersOnly`].
 
+use crate::event_log::{EventLog, LogEntry};
 use crate::time::SimTime;
-use crate::trace::{Purpose, TraceMode, NO_PAYLOAD};
+use crate::trace::{Purpose, TraceMode};
 
 /// What a persistent-memory trace entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,7 +89,8 @@ pub struct PmEntry {
     pub bus_seq: u64,
     /// Offset in the persistent memory.
     pub addr: u64,
-    /// Offset of the payload in the payload arena, or [`NO_PAYLOAD`].
+    /// Offset of the payload in the payload arena, or
+    /// [`crate::trace::NO_PAYLOAD`].
     pub payload: u64,
     /// Bytes (stores, lines), 0 for fences.
     pub len: u32,
@@ -188,85 +190,62 @@ impl PmCounters {
     }
 }
 
-const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
-
-fn mix(h: u64, v: u64) -> u64 {
-    (h ^ v).wrapping_mul(HASH_MUL).rotate_left(29)
-}
-
-/// The persistent memory's trace: entries, payloads, counters, hash.
+/// The persistent memory's trace: entries, payloads and the rolling hash
+/// ([`crate::event_log`], the record every trace keeps), and the
+/// persistent-memory counters.
 #[derive(Clone, Debug, Default)]
 pub struct PmTrace {
-    mode: TraceMode,
-    entries: Vec<PmEntry>,
-    payloads: Vec<u8>,
+    log: EventLog<PmEntry>,
     counters: PmCounters,
-    hash: u64,
-    events: u64,
+}
+
+impl LogEntry for PmEntry {
+    fn payload_len(&self) -> u32 {
+        self.len
+    }
+
+    fn payload_at(&self) -> u64 {
+        self.payload
+    }
+
+    fn set_payload_at(&mut self, at: u64) {
+        self.payload = at;
+    }
 }
 
 impl PmTrace {
     /// An empty trace keeping `mode` detail.
     pub fn new(mode: TraceMode) -> Self {
         PmTrace {
-            mode,
-            ..Default::default()
+            log: EventLog::new(mode),
+            counters: PmCounters::default(),
         }
     }
 
     /// The same trace, keeping `mode` detail from now on.
     pub fn with_mode(mut self, mode: TraceMode) -> Self {
-        self.mode = mode;
+        self.log.set_mode(mode);
         self
     }
 
     /// The recording mode.
     pub fn mode(&self) -> TraceMode {
-        self.mode
+        self.log.mode()
     }
 
     /// Records an entry (with its payload in `Full` mode) and counts it.
-    pub fn record(&mut self, mut e: PmEntry, payload: &[u8]) -> u64 {
-        let seq = self.events;
-        self.events += 1;
+    pub fn record(&mut self, e: PmEntry, payload: &[u8]) -> u64 {
         self.counters.add(e.kind, e.purpose, u64::from(e.len));
-        if self.mode == TraceMode::CountersOnly {
-            return seq;
-        }
-        let mut h = mix(self.hash, e.time.0);
-        h = mix(h, e.bus_seq);
-        h = mix(h, e.addr);
-        h = mix(
-            h,
+        let words = [
+            e.time.0,
+            e.bus_seq,
+            e.addr,
             u64::from(e.len)
                 | (e.kind as u64) << 32
                 | (e.purpose.index() as u64) << 40
                 | u64::from(e.source) << 48,
-        );
-        for chunk in payload.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            h = mix(h, u64::from_le_bytes(w));
-        }
-        self.hash = h;
-        match self.mode {
-            TraceMode::Off | TraceMode::CountersOnly => {}
-            TraceMode::Events => {
-                e.payload = NO_PAYLOAD;
-                self.entries.push(e);
-            }
-            TraceMode::Full => {
-                e.payload = if payload.is_empty() || payload.len() != e.len as usize {
-                    NO_PAYLOAD
-                } else {
-                    let off = self.payloads.len() as u64;
-                    self.payloads.extend_from_slice(payload);
-                    off
-                };
-                self.entries.push(e);
-            }
-        }
-        seq
+        ];
+        self.log.record(e, &words, payload)
     }
 
     /// Counts loads, load misses and media traffic (no entry).
@@ -281,37 +260,34 @@ impl PmTrace {
 
     /// Events so far (recorded or not).
     pub fn len(&self) -> u64 {
-        self.events
+        self.log.len()
     }
 
     /// True if nothing happened yet.
     pub fn is_empty(&self) -> bool {
-        self.events == 0
+        self.log.len() == 0
     }
 
     /// The stored entries.
     pub fn entries(&self) -> &[PmEntry] {
-        &self.entries
+        self.log.entries()
     }
 
     /// The payload of an entry (empty unless recorded in `Full` mode).
     pub fn payload(&self, e: &PmEntry) -> &[u8] {
-        if e.payload == NO_PAYLOAD {
-            return &[];
-        }
-        let s = e.payload as usize;
-        &self.payloads[s..s + e.len as usize]
+        self.log.payload(e)
     }
 
     /// Rolling hash of every entry so far.
     pub fn hash(&self) -> u64 {
-        self.hash
+        self.log.hash()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::NO_PAYLOAD;
 
     fn entry(kind: PmEventKind, len: u32) -> PmEntry {
         PmEntry {

@@ -1,0 +1,188 @@
+//! What every trace of the machine keeps of its events (the bus trace,
+//! [`crate::BusTrace`]; the persistent memory's, [`crate::pmem::PmTrace`]),
+//! written once: the entries in order, their payload bytes in one arena,
+//! a count of events and a rolling hash, each as far as the
+//! [`TraceMode`] asks. A trace adds its own entry type, the words of an
+//! entry its hash takes, and its counters.
+
+use crate::trace::{TraceMode, NO_PAYLOAD};
+
+/// An entry an [`EventLog`] stores: its payload's length, and where its
+/// payload sits in the log's arena.
+pub(crate) trait LogEntry: Copy {
+    /// Payload bytes the entry describes.
+    fn payload_len(&self) -> u32;
+    /// Offset of the payload in the arena, or [`NO_PAYLOAD`].
+    fn payload_at(&self) -> u64;
+    /// Sets [`LogEntry::payload_at`].
+    fn set_payload_at(&mut self, at: u64);
+}
+
+/// The entries, payloads, event count and rolling hash of one trace.
+#[derive(Clone, Debug)]
+pub(crate) struct EventLog<E> {
+    mode: TraceMode,
+    entries: Vec<E>,
+    payloads: Vec<u8>,
+    hash: u64,
+    events: u64,
+}
+
+impl<E> Default for EventLog<E> {
+    fn default() -> Self {
+        EventLog {
+            mode: TraceMode::default(),
+            entries: Vec::new(),
+            payloads: Vec::new(),
+            hash: 0,
+            events: 0,
+        }
+    }
+}
+
+const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// One step of the rolling hash.
+#[inline]
+pub(crate) fn mix(h: u64, v: u64) -> u64 {
+    (h ^ v).wrapping_mul(HASH_MUL).rotate_left(29)
+}
+
+/// Mixes `payload` into `h` eight bytes at a time, little-endian, the last
+/// word zero-padded. Whole words are taken with `chunks_exact` so the hot
+/// loop (every DMA payload byte passes here) has no per-word length checks
+/// or padding copies; the value is the same as word-by-word padding.
+#[inline]
+fn mix_payload(mut h: u64, payload: &[u8]) -> u64 {
+    let mut words = payload.chunks_exact(8);
+    for word in &mut words {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        h = mix(h, u64::from_le_bytes(w));
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let mut w = [0u8; 8];
+        w[..tail.len()].copy_from_slice(tail);
+        h = mix(h, u64::from_le_bytes(w));
+    }
+    h
+}
+
+impl<E: LogEntry> EventLog<E> {
+    /// An empty log keeping `mode` detail.
+    pub(crate) fn new(mode: TraceMode) -> Self {
+        EventLog {
+            mode,
+            ..EventLog::default()
+        }
+    }
+
+    /// The recording mode.
+    pub(crate) fn mode(&self) -> TraceMode {
+        self.mode
+    }
+
+    /// Changes the recording mode from now on.
+    pub(crate) fn set_mode(&mut self, mode: TraceMode) {
+        self.mode = mode;
+    }
+
+    /// Forgets everything recorded, keeping the allocations for reuse.
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+        self.payloads.clear();
+        self.hash = 0;
+        self.events = 0;
+    }
+
+    /// Records an event: counts it, and unless only counters are kept,
+    /// mixes `words` (the entry's fields its trace hashes) and `payload`
+    /// into the hash and stores the entry as the mode asks (its payload in
+    /// `Full` mode, when `payload` is exactly the entry's bytes). Returns
+    /// its sequence number.
+    #[inline]
+    pub(crate) fn record(&mut self, mut e: E, words: &[u64], payload: &[u8]) -> u64 {
+        let seq = self.events;
+        self.events += 1;
+        if self.mode == TraceMode::CountersOnly {
+            return seq;
+        }
+        let mut h = self.hash;
+        for &w in words {
+            h = mix(h, w);
+        }
+        self.hash = mix_payload(h, payload);
+        match self.mode {
+            TraceMode::Off | TraceMode::CountersOnly => {}
+            TraceMode::Events => {
+                e.set_payload_at(NO_PAYLOAD);
+                self.entries.push(e);
+            }
+            TraceMode::Full => {
+                let at = if payload.len() != e.payload_len() as usize || payload.is_empty() {
+                    NO_PAYLOAD
+                } else {
+                    let off = self.payloads.len() as u64;
+                    self.payloads.extend_from_slice(payload);
+                    off
+                };
+                e.set_payload_at(at);
+                self.entries.push(e);
+            }
+        }
+        seq
+    }
+
+    /// Records an event whose payload is the stored payload of entry
+    /// `same_as`, without a second copy, mixing only `words` into the hash;
+    /// `None` (nothing recorded) where that payload is not stored or its
+    /// length differs.
+    pub(crate) fn record_sharing(&mut self, mut e: E, same_as: u64, words: &[u64]) -> Option<u64> {
+        let at = match self.entries.get(same_as as usize) {
+            Some(prev)
+                if self.mode == TraceMode::Full
+                    && prev.payload_at() != NO_PAYLOAD
+                    && prev.payload_len() == e.payload_len() =>
+            {
+                prev.payload_at()
+            }
+            _ => return None,
+        };
+        let seq = self.events;
+        self.events += 1;
+        let mut h = self.hash;
+        for &w in words {
+            h = mix(h, w);
+        }
+        self.hash = h;
+        e.set_payload_at(at);
+        self.entries.push(e);
+        Some(seq)
+    }
+
+    /// Events so far (recorded or not, in any mode).
+    pub(crate) fn len(&self) -> u64 {
+        self.events
+    }
+
+    /// The stored entries (empty in `Off` and `CountersOnly` modes).
+    pub(crate) fn entries(&self) -> &[E] {
+        &self.entries
+    }
+
+    /// The payload of an entry (empty unless recorded in `Full` mode).
+    pub(crate) fn payload(&self, e: &E) -> &[u8] {
+        if e.payload_at() == NO_PAYLOAD {
+            return &[];
+        }
+        let s = e.payload_at() as usize;
+        self.payloads.get(s..s + e.payload_len() as usize).unwrap_or(&[])
+    }
+
+    /// Rolling hash of every event so far (not kept when only counters
+    /// are).
+    pub(crate) fn hash(&self) -> u64 {
+        self.hash
+    }
+}
