@@ -68,6 +68,9 @@ async fn block_for(pmem: &Pmem, core: &Core, st: &mut State, ino: Ino, slot: u64
             .await?;
     }
     let i: &mut Inode = st.inode_mut(ino)?;
+    // The zeros are the file's data too: persisted before a size covers
+    // them (a reused block holds old bytes).
+    i.dirty_lines.extend((0..PAGE / LINE).map(|l| b + l * LINE));
     let entry = i.root + 8 * i.blocks.len() as u64;
     pmem.store(core, PmAddr(entry), &b.to_le_bytes(), Purpose::UNTAGGED)
         .await?;

@@ -10,6 +10,8 @@ use soupfs::{Faults, FsError, SoupFs, SoupProfile};
 /// 1 MiB of persistent memory: 256 pages.
 pub const PM_SIZE: u64 = 1 << 20;
 
+pub mod crash;
+
 pub fn pm_profile() -> PmemProfile {
     PmemProfile {
         size: PM_SIZE,

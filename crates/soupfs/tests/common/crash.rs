@@ -1,0 +1,206 @@
+//! Crash checking with the PM envelope: record a workload's trace, then
+//! after every entry past `mkfs` enumerate the crash states
+//! ([`pcie_sim::PmemCursor`], exhaustive up to a bound, sampled past it),
+//! mount each and check it.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+use pcie_sim::{
+    Core, Executor, Machine, MachineProfile, PageStore, PersistenceDomain, Pmem, PmemCursor, Sim,
+    SimDuration, TraceMode,
+};
+use soupfs::{Faults, FsError, SoupFs, SoupProfile};
+
+use super::{pm_profile, PM_SIZE};
+
+/// A file fsynced at trace length `at`, untouched afterwards.
+#[derive(Clone, Debug)]
+pub struct Synced {
+    pub at: usize,
+    pub path: String,
+    pub data: Vec<u8>,
+}
+
+/// A recorded run.
+pub struct Recording {
+    pub pm: Pmem,
+    /// Trace length when `mkfs` returned.
+    pub mkfs_end: usize,
+    pub synced: Vec<Synced>,
+}
+
+/// What a crash campaign found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub points: usize,
+    pub states: usize,
+    /// Crash points with more pending items than the bound (sampled).
+    pub sampled_points: usize,
+    pub leaked_states: usize,
+    pub violations: Vec<String>,
+    pub secs: f64,
+}
+
+type Log = Rc<RefCell<Vec<Synced>>>;
+
+async fn fsync_logged(fs: &SoupFs, c: &Core, log: &Log, path: &str) -> Result<(), FsError> {
+    fs.fsync_path(c, path).await?;
+    let data = fs.read_path(c, path).await?;
+    let at = fs.pmem().trace().len() as usize;
+    log.borrow_mut().push(Synced {
+        at,
+        path: path.to_string(),
+        data,
+    });
+    Ok(())
+}
+
+/// The workload: creates, writes, fsyncs, links, renames (over an
+/// existing name too), truncates, removes, with the persister running
+/// between some of them.
+async fn workload(fs: SoupFs, c: Core, log: Log, sim: Sim) -> Result<(), FsError> {
+    let sim_sleep = |d: u64| sim.sleep(SimDuration::from_us(d));
+    fs.mkdir_path(&c, "/d").await?;
+    fs.create_path(&c, "/d/a").await?;
+    fs.write_path(&c, "/d/a", 0, b"alpha, fsynced first").await?;
+    fsync_logged(&fs, &c, &log, "/d/a").await?;
+    fs.create_path(&c, "/b").await?;
+    fs.write_path(&c, "/b", 0, b"bee").await?;
+    fs.link_path(&c, "/b", "/d/b2").await?;
+    sim_sleep(1_500).await;
+    fs.mkdir_path(&c, "/e").await?;
+    fs.create_path(&c, "/e/f").await?;
+    fs.write_path(&c, "/e/f", 0, b"eff, fsynced second, in a new directory")
+        .await?;
+    fsync_logged(&fs, &c, &log, "/e/f").await?;
+    fs.unlink_path(&c, "/b").await?;
+    fs.create_path(&c, "/e/old").await?;
+    fs.rename_path(&c, "/d/b2", "/e/old").await?;
+    fs.truncate_path(&c, "/e/old", 1).await?;
+    sim_sleep(1_500).await;
+    fs.mkdir_path(&c, "/e/sub").await?;
+    fs.rename_path(&c, "/e/sub", "/d/sub2").await?;
+    fs.rmdir_path(&c, "/d/sub2").await?;
+    fs.create_path(
+        &c,
+        "/long-name-that-needs-two-name-lines-because-it-is-over-56-bytes",
+    )
+    .await?;
+    fs.unlink_path(&c, "/e/old").await?;
+    sim_sleep(1_500).await;
+    Ok(())
+}
+
+/// Records the workload on a fresh machine.
+pub fn record(seed: u64, faults: Faults) -> Recording {
+    let ex = Executor::new(seed);
+    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
+    let pm = Pmem::attach(&m, pm_profile()).expect("attach");
+    let core = m.core(0).expect("core 0");
+    let pcore = m.core(1).expect("core 1");
+    let sim = m.sim();
+    let sim2 = m.sim();
+    let pmc = pm.clone();
+    let log: Log = Rc::default();
+    let l2 = log.clone();
+    let mkfs_end = ex
+        .block_on(async move {
+            let fs = SoupFs::mkfs(pmc, sim, &core, SoupProfile::default(), faults).await?;
+            let end = fs.pmem().trace().len() as usize;
+            fs.start_persister(pcore);
+            workload(fs.clone(), core, l2, sim2).await?;
+            fs.stop_persister();
+            Ok::<_, FsError>(end)
+        })
+        .expect("simulation")
+        .expect("workload");
+    let synced = log.borrow().clone();
+    Recording { pm, mkfs_end, synced }
+}
+
+/// Mounts one crash image and checks it: `Ok(leaked lines)` or what is
+/// wrong.
+fn check_state(ex: &Executor, m: &Machine, img: PageStore, synced: Vec<Synced>) -> Result<u64, String> {
+    let pm = Pmem::attach_with_image(m, pm_profile(), img).map_err(|e| e.to_string())?;
+    let core = m.core(0).map_err(|e| e.to_string())?;
+    let sim = m.sim();
+    ex.block_on(async move {
+        let (fs, rep) = SoupFs::mount(
+            pm.clone(),
+            sim.clone(),
+            &core,
+            SoupProfile::default(),
+            Faults::default(),
+        )
+        .await
+        .map_err(|e| format!("mount: {e}"))?;
+        for s in &synced {
+            match fs.read_path(&core, &s.path).await {
+                Ok(d) if d == s.data => {}
+                other => return Err(format!("fsynced {} lost: {other:?}", s.path)),
+            }
+        }
+        if rep.leaked_lines > 0 {
+            // The collector's bitmap is persistent: a second mount finds
+            // nothing left to collect.
+            let (_, again) = SoupFs::mount(pm, sim, &core, SoupProfile::default(), Faults::default())
+                .await
+                .map_err(|e| format!("remount: {e}"))?;
+            if again.leaked_lines != 0 || again.reachable_lines != rep.reachable_lines {
+                return Err(format!("collector left {again:?} after {rep:?}"));
+            }
+        }
+        Ok(rep.leaked_lines)
+    })
+    .map_err(|e| e.to_string())?
+}
+
+/// Checks every crash state after every entry past `mkfs`, exhaustive up
+/// to `bound` pending items and sampled past it; stops at the first
+/// violation if `first_only`.
+pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
+    let start = Instant::now();
+    let trace = rec.pm.trace();
+    let wc = MachineProfile::default().cpu.wc_buffers;
+    let mut cur =
+        PmemCursor::new(&trace, PageStore::zeroed(PM_SIZE), PersistenceDomain::Adr, wc).expect("cursor");
+    let ex = Executor::new(0);
+    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Off);
+    let mut out = Outcome::default();
+    for k in rec.mkfs_end.saturating_sub(1)..cur.len() {
+        cur.advance_past(k).expect("advance");
+        let (choices, left) = cur.choices(bound, k as u64);
+        out.points += 1;
+        out.sampled_points += usize::from(left > 0);
+        let synced: Vec<Synced> = rec.synced.iter().filter(|s| s.at <= k + 1).cloned().collect();
+        for ch in &choices {
+            let img = cur.materialize(ch).expect("materialize");
+            out.states += 1;
+            match check_state(&ex, &m, img, synced.clone()) {
+                Ok(0) => {}
+                Ok(_) => out.leaked_states += 1,
+                Err(e) => {
+                    let landed = if ch.landed.len() <= 16 {
+                        format!("{:?}", ch.landed)
+                    } else {
+                        format!(
+                            "{} of {} pending items",
+                            ch.landed.len(),
+                            cur.pending().items.len()
+                        )
+                    };
+                    out.violations
+                        .push(format!("after trace entry {k}, state {landed}: {e}"));
+                    if first_only {
+                        out.secs = start.elapsed().as_secs_f64();
+                        return out;
+                    }
+                }
+            }
+        }
+    }
+    out.secs = start.elapsed().as_secs_f64();
+    out
+}
