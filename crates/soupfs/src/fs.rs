@@ -87,6 +87,16 @@ impl SoupFs {
         self.inner.sim.now().0 / 1000
     }
 
+    /// The simulation it runs in.
+    pub fn sim(&self) -> Sim {
+        self.inner.sim.clone()
+    }
+
+    /// Its profile.
+    pub fn profile(&self) -> &SoupProfile {
+        &self.inner.profile
+    }
+
     /// The persistent memory it runs on.
     pub fn pmem(&self) -> &Pmem {
         &self.inner.pmem

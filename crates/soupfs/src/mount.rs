@@ -103,10 +103,16 @@ impl Walk<'_> {
         if n > INDEX_SLOTS {
             return Err(corrupt(ino, "size past the index"));
         }
+        // An index page stays with its file once allocated, also at size 0.
+        if i.root != 0 {
+            self.claim(i.root, true)?;
+        }
         if n == 0 {
             return Ok(());
         }
-        self.claim(i.root, true)?;
+        if i.root == 0 {
+            return Err(corrupt(ino, "a size without an index page"));
+        }
         let mut index = vec![0u8; (8 * n) as usize];
         self.pmem.load(self.core, PmAddr(i.root), &mut index).await?;
         for c in index.chunks_exact(8) {

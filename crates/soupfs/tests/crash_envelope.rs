@@ -42,7 +42,7 @@ fn every_crash_state_mounts_to_a_valid_tree_with_only_leaks() {
         out.leaked_states > 0,
         "some crash states leak (and the collector frees them)"
     );
-    assert_eq!(rec.synced.len(), 2);
+    assert_eq!(rec.synced.len(), 3);
 }
 
 fn caught(faults: Faults) -> String {

@@ -79,6 +79,12 @@ async fn workload(fs: SoupFs, c: Core, log: Log, sim: Sim) -> Result<(), FsError
     fs.create_path(&c, "/e/old").await?;
     fs.rename_path(&c, "/d/b2", "/e/old").await?;
     fs.truncate_path(&c, "/e/old", 1).await?;
+    fs.chmod(&c, fs.resolve(&c, "/e").await?, 0o700).await?;
+    fs.create_path(&c, "/big").await?;
+    fs.write_path(&c, "/big", 100, &[0xb1; 5000]).await?;
+    fs.write_path(&c, "/big", 4000, b"overwritten across a block edge")
+        .await?;
+    fsync_logged(&fs, &c, &log, "/big").await?;
     sim_sleep(1_500).await;
     fs.mkdir_path(&c, "/e/sub").await?;
     fs.rename_path(&c, "/e/sub", "/d/sub2").await?;
@@ -89,6 +95,9 @@ async fn workload(fs: SoupFs, c: Core, log: Log, sim: Sim) -> Result<(), FsError
     )
     .await?;
     fs.unlink_path(&c, "/e/old").await?;
+    fs.create_path(&c, "/z").await?;
+    fs.write_path(&c, "/z", 0, b"zz").await?;
+    fs.truncate_path(&c, "/z", 0).await?;
     sim_sleep(1_500).await;
     Ok(())
 }
