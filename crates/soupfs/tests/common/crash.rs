@@ -131,7 +131,16 @@ pub fn record(seed: u64, faults: Faults) -> Recording {
 
 /// Mounts one crash image and checks it: `Ok(leaked lines)` or what is
 /// wrong.
-fn check_state(ex: &Executor, m: &Machine, img: PageStore, synced: Vec<Synced>) -> Result<u64, String> {
+/// After the checks, with `use_after`: the mounted file system takes new
+/// work (the latest view built at mount agrees with PM), which a second
+/// mount finds whole.
+fn check_state(
+    ex: &Executor,
+    m: &Machine,
+    img: PageStore,
+    synced: Vec<Synced>,
+    use_after: bool,
+) -> Result<u64, String> {
     let pm = Pmem::attach_with_image(m, pm_profile(), img).map_err(|e| e.to_string())?;
     let core = m.core(0).map_err(|e| e.to_string())?;
     let sim = m.sim();
@@ -150,6 +159,28 @@ fn check_state(ex: &Executor, m: &Machine, img: PageStore, synced: Vec<Synced>) 
                 Ok(d) if d == s.data => {}
                 other => return Err(format!("fsynced {} lost: {other:?}", s.path)),
             }
+        }
+        if use_after {
+            let e = |e: FsError| format!("after the crash: {e}");
+            fs.mkdir_path(&core, "/after").await.map_err(e)?;
+            fs.create_path(&core, "/after/x").await.map_err(e)?;
+            fs.write_path(&core, "/after/x", 0, &[0xaf; 4500])
+                .await
+                .map_err(e)?;
+            fs.sync(&core).await.map_err(e)?;
+            let (fs2, again) = SoupFs::mount(
+                pm.clone(),
+                sim.clone(),
+                &core,
+                SoupProfile::default(),
+                Faults::default(),
+            )
+            .await
+            .map_err(|e| format!("remount after use: {e}"))?;
+            if again.leaked_lines != 0 || fs2.read_path(&core, "/after/x").await != Ok(vec![0xaf; 4500]) {
+                return Err(format!("use after the crash: {again:?}"));
+            }
+            return Ok(rep.leaked_lines);
         }
         if rep.leaked_lines > 0 {
             // The collector's bitmap is persistent: a second mount finds
@@ -187,7 +218,7 @@ pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
         for ch in &choices {
             let img = cur.materialize(ch).expect("materialize");
             out.states += 1;
-            match check_state(&ex, &m, img, synced.clone()) {
+            match check_state(&ex, &m, img, synced.clone(), out.states % 8 == 0) {
                 Ok(0) => {}
                 Ok(_) => out.leaked_states += 1,
                 Err(e) => {
