@@ -75,9 +75,9 @@
 //!   inside a directory's rename across directories can leave it with
 //!   two names (counted in [`MountReport::multi_named_dirs`]), as the
 //!   link-count ordering of soft updates allows.
-//! - `fsync` follows each ancestor's latest parent (a file's latest
-//!   name's directory); no open-file handles: an inode with no name left
-//!   is freed.
+//! - `fsync` finds a file's directories by scanning the DRAM directories
+//!   (the paper does not say how); no open-file handles: an inode with no
+//!   name left is freed.
 
 mod alloc;
 mod data;

@@ -340,27 +340,39 @@ impl SoupFs {
     }
 
     /// `fsync`: persists the file's own pending operations, then the
-    /// pending diradds that make it and its ancestors reachable (through
-    /// each inode's latest parent).
+    /// pending diradds that make it reachable: its own (every name) and,
+    /// up the tree, those of every directory holding one of its names and
+    /// of their ancestors.
     pub async fn fsync(&self, core: &Core, ino: Ino) -> Result<(), FsError> {
         self.lock().await.inode(ino)?;
         self.persist_upto(core, ino, u64::MAX).await?;
-        let mut at = ino;
-        loop {
-            let (adds, parent, root) = {
+        let mut todo = vec![ino];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(at) = todo.pop() {
+            if !seen.insert(at) {
+                continue;
+            }
+            let adds = {
                 let st = self.lock().await;
-                match st.inodes.get(&at) {
-                    Some(i) => (i.adds.clone(), i.parent, st.root),
-                    None => return Ok(()),
+                let Some(i) = st.inodes.get(&at) else { continue };
+                if at != st.root {
+                    if i.kind == Kind::Dir {
+                        todo.push(i.parent);
+                    } else {
+                        todo.extend(
+                            st.inodes
+                                .iter()
+                                .filter(|(_, d)| d.entries.values().any(|e| e.ino == at))
+                                .map(|(&d, _)| d),
+                        );
+                    }
                 }
+                i.adds.clone()
             };
             for (d, s) in adds {
                 self.persist_upto(core, d, s).await?;
             }
-            if at == root {
-                return Ok(());
-            }
-            at = parent;
         }
+        Ok(())
     }
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::crash::{explore, record};
+use common::crash::{explore, random_workload, record, record_with};
 use soupfs::Faults;
 
 /// Pending items enumerated exhaustively per crash point (sampled past
@@ -93,4 +93,34 @@ fn freeing_before_the_unpublish_is_caught() {
         ..Faults::default()
     });
     assert!(v.contains("free in the bitmap"), "{v}");
+}
+
+#[test]
+fn random_workloads_leave_only_valid_trees() {
+    // Seeds and steps: `SOUPFS_CRASH_SEEDS` (default 1 in a debug build,
+    // 3 optimized), 30 calls each.
+    let default = if cfg!(debug_assertions) { 1 } else { 3 };
+    let seeds: u64 = std::env::var("SOUPFS_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    let b = bound().min(6);
+    for seed in 0..seeds {
+        let rec = record_with(seed, Faults::default(), move |fs, c, log, sim| {
+            random_workload(fs, c, log, sim, seed, 30)
+        });
+        let out = explore(&rec, b, false);
+        eprintln!(
+            "random seed {seed}: {} points, {} states, {} fsyncs, {:.0} states/s",
+            out.points,
+            out.states,
+            rec.synced.len(),
+            out.states as f64 / out.secs
+        );
+        assert!(
+            out.violations.is_empty(),
+            "seed {seed}: {:#?}",
+            &out.violations[..out.violations.len().min(5)]
+        );
+    }
 }

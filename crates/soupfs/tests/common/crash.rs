@@ -13,12 +13,15 @@ use pcie_sim::{
 };
 use soupfs::{Faults, FsError, SoupFs, SoupProfile};
 
+use super::model::{step, Model};
 use super::{pm_profile, PM_SIZE};
 
-/// A file fsynced at trace length `at`, untouched afterwards.
+/// A file fsynced at trace length `at`, untouched until trace length
+/// `until` (when a call that changes it or its path began).
 #[derive(Clone, Debug)]
 pub struct Synced {
     pub at: usize,
+    pub until: usize,
     pub path: String,
     pub data: Vec<u8>,
 }
@@ -43,7 +46,7 @@ pub struct Outcome {
     pub secs: f64,
 }
 
-type Log = Rc<RefCell<Vec<Synced>>>;
+pub type Log = Rc<RefCell<Vec<Synced>>>;
 
 async fn fsync_logged(fs: &SoupFs, c: &Core, log: &Log, path: &str) -> Result<(), FsError> {
     fs.fsync_path(c, path).await?;
@@ -51,6 +54,7 @@ async fn fsync_logged(fs: &SoupFs, c: &Core, log: &Log, path: &str) -> Result<()
     let at = fs.pmem().trace().len() as usize;
     log.borrow_mut().push(Synced {
         at,
+        until: usize::MAX,
         path: path.to_string(),
         data,
     });
@@ -102,8 +106,53 @@ async fn workload(fs: SoupFs, c: Core, log: Log, sim: Sim) -> Result<(), FsError
     Ok(())
 }
 
-/// Records the workload on a fresh machine.
+/// Random calls checked against the model (`super::model`), an fsync of
+/// a random file before some of them; an fsynced file stops being checked
+/// from the call that changes its content or path.
+pub async fn random_workload(
+    fs: SoupFs,
+    c: Core,
+    log: Log,
+    sim: Sim,
+    seed: u64,
+    steps: usize,
+) -> Result<(), FsError> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut m = Model::default();
+    m.dirs.insert("/".into());
+    for _ in 0..steps {
+        if rng.gen_bool(0.25) {
+            if let Some(f) = Model::pick(&mut rng, m.files.keys()) {
+                fsync_logged(&fs, &c, &log, &f).await?;
+            }
+        }
+        let before = fs.pmem().trace().len() as usize;
+        step(&fs, &c, &mut m, &mut rng).await?;
+        for s in log.borrow_mut().iter_mut().filter(|s| s.until == usize::MAX) {
+            if m.files.get(&s.path).map(|id| &m.data[*id]) != Some(&s.data) {
+                s.until = before;
+            }
+        }
+        if rng.gen_bool(0.15) {
+            sim.sleep(SimDuration::from_us(rng.gen_range(200..1500))).await;
+        }
+    }
+    sim.sleep(SimDuration::from_us(1_500)).await;
+    Ok(())
+}
+
+/// Records the fixed workload on a fresh machine.
 pub fn record(seed: u64, faults: Faults) -> Recording {
+    record_with(seed, faults, workload)
+}
+
+/// Records `wl` on a fresh machine.
+pub fn record_with<W, Fut>(seed: u64, faults: Faults, wl: W) -> Recording
+where
+    W: FnOnce(SoupFs, Core, Log, Sim) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<(), FsError>> + 'static,
+{
     let ex = Executor::new(seed);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
     let pm = Pmem::attach(&m, pm_profile()).expect("attach");
@@ -119,7 +168,7 @@ pub fn record(seed: u64, faults: Faults) -> Recording {
             let fs = SoupFs::mkfs(pmc, sim, &core, SoupProfile::default(), faults).await?;
             let end = fs.pmem().trace().len() as usize;
             fs.start_persister(pcore);
-            workload(fs.clone(), core, l2, sim2).await?;
+            wl(fs.clone(), core, l2, sim2).await?;
             fs.stop_persister();
             Ok::<_, FsError>(end)
         })
@@ -214,7 +263,12 @@ pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
         let (choices, left) = cur.choices(bound, k as u64);
         out.points += 1;
         out.sampled_points += usize::from(left > 0);
-        let synced: Vec<Synced> = rec.synced.iter().filter(|s| s.at <= k + 1).cloned().collect();
+        let synced: Vec<Synced> = rec
+            .synced
+            .iter()
+            .filter(|s| s.at <= k + 1 && k < s.until)
+            .cloned()
+            .collect();
         for ch in &choices {
             let img = cur.materialize(ch).expect("materialize");
             out.states += 1;

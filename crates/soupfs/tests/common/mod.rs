@@ -11,6 +11,7 @@ use soupfs::{Faults, FsError, SoupFs, SoupProfile};
 pub const PM_SIZE: u64 = 1 << 20;
 
 pub mod crash;
+pub mod model;
 
 pub fn pm_profile() -> PmemProfile {
     PmemProfile {
