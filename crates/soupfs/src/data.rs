@@ -51,8 +51,9 @@ async fn fill(
     Ok(())
 }
 
-/// The block at `slot`, attaching a zeroed new one (and the index page)
-/// if the file has none there yet.
+/// The block at `slot`, attaching a new one (and the index page) if the
+/// file has none there yet. A new block is not zeroed: only bytes inside
+/// the size are ever read, and a growth zero-fills what it exposes.
 async fn block_for(pmem: &Pmem, core: &Core, st: &mut State, ino: Ino, slot: u64) -> Result<u64, FsError> {
     if let Some(&b) = st.inode(ino)?.blocks.get(slot as usize) {
         return Ok(b);
@@ -62,15 +63,7 @@ async fn block_for(pmem: &Pmem, core: &Core, st: &mut State, ino: Ino, slot: u64
         st.inode_mut(ino)?.root = p;
     }
     let b = st.alloc.page()?;
-    let zero = [0u8; 64];
-    for l in 0..PAGE / LINE {
-        pmem.store(core, PmAddr(b + l * LINE), &zero, Purpose::UNTAGGED)
-            .await?;
-    }
     let i: &mut Inode = st.inode_mut(ino)?;
-    // The zeros are the file's data too: persisted before a size covers
-    // them (a reused block holds old bytes).
-    i.dirty_lines.extend((0..PAGE / LINE).map(|l| b + l * LINE));
     let entry = i.root + 8 * i.blocks.len() as u64;
     pmem.store(core, PmAddr(entry), &b.to_le_bytes(), Purpose::UNTAGGED)
         .await?;
