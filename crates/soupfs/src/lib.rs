@@ -63,6 +63,10 @@
 //!   paper keeps latest next in NVM with an epoch, L166-L171, and calls the
 //!   DRAM alternative more complex, L235-L239); so no epoch is needed and
 //!   the only PM writes are to persistent state.
+//! - A directory's latest view is a DRAM map by name (the paper's
+//!   latest buckets and latest next pointers, L172-L182, give the same
+//!   view without touching the consistent lists; the consistent lists
+//!   are shadowed per bucket in DRAM for the persister).
 //! - Files map blocks through one index page (512 blocks, 2 MiB), not a
 //!   B-tree; blocks past a truncated size are reclaimed right after the
 //!   smaller size is persisted, not kept for later growth.

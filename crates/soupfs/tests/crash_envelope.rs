@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::crash::{explore, random_workload, record, record_with};
+use common::crash::{explore, random_workload, record, record_in, record_with};
+use pcie_sim::PersistenceDomain;
 use soupfs::Faults;
 
 /// Pending items enumerated exhaustively per crash point (sampled past
@@ -123,4 +124,26 @@ fn random_workloads_leave_only_valid_trees() {
             &out.violations[..out.violations.len().min(5)]
         );
     }
+}
+
+#[test]
+fn under_eadr_a_missing_clwb_is_harmless_and_a_dropped_edge_is_not() {
+    // The caches are in the persistence domain: every store persists when
+    // it executes, in order, so no crash state lacks a flushed line...
+    let skip = Faults {
+        skip_clwb: true,
+        ..Faults::default()
+    };
+    let out = explore(&record_in(PersistenceDomain::Eadr, skip), bound().min(4), true);
+    assert!(out.violations.is_empty(), "{:?}", out.violations);
+    // ...but an edge dropped from the order is still a bug.
+    let early = Faults {
+        publish_before_init: true,
+        ..Faults::default()
+    };
+    let out = explore(&record_in(PersistenceDomain::Eadr, early), bound().min(4), true);
+    assert!(
+        !out.violations.is_empty(),
+        "the early publish is caught under eADR too"
+    );
 }

@@ -147,15 +147,32 @@ pub fn record(seed: u64, faults: Faults) -> Recording {
     record_with(seed, faults, workload)
 }
 
+/// Records the fixed workload with persistent memory in `domain`.
+pub fn record_in(domain: PersistenceDomain, faults: Faults) -> Recording {
+    record_on(domain, 1, faults, workload)
+}
+
 /// Records `wl` on a fresh machine.
 pub fn record_with<W, Fut>(seed: u64, faults: Faults, wl: W) -> Recording
 where
     W: FnOnce(SoupFs, Core, Log, Sim) -> Fut + 'static,
     Fut: std::future::Future<Output = Result<(), FsError>> + 'static,
 {
+    record_on(PersistenceDomain::Adr, seed, faults, wl)
+}
+
+fn record_on<W, Fut>(domain: PersistenceDomain, seed: u64, faults: Faults, wl: W) -> Recording
+where
+    W: FnOnce(SoupFs, Core, Log, Sim) -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<(), FsError>> + 'static,
+{
     let ex = Executor::new(seed);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
-    let pm = Pmem::attach(&m, pm_profile()).expect("attach");
+    let profile = pcie_sim::PmemProfile {
+        domain,
+        ..pm_profile()
+    };
+    let pm = Pmem::attach(&m, profile).expect("attach");
     let core = m.core(0).expect("core 0");
     let pcore = m.core(1).expect("core 1");
     let sim = m.sim();
@@ -254,7 +271,7 @@ pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
     let trace = rec.pm.trace();
     let wc = MachineProfile::default().cpu.wc_buffers;
     let mut cur =
-        PmemCursor::new(&trace, PageStore::zeroed(PM_SIZE), PersistenceDomain::Adr, wc).expect("cursor");
+        PmemCursor::new(&trace, PageStore::zeroed(PM_SIZE), rec.pm.profile().domain, wc).expect("cursor");
     let ex = Executor::new(0);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Off);
     let mut out = Outcome::default();
