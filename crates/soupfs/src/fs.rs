@@ -27,16 +27,12 @@ pub struct SoupProfile {
     /// rounds (Linux's periodic write-back, the disk soft-updates analogue,
     /// is 5 s: `vm.dirty_writeback_centisecs` = 500).
     pub persister_interval: SimDuration,
-    /// The core the persister runs on (the paper runs one persister per
-    /// NUMA node, L222-L223; the simulated machine is one node).
-    pub persister_core: usize,
 }
 
 impl Default for SoupProfile {
     fn default() -> Self {
         SoupProfile {
             persister_interval: SimDuration::from_us(1_000),
-            persister_core: 1,
         }
     }
 }
@@ -200,7 +196,8 @@ impl SoupFs {
         Ok(SoupFs::new(pmem, sim, profile, faults, state))
     }
 
-    /// Starts the background persister on the profile's core: it wakes
+    /// Starts the background persister on `core` (the paper runs one per
+    /// NUMA node, L222-L223; the simulated machine is one node): it wakes
     /// every [`SoupProfile::persister_interval`] and persists every
     /// pending operation, until [`SoupFs::stop_persister`].
     pub fn start_persister(&self, core: Core) -> JoinHandle<Result<(), FsError>> {

@@ -41,7 +41,6 @@ fn run(interval_us: u64, write_ns: u64) -> Row {
     let sim = m.sim();
     let profile = SoupProfile {
         persister_interval: SimDuration::from_us(interval_us),
-        ..SoupProfile::default()
     };
     ex.block_on(async move {
         let fs = SoupFs::mkfs(pm.clone(), sim.clone(), &core, profile, Faults::default()).await?;
