@@ -26,9 +26,10 @@ fn every_crash_state_mounts_to_a_valid_tree_with_only_leaks() {
     let rec = record(1, Faults::default());
     let out = explore(&rec, bound(), false);
     eprintln!(
-        "soupfs crash: {} points, {} states ({} with leaks; {} points sampled past the bound), {:.2} s, {:.0} states/s",
+        "soupfs crash: {} points, {} states, {} distinct images mounted ({} states with leaks; {} points sampled past the bound), {:.2} s, {:.0} states/s",
         out.points,
         out.states,
+        out.mounted,
         out.leaked_states,
         out.sampled_points,
         out.secs,

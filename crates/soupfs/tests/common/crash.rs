@@ -42,6 +42,9 @@ pub struct Outcome {
     /// Crash points with more pending items than the bound (sampled).
     pub sampled_points: usize,
     pub leaked_states: usize,
+    /// Distinct (image, fsynced files) pairs mounted; a state whose
+    /// image and oracle were seen before reuses that verdict.
+    pub mounted: usize,
     pub violations: Vec<String>,
     pub secs: f64,
 }
@@ -275,6 +278,10 @@ pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
     let ex = Executor::new(0);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Off);
     let mut out = Outcome::default();
+    // Verdicts by (image content hash, the fsynced files checked, named
+    // by their fsync's trace position).
+    type Key = (u128, Vec<usize>);
+    let mut seen: std::collections::BTreeMap<Key, Result<u64, String>> = Default::default();
     for k in rec.mkfs_end.saturating_sub(1)..cur.len() {
         cur.advance_past(k).expect("advance");
         let (choices, left) = cur.choices(bound, k as u64);
@@ -287,9 +294,22 @@ pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
             .cloned()
             .collect();
         for ch in &choices {
-            let img = cur.materialize(ch).expect("materialize");
+            let mut img = cur.materialize(ch).expect("materialize");
             out.states += 1;
-            match check_state(&ex, &m, img, synced.clone(), out.states % 8 == 0) {
+            let key = (
+                img.content_hash(),
+                synced.iter().map(|s| s.at).collect::<Vec<_>>(),
+            );
+            let verdict = match seen.get(&key) {
+                Some(v) => v.clone(),
+                None => {
+                    out.mounted += 1;
+                    let v = check_state(&ex, &m, img, synced.clone(), out.mounted % 8 == 0);
+                    seen.insert(key, v.clone());
+                    v
+                }
+            };
+            match verdict {
                 Ok(0) => {}
                 Ok(_) => out.leaked_states += 1,
                 Err(e) => {
