@@ -52,6 +52,8 @@
 //!
 //! ## Deviations
 //!
+//! (With the choices the paper leaves open: `docs/decisions.md`, U1-U9.)
+//!
 //! - No RTM (L227-L229): no 64-byte inode is written after the inode is
 //!   reachable. An inode line is written whole only before its first
 //!   publish; afterwards the persister updates single words (link count,
