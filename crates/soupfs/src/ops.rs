@@ -82,22 +82,26 @@ fn add_entry(
     Ok(seq)
 }
 
-/// Removes `name` from `dir`'s latest view and queues the dirrem, after
-/// every pending diradd of the same inode (rule C3: never drop the old
-/// name of a live inode before its new one is persisted) and `after`.
+/// Removes `name` from `dir`'s latest view and queues the dirrem after
+/// `after` and, with `c3`, after every pending diradd of the same inode
+/// (rule C3: never drop the old name of a live inode before its new one
+/// is persisted).
 fn remove_entry(
     st: &mut State,
     dir: Ino,
     name: &str,
     mut after: Vec<(Ino, u64)>,
     now: u64,
+    c3: bool,
 ) -> Result<Dentry, FsError> {
     let parent = st.inode_mut(dir)?;
     let d = parent.entries.remove(name).ok_or(FsError::NotFound)?;
     parent.mtime = now;
     let i = st.inode_mut(d.ino)?;
     i.nlink = i.nlink.saturating_sub(1);
-    after.extend(i.adds.iter().copied());
+    if c3 {
+        after.extend(i.adds.iter().copied());
+    }
     st.push_op(dir, OpKind::DirRem { d: d.clone() }, after)?;
     Ok(d)
 }
@@ -160,7 +164,7 @@ impl SoupFs {
         if st.inode(e.ino)?.kind == Kind::Dir {
             return Err(FsError::IsDir);
         }
-        remove_entry(&mut st, parent, name, Vec::new(), now)?;
+        remove_entry(&mut st, parent, name, Vec::new(), now, true)?;
         Ok(())
     }
 
@@ -176,7 +180,7 @@ impl SoupFs {
             return Err(FsError::NotEmpty);
         }
         let after = d.ops.back().map(|o| vec![(ino, o.seq)]).unwrap_or_default();
-        remove_entry(&mut st, parent, name, after, now)?;
+        remove_entry(&mut st, parent, name, after, now, true)?;
         Ok(())
     }
 
@@ -250,7 +254,11 @@ impl SoupFs {
             let ti = st.inode_mut(t.ino)?;
             ti.nlink = ti.nlink.saturating_sub(1);
         }
-        remove_entry(&mut st, parent, name, vec![(newparent, seq)], now)?;
+        if self.inner.faults.rename_remove_first {
+            remove_entry(&mut st, parent, name, Vec::new(), now, false)?;
+        } else {
+            remove_entry(&mut st, parent, name, vec![(newparent, seq)], now, true)?;
+        }
         st.inode_mut(ino)?.parent = newparent;
         Ok(())
     }

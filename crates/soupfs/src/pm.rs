@@ -29,6 +29,9 @@ pub struct Faults {
     /// (bitmap cleared and persisted) before it unpublishes the dentry
     /// (rule C2).
     pub free_before_unpublish: bool,
+    /// A dropped dependency edge: a rename's dirrem of the old name does
+    /// not wait for the diradd of the new one (rule C3, L112-L113).
+    pub rename_remove_first: bool,
 }
 
 /// Stores to persistent memory with the lines they dirtied, so one edge

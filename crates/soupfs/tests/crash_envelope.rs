@@ -148,3 +148,12 @@ fn under_eadr_a_missing_clwb_is_harmless_and_a_dropped_edge_is_not() {
         "the early publish is caught under eADR too"
     );
 }
+
+#[test]
+fn removing_the_old_name_before_the_new_one_is_persisted_is_caught() {
+    let v = caught(Faults {
+        rename_remove_first: true,
+        ..Faults::default()
+    });
+    assert!(v.contains("/d/a lost"), "{v}");
+}
