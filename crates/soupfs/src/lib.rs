@@ -50,6 +50,16 @@
 //!   L231-L234): `mount.rs`.
 //! - Fault switches ([`Faults`]) that drop one mechanism each, for tests.
 //!
+//! ## Tests
+//!
+//! `tests/crash_envelope.rs` records a workload's [`pcie_sim::PmTrace`],
+//! mounts every crash state [`pcie_sim::PmemCursor`] gives after every
+//! entry (exhaustive up to a bound of pending items, sampled past it) and
+//! checks the contract above, plus random workloads checked against a
+//! reference model; each [`Faults`] switch makes it find a violation.
+//! `tests/posix.rs`, `model.rs`, `critical_path.rs` check the calls;
+//! `persister_interval.rs` is a small experiment on the interval.
+//!
 //! ## Deviations
 //!
 //! (With the choices the paper leaves open: `docs/decisions.md`, U1-U9.)
