@@ -48,6 +48,23 @@ fn check_name(name: &str) -> Result<(), FsError> {
     Ok(())
 }
 
+/// `n` free lines, or none taken if there are not enough.
+fn lines(st: &mut State, n: usize) -> Result<Vec<u64>, FsError> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        match st.alloc.line() {
+            Ok(l) => out.push(l),
+            Err(e) => {
+                for l in out {
+                    st.alloc.free_line(l);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A new dentry for `name` -> `ino` in `dir`: lines allocated in DRAM
 /// only (the persister writes them), the latest view updated, a diradd
 /// queued. Returns the diradd's seq.
@@ -60,11 +77,9 @@ fn add_entry(
     after: Vec<(Ino, u64)>,
     now: u64,
 ) -> Result<u64, FsError> {
-    let addr = st.alloc.line()?;
-    let mut names = Vec::new();
-    for _ in 0..name_lines(name.len()) {
-        names.push(st.alloc.line()?);
-    }
+    let mut lines = lines(st, 1 + name_lines(name.len()))?;
+    let addr = lines.remove(0);
+    let names = lines;
     let d = Dentry {
         addr,
         names,
@@ -137,11 +152,21 @@ impl SoupFs {
             return Err(FsError::Exists);
         }
         let ino = st.alloc.line()?;
-        let root = if kind == Kind::Dir { st.alloc.page()? } else { 0 };
+        let root = match kind {
+            Kind::Dir => st.alloc.page().inspect_err(|_| st.alloc.free_line(ino))?,
+            Kind::File => 0,
+        };
         let mut inode = Inode::new(kind, perm & 0o7777, parent, root, now);
         inode.cons.root = root;
         st.inodes.insert(ino, inode);
-        add_entry(&mut st, parent, name, ino, None, Vec::new(), now)?;
+        if let Err(e) = add_entry(&mut st, parent, name, ino, None, Vec::new(), now) {
+            st.inodes.remove(&ino);
+            st.alloc.free_line(ino);
+            if root != 0 {
+                st.alloc.free_page(root);
+            }
+            return Err(e);
+        }
         attr(&st, ino)
     }
 

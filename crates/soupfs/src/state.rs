@@ -201,3 +201,53 @@ impl State {
             .map(|(_, i)| i)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        let mut st = State {
+            inodes: BTreeMap::new(),
+            alloc: Alloc::default(),
+            seq: 0,
+            root: 1,
+            dirty: BTreeSet::new(),
+            stats: PersistStats::default(),
+        };
+        for ino in [1, 2, 3] {
+            st.inodes.insert(ino, Inode::new(Kind::Dir, 0o755, 1, 0, 0));
+        }
+        st
+    }
+
+    #[test]
+    fn runnable_follows_after_edges_to_older_operations_first() {
+        let mut st = state();
+        let a = st.push_op(2, OpKind::AttrChg, Vec::new()).unwrap();
+        let b = st.push_op(3, OpKind::AttrChg, vec![(2, a)]).unwrap();
+        st.push_op(1, OpKind::SizeChg, vec![(3, b)]).unwrap();
+        assert_eq!(st.oldest_dirty(), Some(2));
+        assert_eq!(
+            st.runnable(1, u64::MAX),
+            Some(2),
+            "1 waits for 3, which waits for 2"
+        );
+        st.inodes.get_mut(&2).unwrap().ops.pop_front();
+        assert_eq!(st.runnable(1, u64::MAX), Some(3));
+        st.inodes.get_mut(&3).unwrap().ops.pop_front();
+        assert_eq!(st.runnable(1, u64::MAX), Some(1));
+        assert_eq!(st.runnable(1, 0), None, "nothing up to seq 0");
+    }
+
+    #[test]
+    fn size_and_attribute_changes_merge_and_directory_operations_do_not() {
+        let mut st = state();
+        st.push_op(2, OpKind::SizeChg, Vec::new()).unwrap();
+        st.push_op(2, OpKind::SizeChg, Vec::new()).unwrap();
+        st.push_op(2, OpKind::AttrChg, Vec::new()).unwrap();
+        assert_eq!(st.inodes[&2].ops.len(), 2);
+        assert!(st.dirty.contains(&2));
+        assert_eq!(st.push_op(9, OpKind::AttrChg, Vec::new()), Err(FsError::NotFound));
+    }
+}

@@ -134,3 +134,45 @@ fn the_persisted_tree_mounts_to_the_latest_view_and_frees_everything_removed() {
     .expect("sim")
     .expect("mount");
 }
+
+#[test]
+fn a_full_pm_says_no_space_and_removing_files_gives_the_space_back() {
+    run(7, Faults::default(), true, |fs, c| async move {
+        let lines = |(p, l): (usize, usize)| p * 64 + l;
+        let free0 = lines(fs.free_space().await);
+        let mut made = Vec::new();
+        let full = loop {
+            let p = format!("/f{}", made.len());
+            let a = match fs.create_path(&c, &p).await {
+                Ok(a) => a,
+                Err(e) => break e,
+            };
+            made.push(p);
+            if let Err(e) = fs.write(&c, a.ino, 0, &[1u8; 8192]).await {
+                break e;
+            }
+            if made.len() > 1000 {
+                break FsError::Invalid("never full");
+            }
+        };
+        assert_eq!(full, FsError::NoSpace);
+        // No page left: a mkdir takes its inode line, fails on the bucket
+        // page and gives the line back.
+        assert_eq!(
+            fs.mkdir_path(&c, "/nodir").await.map(|_| ()),
+            Err(FsError::NoSpace)
+        );
+        assert!(made.len() > 50, "{} files of 8 KiB in 1 MiB", made.len());
+        for p in &made {
+            fs.unlink_path(&c, p).await?;
+        }
+        // Freed space returns only once the removals are persisted, all
+        // of it (nothing a failed call took is lost).
+        fs.sync(&c).await?;
+        assert_eq!(lines(fs.free_space().await), free0);
+        let a = fs.create_path(&c, "/again").await?;
+        fs.write(&c, a.ino, 0, &[2u8; 8192]).await?;
+        assert_eq!(fs.read_path(&c, "/again").await?, vec![2u8; 8192]);
+        Ok(())
+    });
+}
