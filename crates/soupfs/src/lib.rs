@@ -91,6 +91,9 @@
 //!   inside a directory's rename across directories can leave it with
 //!   two names (counted in [`MountReport::multi_named_dirs`]), as the
 //!   link-count ordering of soft updates allows.
+//! - A call's DRAM work costs no simulated CPU time (only its PM loads
+//!   and stores, and waits for the lock, do), so call latencies are lower
+//!   bounds: the paper's 3 µs create (S4) is not reproduced.
 //! - `fsync` finds a file's directories by scanning the DRAM directories
 //!   (the paper does not say how); no open-file handles: an inode with no
 //!   name left is freed.
