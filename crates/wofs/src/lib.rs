@@ -2,7 +2,7 @@
 //! memory bus ([`pcie_sim::pmem::Pmem`]: cached stores, `clwb`,
 //! non-temporal stores, `sfence`, ADR), after Pan et al., "Fast and
 //! Synchronous Crash Consistency with Metadata Write Once File System"
-//! (OSDI '25; the slides, `mwo-slides.md`, are the source cited here).
+//! (OSDI '25; its slides are the source cited here).
 //!
 //! ## Contract
 //!

@@ -16,7 +16,7 @@
 //! its slot overwritten by a later package that is persistent. Freeing it
 //! earlier lets a crash leave the cancelled entry without its cancellation
 //! and recovery would resurrect the file (the pending table of the WOFS
-//! code, `objm.h`; paper-checklist 6.1).
+//! code, `objm.h`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -60,7 +60,7 @@ use super::report::{f, Check, FigureOut, Kind};
 use super::varmail;
 
 /// Blocks of each drive the random writes spread over: 1 GiB, Figure 9's
-/// span ("random writes over 1 GB", paper-checklist H5).
+/// span ("random writes over 1 GB", HoRAE's H5).
 const SPAN_BLOCKS: u64 = 1 << 18;
 
 /// The sweep.

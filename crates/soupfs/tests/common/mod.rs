@@ -1,0 +1,51 @@
+//! Shared set-up: a machine with persistent memory and SoupFS on it.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+
+use pcie_sim::{Core, Executor, Machine, MachineProfile, Pmem, PmemProfile, TraceMode};
+use soupfs::{Faults, FsError, SoupFs, SoupProfile};
+
+/// 1 MiB of persistent memory: 256 pages.
+pub const PM_SIZE: u64 = 1 << 20;
+
+pub mod crash;
+pub mod model;
+
+pub fn pm_profile() -> PmemProfile {
+    PmemProfile {
+        size: PM_SIZE,
+        ..PmemProfile::default()
+    }
+}
+
+/// Formats a fresh machine's PM and runs `body` with the file system and
+/// core 0; the persister runs on core 1 unless `persister` is false.
+pub fn run<F, Fut, T>(seed: u64, faults: Faults, persister: bool, body: F) -> (Pmem, T)
+where
+    F: FnOnce(SoupFs, Core) -> Fut + 'static,
+    Fut: Future<Output = Result<T, FsError>> + 'static,
+    T: 'static,
+{
+    let ex = Executor::new(seed);
+    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
+    let pm = Pmem::attach(&m, pm_profile()).expect("attach");
+    let core = m.core(0).expect("core 0");
+    let pcore = m.core(1).expect("core 1");
+    let sim = m.sim();
+    let pmc = pm.clone();
+    let out = ex
+        .block_on(async move {
+            let fs = SoupFs::mkfs(pmc, sim, &core, SoupProfile::default(), faults).await?;
+            if persister {
+                fs.start_persister(pcore);
+            }
+            let out = body(fs.clone(), core).await;
+            fs.stop_persister();
+            out
+        })
+        .expect("simulation")
+        .expect("workload");
+    (pm, out)
+}
