@@ -104,6 +104,7 @@
 
 mod cache;
 pub mod envelope;
+pub mod explore;
 pub mod profile;
 pub mod trace;
 
@@ -124,6 +125,7 @@ use crate::wc::{WcLine, WriteCombiningBuffer, LINE};
 
 use self::cache::{Cache, Media};
 pub use self::envelope::{PmChoice, PmItem, PmPending, PmemCursor};
+pub use self::explore::{explore, PmExploreReport, PmViolation};
 pub use self::profile::{PersistenceDomain, PmemProfile, PmemTiming};
 pub use self::trace::{PmCounters, PmEntry, PmEventKind, PmTally, PmTrace, NO_CORE};
 

@@ -40,13 +40,13 @@ pub struct Recording {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub points: usize,
-    pub states: usize,
+    pub states: u64,
     /// Crash points with more pending items than the bound (sampled).
     pub sampled_points: usize,
-    pub leaked_states: usize,
+    pub leaked_states: u64,
     /// Distinct (image, fsynced files) pairs mounted; a state whose
     /// image and oracle were seen before reuses that verdict.
-    pub mounted: usize,
+    pub mounted: u64,
     pub violations: Vec<String>,
     pub secs: f64,
 }
@@ -283,8 +283,10 @@ fn check_state(
 }
 
 /// Checks every crash state after every entry past `mkfs`, exhaustive up
-/// to `bound` pending items and sampled past it; stops at the first
-/// violation if `first_only`.
+/// to `bound` pending items and sampled past it
+/// ([`pcie_sim::pmem::explore`]; verdicts reused by image content and the
+/// fsynced files checked, named by their fsync's trace position); stops
+/// at the first violation if `first_only`.
 pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
     let start = Instant::now();
     let trace = rec.pm.trace();
@@ -293,61 +295,41 @@ pub fn explore(rec: &Recording, bound: u32, first_only: bool) -> Outcome {
         PmemCursor::new(&trace, PageStore::zeroed(PM_SIZE), rec.pm.profile().domain, wc).expect("cursor");
     let ex = Executor::new(0);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Off);
-    let mut out = Outcome::default();
-    // Verdicts by (image content hash, the fsynced files checked, named
-    // by their fsync's trace position).
-    type Key = (u128, Vec<(usize, usize)>);
-    let mut seen: std::collections::BTreeMap<Key, Result<u64, String>> = Default::default();
-    for k in rec.mkfs_end.saturating_sub(1)..cur.len() {
-        cur.advance_past(k).expect("advance");
-        let (choices, left) = cur.choices(bound, k as u64);
-        out.points += 1;
-        out.sampled_points += usize::from(left > 0);
-        let synced: Vec<Synced> = rec
-            .synced
+    let synced_at = |k: usize| -> Vec<Synced> {
+        rec.synced
             .iter()
             .filter(|s| s.at <= k + 1 && k < s.until)
             .cloned()
-            .collect();
-        for ch in &choices {
-            let mut img = cur.materialize(ch).expect("materialize");
-            out.states += 1;
-            let key = (
-                img.content_hash(),
-                synced.iter().map(|s| (s.at, s.alts.len())).collect::<Vec<_>>(),
-            );
-            let verdict = match seen.get(&key) {
-                Some(v) => v.clone(),
-                None => {
-                    out.mounted += 1;
-                    let v = check_state(&ex, &m, img, synced.clone(), out.mounted % 8 == 0);
-                    seen.insert(key, v.clone());
-                    v
-                }
-            };
-            match verdict {
-                Ok(0) => {}
-                Ok(_) => out.leaked_states += 1,
-                Err(e) => {
-                    let landed = if ch.landed.len() <= 16 {
-                        format!("{:?}", ch.landed)
-                    } else {
-                        format!(
-                            "{} of {} pending items",
-                            ch.landed.len(),
-                            cur.pending().items.len()
-                        )
-                    };
-                    out.violations
-                        .push(format!("after trace entry {k}, state {landed}: {e}"));
-                    if first_only {
-                        out.secs = start.elapsed().as_secs_f64();
-                        return out;
-                    }
-                }
-            }
-        }
+            .collect()
+    };
+    let mut judged = 0u64;
+    let mut leaked_states = 0u64;
+    let points = rec.mkfs_end.saturating_sub(1)..cur.len();
+    let report = pcie_sim::pmem::explore(
+        &mut cur,
+        points,
+        bound,
+        first_only,
+        |k| {
+            synced_at(k)
+                .iter()
+                .map(|s| (s.at, s.alts.len()))
+                .collect::<Vec<_>>()
+        },
+        |k, img| {
+            judged += 1;
+            check_state(&ex, &m, img, synced_at(k), judged % 8 == 0)
+        },
+        |leaked| leaked_states += u64::from(*leaked > 0),
+    )
+    .expect("explore");
+    Outcome {
+        points: report.points,
+        states: report.states,
+        mounted: report.judged,
+        leaked_states,
+        sampled_points: report.sampled_points,
+        violations: report.violations.iter().map(|v| v.to_string()).collect(),
+        secs: start.elapsed().as_secs_f64(),
     }
-    out.secs = start.elapsed().as_secs_f64();
-    out
 }

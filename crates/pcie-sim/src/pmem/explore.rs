@@ -1,0 +1,126 @@
+//! Checking every crash state of a recorded persistent-memory run: the one
+//! exploration loop the file systems on persistent memory share (their
+//! crash tests give it their recovery and their oracle).
+//!
+//! After every trace entry in the range asked for, every crash state
+//! [`PmemCursor::choices`] allows up to the bound (sampled past it, the
+//! sample seeded by the entry's index) is materialized and judged. A state
+//! is judged once per distinct content *and* promise: two states with the
+//! same bytes after points where the same things are promised get one
+//! verdict (the judge is a deterministic function of the image and of what
+//! is promised); the same bytes under different promises are judged
+//! again, since an operation that returned in between may be lost in them.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crate::content_hash::ContentHash;
+use crate::error::PcieError;
+use crate::pmr::PageStore;
+
+use super::envelope::PmemCursor;
+
+/// A crash state that failed its check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PmViolation {
+    /// The crash came just after this trace entry.
+    pub point: usize,
+    /// The pending items that landed ([`super::PmChoice::landed`]).
+    pub landed: Vec<usize>,
+    /// How many items were pending.
+    pub pending: usize,
+    /// What the judge found wrong.
+    pub why: String,
+}
+
+impl std::fmt::Display for PmViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.landed.len() <= 16 {
+            write!(f, "after trace entry {}, landed {:?}", self.point, self.landed)?;
+        } else {
+            write!(
+                f,
+                "after trace entry {}, {} of {} pending items landed",
+                self.point,
+                self.landed.len(),
+                self.pending
+            )?;
+        }
+        write!(f, ": {}", self.why)
+    }
+}
+
+/// What [`explore`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PmExploreReport {
+    /// Crash points visited.
+    pub points: usize,
+    /// Crash states checked (each a materialized image).
+    pub states: u64,
+    /// States judged (the others took the verdict of an equal state under
+    /// equal promises).
+    pub judged: u64,
+    /// Crash points with more pending items than the bound (sampled).
+    pub sampled_points: usize,
+    /// States the bound left out, summed over the points.
+    pub left_out: u64,
+    /// The failing states, in the order found.
+    pub violations: Vec<PmViolation>,
+}
+
+/// Checks every crash state after each entry in `points` (all subsets of
+/// the pending items up to `bound`, sampled past it). `promised(k)` names
+/// what is promised after entry `k`; `judge(k, image)` recovers the image
+/// and checks it, `Ok` with what it found or `Err` with why it fails;
+/// `tally` sees every passing state's verdict (judged or reused). Stops at
+/// the first violation if `first_only`.
+pub fn explore<K: Ord + Clone, V: Clone>(
+    cursor: &mut PmemCursor<'_>,
+    points: Range<usize>,
+    bound: u32,
+    first_only: bool,
+    mut promised: impl FnMut(usize) -> K,
+    mut judge: impl FnMut(usize, PageStore) -> Result<V, String>,
+    mut tally: impl FnMut(&V),
+) -> Result<PmExploreReport, PcieError> {
+    let mut r = PmExploreReport::default();
+    let mut verdicts: BTreeMap<(ContentHash, K), Result<V, String>> = BTreeMap::new();
+    for k in points {
+        cursor.advance_past(k)?;
+        r.points += 1;
+        let (choices, left) = cursor.choices(bound, k as u64);
+        r.sampled_points += usize::from(left > 0);
+        r.left_out = r.left_out.saturating_add(left);
+        let pending = cursor.pending().items.len();
+        let promise = promised(k);
+        for c in choices {
+            let mut image = cursor.materialize(&c)?;
+            r.states += 1;
+            let key = (image.content_hash(), promise.clone());
+            let verdict = match verdicts.get(&key) {
+                Some(v) => v.clone(),
+                None => {
+                    r.judged += 1;
+                    let v = judge(k, image);
+                    verdicts.insert(key, v.clone());
+                    v
+                }
+            };
+            match verdict {
+                Ok(v) => tally(&v),
+                Err(why) => {
+                    r.violations.push(PmViolation {
+                        point: k,
+                        landed: c.landed.clone(),
+                        pending,
+                        why,
+                    });
+                    if first_only {
+                        return Ok(r);
+                    }
+                }
+            }
+        }
+    }
+    Ok(r)
+}
