@@ -16,11 +16,13 @@ fn main() -> ExitCode {
     match run_all(&opts) {
         Ok(s) => {
             println!(
-                "figures: {} of {} claims agree; HoRAE: {} of {}; report {} ({:.1} s wall)",
+                "figures: {} of {} claims agree; HoRAE: {} of {}; persistent memory: {} of {}; report {} ({:.1} s wall)",
                 s.agreeing,
                 s.claims,
                 s.horae_agreeing,
                 s.horae_claims,
+                s.pm_agreeing,
+                s.pm_claims,
                 s.report.display(),
                 wall.elapsed().as_secs_f64()
             );

@@ -21,6 +21,7 @@ pub mod fig13;
 pub mod fig14;
 pub mod horae;
 pub mod output;
+pub mod pm;
 pub mod report;
 pub mod rocksdb;
 pub mod txbench;
@@ -68,6 +69,11 @@ pub struct Summary {
     pub horae_claims: usize,
     /// Of those, within tolerance.
     pub horae_agreeing: usize,
+    /// The persistent-memory file systems' claims compared (counted
+    /// apart, [`pm`]).
+    pub pm_claims: usize,
+    /// Of those, within tolerance.
+    pub pm_agreeing: usize,
 }
 
 /// Known limits of the model that the figures depend on, stated once at the
@@ -112,6 +118,7 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
     let p13 = sweep(q, fig13::Params::quick, fig13::Params::full);
     let p14 = sweep(q, fig14::Params::quick, fig14::Params::full);
     let ph = sweep(q, horae::Params::quick, horae::Params::full);
+    let ppm = sweep(q, pm::Params::quick, pm::Params::full);
     let diag = diagnose::run(q)?;
     let (_, f02) = fig02::figure(&p02)?;
     let (_, f05) = fig05::figure()?;
@@ -125,6 +132,7 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
     let (r14, mut f14) = fig14::figure(&p14)?;
     f14.notes = analysis::fig14(&r14, &diag, &r11);
     let (_, fh) = horae::figure(&ph)?;
+    let (_, fpm) = pm::figure(&ppm)?;
     let figures = [f02, f05, f10, f11, f12, f13, f14];
     let mut sections = String::new();
     for f in &figures {
@@ -167,6 +175,21 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
     for f in &horae_sections {
         md.push_str(&f.write(&o.out_dir)?);
     }
+    let pm_sections = [fpm];
+    let pm_claims: Vec<&report::Check> = pm_sections.iter().flat_map(|f| f.checks.iter()).collect();
+    let pm_agreeing = pm_claims.iter().filter(|c| c.agrees()).count();
+    let _ = writeln!(md, "# Persistent memory (WOFS, SoupFS)\n");
+    let _ = writeln!(
+        md,
+        "The claims of the file systems on persistent memory (ids W for the WOFS slides, S for \
+         SoupFS, as the papers' results are numbered), measured on the memory-bus model and counted \
+         apart: {} of {} agree (same tolerances).\n",
+        pm_agreeing,
+        pm_claims.len()
+    );
+    for f in &pm_sections {
+        md.push_str(&f.write(&o.out_dir)?);
+    }
     let report = o.out_dir.join("report.md");
     std::fs::write(&report, md)?;
     Ok(Summary {
@@ -175,5 +198,7 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
         agreeing,
         horae_claims: horae_claims.len(),
         horae_agreeing,
+        pm_claims: pm_claims.len(),
+        pm_agreeing,
     })
 }
