@@ -74,7 +74,12 @@
 //!   (XIP) access; no write protection of the PM mapping (PMFS's
 //!   protection against stray writes); one operation at a time (a gate).
 //! - Only the persistent-memory instructions take simulated time; the
-//!   DRAM work (staging, scans of the free sets) is not charged.
+//!   DRAM work (staging, scans of the free sets) is not charged. There is
+//!   no DRAM dentry or inode cache (Linux's dcache in front of PMFS):
+//!   every lookup loads directory blocks and inodes from the persistent
+//!   memory, so an operation's time before its first store (the
+//!   "prelude" of `tests/latency.rs`) is an upper bound; compare the
+//!   persistence phases (log, in place, commit) across file systems.
 
 pub mod cost;
 pub mod data;

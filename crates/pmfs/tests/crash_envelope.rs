@@ -195,3 +195,55 @@ fn a_recording_is_deterministic() {
     assert_eq!(a.marks, b.marks);
     assert_eq!(a.trees, b.trees);
 }
+
+/// A crash after a create's in-place fence, before its commit, with
+/// every in-place line persisted: mount rolls the create back (its two
+/// undo entries), giving the tree before it.
+#[test]
+fn a_crash_before_the_commit_is_rolled_back_at_mount() {
+    use pcie_sim::{Executor, Machine, MachineProfile, PmEventKind, Pmem, PmemCursor, TraceMode};
+    use pmfs::Pmfs;
+    let ops = vec![Op::Mkdir("/d"), Op::Create("/d/warm"), Op::Create("/d/a")];
+    let rec = record(&ops, Faults::default(), 4);
+    let (from, to) = (rec.marks[1], rec.marks[2]);
+    let fences: Vec<usize> = (from..to)
+        .filter(|&i| rec.trace.entries()[i].kind == PmEventKind::Sfence)
+        .collect();
+    assert_eq!(fences.len(), 3);
+    let ex = Executor::new(7);
+    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Events);
+    let mut cur = PmemCursor::new(
+        &rec.trace,
+        rec.base.clone(),
+        rec.domain,
+        m.profile().cpu.wc_buffers,
+    )
+    .unwrap();
+    // After the in-place fence nothing of the create is pending but the
+    // commit entry's store, which has not been issued yet.
+    cur.advance_past(fences[1]).unwrap();
+    let img = cur.certain_image().unwrap();
+    for (faults, want) in [
+        (Faults::default(), &rec.trees[2]),
+        (
+            Faults {
+                skip_rollback: true,
+                ..Faults::default()
+            },
+            &rec.trees[3],
+        ),
+    ] {
+        let pm = Pmem::attach_with_image(&m, common::profile(), img.clone()).unwrap();
+        let m2 = m.clone();
+        let (tree, recovered) = ex
+            .block_on(async move {
+                let fs = Pmfs::mount(&m2, &pm, common::CTX, faults).await?;
+                Ok::<_, pmfs::PmfsError>((fs.snapshot(common::CTX).await?, fs.recovered()))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(&tree, want, "{faults:?}");
+        let expect = if faults.skip_rollback { 0 } else { 2 };
+        assert_eq!(recovered.rolled_back, expect);
+    }
+}
