@@ -10,7 +10,7 @@ use pcie_sim::{Core, Machine, PmAddr, Pmem, Purpose};
 
 use crate::error::{PmfsError, Result};
 use crate::faults::Faults;
-use crate::journal::{self, Recovered, Tx, TxStats};
+use crate::journal::{self, DirOp, Recovered, Tx, TxStats};
 use crate::layout::{
     decode_dentry, word, FileType, Geometry, Ino, Inode, LINE, MAX_PAGES, MAX_SIZE, PAGE, ROOT,
 };
@@ -74,10 +74,17 @@ pub struct Usage {
     pub free_pages: usize,
 }
 
-/// DRAM state: the free sets (rebuilt at mount) and the next generation.
+/// A directory's entries in DRAM: name to slot and inode.
+pub(crate) type DirMap = BTreeMap<String, (PmAddr, Ino)>;
+
+/// DRAM state: the free sets and the dentry cache (rebuilt at mount),
+/// and the next generation.
 struct State {
     free_pages: BTreeSet<u32>,
     free_inos: BTreeSet<Ino>,
+    /// Every directory's entries (Linux's dcache in front of PMFS):
+    /// lookups cost no persistent-memory loads.
+    dirs: BTreeMap<Ino, DirMap>,
     next_gen: u32,
     last: TxStats,
 }
@@ -147,7 +154,7 @@ impl Pmfs {
         pm.load(&core, PmAddr(0), &mut sb).await?;
         let geo = Geometry::decode(&sb, pm.size())?;
         let recovered = journal::recover(pm, &core, &geo, &faults).await?;
-        let (free_pages, free_inos) = check_tree(pm, &core, geo).await?;
+        let (free_pages, free_inos, dirs) = check_tree(pm, &core, geo).await?;
         Ok(Pmfs {
             inner: Rc::new(Inner {
                 machine: machine.clone(),
@@ -158,6 +165,7 @@ impl Pmfs {
                 state: RefCell::new(State {
                     free_pages,
                     free_inos,
+                    dirs,
                     next_gen: recovered.gen.wrapping_add(1).max(1),
                     last: TxStats::default(),
                 }),
@@ -253,6 +261,24 @@ impl Pmfs {
                         s.last = stats;
                         s.free_pages.extend(tx.free_pages.iter().copied());
                         s.free_inos.extend(tx.free_inos.iter().copied());
+                        for op in &tx.dir_ops {
+                            match op {
+                                DirOp::Add(d, name, slot, ino) => {
+                                    s.dirs.entry(*d).or_default().insert(name.clone(), (*slot, *ino));
+                                }
+                                DirOp::Remove(d, name) => {
+                                    if let Some(m) = s.dirs.get_mut(d) {
+                                        m.remove(name);
+                                    }
+                                }
+                                DirOp::NewDir(d) => {
+                                    s.dirs.insert(*d, DirMap::new());
+                                }
+                                DirOp::DropDir(d) => {
+                                    s.dirs.remove(d);
+                                }
+                            }
+                        }
                         return Ok(v);
                     }
                     Err(e) => Err(e),
@@ -287,15 +313,35 @@ impl Pmfs {
         Ok(out)
     }
 
-    /// Entry `name` of directory `parent`: its slot and inode.
-    pub(crate) async fn find(tx: &Tx<'_>, parent: Ino, name: &str) -> Result<(PmAddr, Ino)> {
-        let dir = tx.dir_inode(parent).await?;
-        Self::dentries(tx, &dir)
-            .await?
-            .into_iter()
-            .find(|e| e.2 == name)
-            .map(|e| (e.0, e.1))
+    /// Entry `name` of directory `parent`: its slot and inode (the inode
+    /// is loaded to check it is a directory; the entry comes from the
+    /// dentry cache).
+    pub(crate) async fn find(&self, tx: &Tx<'_>, parent: Ino, name: &str) -> Result<(PmAddr, Ino)> {
+        tx.dir_inode(parent).await?;
+        self.inner
+            .state
+            .borrow()
+            .dirs
+            .get(&parent)
+            .and_then(|d| d.get(name))
+            .copied()
             .ok_or(PmfsError::NotFound)
+    }
+
+    /// The cached entries of directory `dir`: name, slot, inode.
+    pub(crate) fn entries(&self, dir: Ino) -> Vec<(String, PmAddr, Ino)> {
+        self.inner
+            .state
+            .borrow()
+            .dirs
+            .get(&dir)
+            .map(|d| d.iter().map(|(n, &(s, i))| (n.clone(), s, i)).collect())
+            .unwrap_or_default()
+    }
+
+    /// True if `ino` is a directory (from the dentry cache).
+    pub(crate) fn is_cached_dir(&self, ino: Ino) -> bool {
+        self.inner.state.borrow().dirs.contains_key(&ino)
     }
 
     /// The attributes of `ino`.
@@ -309,7 +355,7 @@ impl Pmfs {
     pub async fn lookup(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Attr> {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
-        let (_, ino) = Self::find(&tx, parent, name).await?;
+        let (_, ino) = self.find(&tx, parent, name).await?;
         Ok(Attr::of(ino, &tx.live_inode(ino).await?))
     }
 
@@ -317,14 +363,19 @@ impl Pmfs {
     pub async fn readdir(&self, ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, FileType)>> {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
-        let dir = tx.dir_inode(ino).await?;
-        let mut out = Vec::new();
-        for (_, i, name) in Self::dentries(&tx, &dir).await? {
-            let ftype = tx.live_inode(i).await?.ftype.unwrap_or(FileType::File);
-            out.push((name, i, ftype));
-        }
-        out.sort();
-        Ok(out)
+        tx.dir_inode(ino).await?;
+        Ok(self
+            .entries(ino)
+            .into_iter()
+            .map(|(name, _, i)| {
+                let ftype = if self.is_cached_dir(i) {
+                    FileType::Dir
+                } else {
+                    FileType::File
+                };
+                (name, i, ftype)
+            })
+            .collect())
     }
 
     /// `fsync`: nothing to do, every operation is durable when it returns;
@@ -343,7 +394,11 @@ fn corrupt(at: PmAddr, reason: &'static str) -> PmfsError {
 /// pointer is in range, mapped once, inside the file's size and marked in
 /// the bitmap, and no live inode or marked page is unreachable. Returns
 /// the free pages and inodes.
-async fn check_tree(pm: &Pmem, core: &Core, geo: Geometry) -> Result<(BTreeSet<u32>, BTreeSet<Ino>)> {
+async fn check_tree(
+    pm: &Pmem,
+    core: &Core,
+    geo: Geometry,
+) -> Result<(BTreeSet<u32>, BTreeSet<Ino>, BTreeMap<Ino, DirMap>)> {
     let tx = Tx::new(pm, core, geo);
     let mut bitmap = vec![0u8; geo.bitmap_len()];
     pm.load(core, geo.bitmap_word(0), &mut bitmap).await?;
@@ -372,14 +427,19 @@ async fn check_tree(pm: &Pmem, core: &Core, geo: Geometry) -> Result<(BTreeSet<u
     let mut seen_dirs = BTreeSet::from([ROOT]);
     let mut todo = vec![ROOT];
     let mut files = BTreeSet::new();
+    let mut dirs: BTreeMap<Ino, DirMap> = BTreeMap::new();
     while let Some(d) = todo.pop() {
         let dir = inodes[&d];
+        let map = dirs.entry(d).or_default();
         for (at, ino, name) in Pmfs::dentries(&tx, &dir).await? {
             let Some(i) = inodes.get(&ino) else {
                 return Err(corrupt(at, "entry names a free or out-of-range inode"));
             };
             if name.contains(['/', '\0']) || name == "." || name == ".." {
                 return Err(corrupt(at, "entry with an invalid name"));
+            }
+            if map.insert(name, (at, ino)).is_some() {
+                return Err(corrupt(at, "two entries with one name"));
             }
             match i.ftype {
                 Some(FileType::Dir) => {
@@ -444,5 +504,5 @@ async fn check_tree(pm: &Pmem, core: &Core, geo: Geometry) -> Result<(BTreeSet<u
         }
     }
     let free_inos = (1..geo.inodes).filter(|i| !inodes.contains_key(i)).collect();
-    Ok((free_pages, free_inos))
+    Ok((free_pages, free_inos, dirs))
 }

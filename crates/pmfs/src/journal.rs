@@ -44,6 +44,20 @@ fn valid_word(kind: u64, words: usize, gen: u32) -> u64 {
     VALID_MAGIC << 56 | kind << 48 | (words as u64) << 40 | u64::from(gen)
 }
 
+/// A change to the DRAM dentry cache, applied when its transaction
+/// commits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum DirOp {
+    /// Entry `name` of directory `.0` now names inode `.3` at slot `.2`.
+    Add(Ino, String, PmAddr, Ino),
+    /// Entry `name` of directory `.0` is gone.
+    Remove(Ino, String),
+    /// A new, empty directory.
+    NewDir(Ino),
+    /// A directory removed.
+    DropDir(Ino),
+}
+
 /// What one transaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
@@ -70,6 +84,8 @@ pub struct Tx<'a> {
     pub(crate) alloc_inos: Vec<Ino>,
     /// Inodes freed.
     pub(crate) free_inos: Vec<Ino>,
+    /// Dentry-cache changes.
+    pub(crate) dir_ops: Vec<DirOp>,
 }
 
 impl<'a> Tx<'a> {
@@ -83,6 +99,7 @@ impl<'a> Tx<'a> {
             free_pages: Vec::new(),
             alloc_inos: Vec::new(),
             free_inos: Vec::new(),
+            dir_ops: Vec::new(),
         }
     }
 

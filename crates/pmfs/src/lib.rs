@@ -40,6 +40,9 @@
 //! - **Copy-on-write data** ([`data`]): a write fills fresh pages with
 //!   non-temporal stores and one `sfence` before the transaction that
 //!   maps them; the old pages are freed once it commits.
+//! - **DRAM state** ([`fs`]): the free inode and page sets and a dentry
+//!   cache (every directory's names, slots and inodes), rebuilt at mount
+//!   and changed only when a transaction commits.
 //! - **Counting** ([`cost::Cost`], [`Pmfs::last_tx`]): flushes and fences
 //!   per operation, from the trace.
 //! - **Fault switches** ([`Faults`]): skip the log's `clwb`, the fence
@@ -74,13 +77,12 @@
 //!   (XIP) access; no write protection of the PM mapping (PMFS's
 //!   protection against stray writes); one operation at a time (a gate).
 //! - Only the persistent-memory instructions take simulated time; the
-//!   DRAM work (staging, scans of the free sets) is not charged. There is
-//!   no DRAM dentry or inode cache (Linux's dcache in front of PMFS):
-//!   every lookup loads directory blocks and inodes from the persistent
-//!   memory, so an operation's time before its first store (the
-//!   "prelude" of `tests/latency.rs`) is an upper bound; compare the
-//!   persistence phases (log, in place, commit) across file systems.
-
+//!   DRAM work (staging, the free sets, the dentry cache) is not charged.
+//!   The dentry cache stands for Linux's dcache in front of PMFS: a
+//!   lookup loads the directory's inode but no directory block; inodes
+//!   and the lines a transaction logs are loaded from the persistent
+//!   memory, as PMFS reads them.
+//!
 pub mod cost;
 pub mod data;
 pub mod error;

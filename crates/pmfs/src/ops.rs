@@ -1,11 +1,11 @@
 //! Namespace operations, each one transaction: create, mkdir, link,
 //! unlink, rmdir, rename.
 
-use pcie_sim::Purpose;
+use pcie_sim::{PmAddr, Purpose};
 
 use crate::error::{PmfsError, Result};
 use crate::fs::{Attr, Ctx, Pmfs};
-use crate::journal::Tx;
+use crate::journal::{DirOp, Tx};
 use crate::layout::{check_name, encode_dentry, FileType, Ino, Inode, LINE, MAX_PAGES, PAGE};
 
 impl Pmfs {
@@ -37,24 +37,36 @@ impl Pmfs {
         ftype: FileType,
     ) -> Result<Attr> {
         let mut dir = tx.dir_inode(parent).await?;
-        if Self::find(tx, parent, name).await.is_ok() {
+        if self.find(tx, parent, name).await.is_ok() {
             return Err(PmfsError::Exists);
         }
         let ino = self.alloc_ino(tx)?;
         let inode = Inode::new(ftype, perm & 0o7777);
         tx.put_inode(ino, &inode);
-        self.add_entry(tx, &mut dir, ino, name).await?;
+        self.add_entry(tx, parent, &mut dir, ino, name).await?;
         if ftype == FileType::Dir {
             dir.links += 1;
+            tx.dir_ops.push(DirOp::NewDir(ino));
         }
         tx.put_inode(parent, &dir);
         Ok(Attr::of(ino, &inode))
     }
 
-    /// Writes entry (`ino`, `name`) into a free slot of directory `dir`
-    /// (whose inode the caller stages afterwards), adding a
-    /// zeroed directory block if every slot is taken.
-    async fn add_entry(&self, tx: &mut Tx<'_>, dir: &mut Inode, ino: Ino, name: &str) -> Result<()> {
+    /// Writes entry (`ino`, `name`) into a free slot of directory
+    /// `parent`, inode `dir` (which the caller stages afterwards), adding a
+    /// zeroed directory block if every slot is taken. The free slots come
+    /// from the dentry cache: no block is read.
+    async fn add_entry(
+        &self,
+        tx: &mut Tx<'_>,
+        parent: Ino,
+        dir: &mut Inode,
+        ino: Ino,
+        name: &str,
+    ) -> Result<()> {
+        let used: std::collections::BTreeSet<u64> = self.entries(parent).iter().map(|e| e.1 .0).collect();
+        tx.dir_ops
+            .push(DirOp::Add(parent, name.to_string(), PmAddr(0), ino));
         for &p in dir.ptrs.iter().filter(|&&p| p != 0) {
             if p > tx.geo.pages {
                 return Err(PmfsError::Corrupt {
@@ -63,9 +75,12 @@ impl Pmfs {
                 });
             }
             let at = tx.geo.page_addr(p - 1);
-            let page = tx.load(at, PAGE as usize).await?;
-            if let Some(k) = page.chunks_exact(LINE as usize).position(|d| d[0..4] == [0; 4]) {
-                tx.put_line(at + k as u64 * LINE, &encode_dentry(ino, name));
+            if let Some(slot) = (0..PAGE / LINE)
+                .map(|k| at + k * LINE)
+                .find(|s| !used.contains(&s.0))
+            {
+                tx.put_line(slot, &encode_dentry(ino, name));
+                Self::set_added_slot(tx, slot);
                 return Ok(());
             }
         }
@@ -86,7 +101,15 @@ impl Pmfs {
         tx.set_bit(page, true).await?;
         dir.ptrs[k] = page + 1;
         tx.put_line(at, &encode_dentry(ino, name));
+        Self::set_added_slot(tx, at);
         Ok(())
+    }
+
+    /// Fills in the slot of the [`DirOp::Add`] that `add_entry` pushed.
+    fn set_added_slot(tx: &mut Tx<'_>, at: PmAddr) {
+        if let Some(DirOp::Add(_, _, slot, _)) = tx.dir_ops.last_mut() {
+            *slot = at;
+        }
     }
 
     /// Drops one link of `ino` (a file), freeing it and its pages at zero.
@@ -128,7 +151,7 @@ impl Pmfs {
             return Err(PmfsError::Invalid("hard link to a directory"));
         }
         let mut dir = tx.dir_inode(parent).await?;
-        if Self::find(tx, parent, name).await.is_ok() {
+        if self.find(tx, parent, name).await.is_ok() {
             return Err(PmfsError::Exists);
         }
         i.links = i
@@ -136,7 +159,7 @@ impl Pmfs {
             .checked_add(1)
             .ok_or(PmfsError::Invalid("too many links"))?;
         tx.put_inode(ino, &i);
-        self.add_entry(tx, &mut dir, ino, name).await?;
+        self.add_entry(tx, parent, &mut dir, ino, name).await?;
         tx.put_inode(parent, &dir);
         Ok(Attr::of(ino, &i))
     }
@@ -161,18 +184,20 @@ impl Pmfs {
     }
 
     async fn remove_in(&self, tx: &mut Tx<'_>, parent: Ino, name: &str, want: FileType) -> Result<()> {
-        let (slot, ino) = Self::find(tx, parent, name).await?;
+        let (slot, ino) = self.find(tx, parent, name).await?;
         let i = tx.live_inode(ino).await?;
         match (want, i.ftype) {
             (FileType::File, Some(FileType::Dir)) => return Err(PmfsError::IsDir),
             (FileType::Dir, Some(FileType::File)) => return Err(PmfsError::NotDir),
             _ => {}
         }
-        if want == FileType::Dir && !Self::dentries(tx, &i).await?.is_empty() {
+        if want == FileType::Dir && !self.entries(ino).is_empty() {
             return Err(PmfsError::NotEmpty);
         }
         tx.put_word(slot, 0);
+        tx.dir_ops.push(DirOp::Remove(parent, name.to_string()));
         if want == FileType::Dir {
+            tx.dir_ops.push(DirOp::DropDir(ino));
             self.free_inode(tx, ino, &i).await?;
             let mut dir = tx.dir_inode(parent).await?;
             dir.links = dir.links.saturating_sub(1);
@@ -195,8 +220,9 @@ impl Pmfs {
         self.finish(tx, r).await
     }
 
-    /// True if directory `ino` is `dir` or below it.
-    async fn is_under(tx: &Tx<'_>, ino: Ino, dir: Ino) -> Result<bool> {
+    /// True if directory `ino` is `dir` or below it (a walk of the
+    /// dentry cache).
+    fn is_under(&self, ino: Ino, dir: Ino) -> Result<bool> {
         let mut todo = vec![dir];
         let mut seen = 0usize;
         while let Some(d) = todo.pop() {
@@ -204,31 +230,31 @@ impl Pmfs {
                 return Ok(true);
             }
             seen += 1;
-            if seen > tx.geo.inodes as usize {
+            if seen > self.geometry().inodes as usize {
                 return Err(PmfsError::Corrupt {
                     at: 0,
                     reason: "directory cycle",
                 });
             }
-            let i = tx.dir_inode(d).await?;
-            for (_, c, _) in Self::dentries(tx, &i).await? {
-                if tx.live_inode(c).await?.ftype == Some(FileType::Dir) {
-                    todo.push(c);
-                }
-            }
+            todo.extend(
+                self.entries(d)
+                    .into_iter()
+                    .map(|e| e.2)
+                    .filter(|&c| self.is_cached_dir(c)),
+            );
         }
         Ok(false)
     }
 
     async fn rename_in(&self, tx: &mut Tx<'_>, from: Ino, fname: &str, to: Ino, tname: &str) -> Result<()> {
-        let (src_slot, ino) = Self::find(tx, from, fname).await?;
+        let (src_slot, ino) = self.find(tx, from, fname).await?;
         let src = tx.live_inode(ino).await?;
         let src_dir = src.ftype == Some(FileType::Dir);
         tx.dir_inode(to).await?;
-        if src_dir && Self::is_under(tx, to, ino).await? {
+        if src_dir && self.is_under(to, ino)? {
             return Err(PmfsError::Invalid("rename of a directory into itself"));
         }
-        let dst = Self::find(tx, to, tname).await.ok();
+        let dst = self.find(tx, to, tname).await.ok();
         if let Some((dst_slot, old)) = dst {
             if old == ino {
                 return Ok(());
@@ -238,10 +264,11 @@ impl Pmfs {
                 (false, true) => return Err(PmfsError::IsDir),
                 (true, false) => return Err(PmfsError::NotDir),
                 (true, true) => {
-                    if !Self::dentries(tx, &o).await?.is_empty() {
+                    if !self.entries(old).is_empty() {
                         return Err(PmfsError::NotEmpty);
                     }
                     self.free_inode(tx, old, &o).await?;
+                    tx.dir_ops.push(DirOp::DropDir(old));
                     let mut t = tx.dir_inode(to).await?;
                     t.links = t.links.saturating_sub(1);
                     tx.put_inode(to, &t);
@@ -250,10 +277,13 @@ impl Pmfs {
             }
             tx.put_word(src_slot, 0);
             tx.put_line(dst_slot, &encode_dentry(ino, tname));
+            tx.dir_ops.push(DirOp::Remove(from, fname.to_string()));
+            tx.dir_ops.push(DirOp::Add(to, tname.to_string(), dst_slot, ino));
         } else {
             tx.put_word(src_slot, 0);
+            tx.dir_ops.push(DirOp::Remove(from, fname.to_string()));
             let mut t = tx.dir_inode(to).await?;
-            self.add_entry(tx, &mut t, ino, tname).await?;
+            self.add_entry(tx, to, &mut t, ino, tname).await?;
             tx.put_inode(to, &t);
         }
         if src_dir && from != to {

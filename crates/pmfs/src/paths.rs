@@ -11,7 +11,7 @@ impl Pmfs {
         let tx = self.tx(&core);
         let mut ino = ROOT;
         for part in path.split('/').filter(|s| !s.is_empty()) {
-            ino = Pmfs::find(&tx, ino, part).await?.1;
+            ino = self.find(&tx, ino, part).await?.1;
         }
         Ok(ino)
     }

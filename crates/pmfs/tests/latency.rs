@@ -1,7 +1,7 @@
 //! Simulated time of PMFS operations on the Optane model, split by the
-//! journal's phases from the PM trace: the prelude (path lookup and the
-//! loads of the lines to log: directory blocks and inodes are read from
-//! the persistent memory, there is no DRAM dentry cache), the undo log
+//! journal's phases from the PM trace: the prelude (the inodes a lookup
+//! checks and the lines the transaction logs, loaded from the persistent
+//! memory; names come from the DRAM dentry cache), the undo log
 //! (its stores, flushes and fence), the in-place update, and the commit.
 //! The log and the commit are the synchronous journaling overhead; each
 //! of the three fences waits for at least one write to the write pending
