@@ -82,7 +82,7 @@
 //!   lookup loads the directory's inode but no directory block; inodes
 //!   and the lines a transaction logs are loaded from the persistent
 //!   memory, as PMFS reads them.
-//!
+
 pub mod cost;
 pub mod data;
 pub mod error;

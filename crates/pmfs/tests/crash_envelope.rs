@@ -8,7 +8,8 @@
 
 mod common;
 
-use common::{check, churn, record, workload, Op};
+use common::{check, churn, record, record_in, workload, Op};
+use pcie_sim::PersistenceDomain;
 use pmfs::{Cost, Faults};
 
 /// All crash states up to 2^8 per crash point, sampled past it (2^6 in
@@ -246,4 +247,26 @@ fn a_crash_before_the_commit_is_rolled_back_at_mount() {
         let expect = if faults.skip_rollback { 0 } else { 2 };
         assert_eq!(recovered.rolled_back, expect);
     }
+}
+
+/// Under eADR the caches are persistent: the log's stores persist in
+/// program order before the in-place stores, so neither the log's flush
+/// nor its fence is needed, and the check passes without them; the
+/// commit still is.
+#[test]
+fn under_eadr_the_log_needs_no_flush_or_fence_but_the_commit_is_still_needed() {
+    let no_log_persist = Faults {
+        skip_log_flush: true,
+        skip_log_fence: true,
+        ..Faults::default()
+    };
+    let rec = record_in(PersistenceDomain::Eadr, &workload(), no_log_persist, 1);
+    let r = check(&rec, 4);
+    assert_eq!(r.violation, None);
+    let no_commit = Faults {
+        skip_commit: true,
+        ..Faults::default()
+    };
+    let rec = record_in(PersistenceDomain::Eadr, &workload(), no_commit, 1);
+    assert!(check(&rec, 4).violation.is_some());
 }
