@@ -25,6 +25,8 @@
 //! more than the last. The newest generation found in the log is the
 //! only one that may need rolling back: each earlier one committed before
 //! the next began (one operation at a time, each durable at return).
+//! Generations are 32 bits and not reset: after 2^32 transactions the
+//! newest would no longer be the largest (no image here comes near).
 
 use std::collections::BTreeMap;
 
