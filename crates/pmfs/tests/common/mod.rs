@@ -3,11 +3,10 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use pcie_sim::content_hash::ContentHash;
+use pcie_sim::pmem::explore;
 use pcie_sim::{
     Executor, Machine, MachineProfile, PageStore, PersistenceDomain, PmTrace, Pmem, PmemCursor, PmemProfile,
     TraceMode,
@@ -219,53 +218,44 @@ impl Report {
 }
 
 /// Every crash state after every trace entry (all subsets of the pending
-/// items up to `bound`, sampled past it): materialize, mount (recovery),
-/// and compare the tree with the one after the last returned operation
-/// or after the one in flight. Stops at the first violation.
+/// items up to `bound`, sampled past it; [`pcie_sim::pmem::explore`]):
+/// materialize, mount (recovery), and compare the tree with the one after
+/// the last returned operation or after the one in flight. A state's
+/// verdict is reused for equal content only where the same number of
+/// operations had returned. Stops at the first violation.
 pub fn check(rec: &Recording, bound: u32) -> Report {
     let start = Instant::now();
     let ex = Executor::new(7);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Events);
     let wc = m.profile().cpu.wc_buffers;
     let mut cur = PmemCursor::new(&rec.trace, rec.base.clone(), rec.domain, wc).unwrap();
-    let mut verdicts: BTreeMap<ContentHash, Option<String>> = BTreeMap::new();
-    let mut r = Report::default();
-    for k in 0..cur.len() {
-        cur.advance_past(k).unwrap();
-        r.points += 1;
-        let done = rec.marks.iter().filter(|&&mk| mk <= k + 1).count();
-        let allowed = &rec.trees[done..(done + 2).min(rec.trees.len())];
-        let (choices, left) = cur.choices(bound, k as u64);
-        r.sampled_points += usize::from(left > 0);
-        for c in choices {
-            let mut img = cur.materialize(&c).unwrap();
-            r.states += 1;
-            let key = img.content_hash();
-            let verdict = match verdicts.get(&key) {
-                Some(v) => v.clone(),
-                None => {
-                    r.mounts += 1;
-                    let v = judge(&ex, &m, img, rec.faults, allowed);
-                    verdicts.insert(key, v.clone());
-                    v
-                }
-            };
-            if let Some(why) = verdict {
-                let landed = if c.landed.len() > 12 {
-                    format!("{} items", c.landed.len())
-                } else {
-                    format!("{:?}", c.landed)
-                };
-                r.violation = Some(format!(
-                    "crash after entry {k} ({done} ops returned), landed {landed}: {why}"
-                ));
-                r.elapsed = start.elapsed();
-                return r;
-            }
-        }
+    let returned = |k: usize| rec.marks.iter().filter(|&&mk| mk <= k + 1).count();
+    let points = 0..cur.len();
+    let out = explore(
+        &mut cur,
+        points,
+        bound,
+        true,
+        returned,
+        |k, img| {
+            let done = returned(k);
+            let allowed = &rec.trees[done..(done + 2).min(rec.trees.len())];
+            judge(&ex, &m, img, rec.faults, allowed).map_or(Ok(()), Err)
+        },
+        |_| {},
+    )
+    .unwrap();
+    Report {
+        points: out.points,
+        states: out.states,
+        mounts: out.judged,
+        sampled_points: out.sampled_points,
+        elapsed: start.elapsed(),
+        violation: out.violations.first().map(|v| {
+            let done = returned(v.point);
+            format!("{v} ({done} ops returned)")
+        }),
     }
-    r.elapsed = start.elapsed();
-    r
 }
 
 /// Mounts `img` and compares its tree with the allowed ones; `None` if
