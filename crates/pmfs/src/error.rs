@@ -56,5 +56,13 @@ pub enum PmfsError {
     },
 }
 
+impl From<fsapi::PathError> for PmfsError {
+    fn from(e: fsapi::PathError) -> PmfsError {
+        match e {
+            fsapi::PathError::NamesRoot => PmfsError::Invalid("the path names the root"),
+        }
+    }
+}
+
 /// Short for `Result<T, PmfsError>`.
 pub type Result<T> = std::result::Result<T, PmfsError>;

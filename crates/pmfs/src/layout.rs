@@ -144,14 +144,7 @@ pub fn word(b: &[u8], at: usize) -> [u8; 8] {
     w
 }
 
-/// File type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FileType {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-}
+pub use fsapi::FileType;
 
 /// An inode as stored (one line: type, permissions, links, size, and
 /// [`MAX_PAGES`] direct pointers, each a data page plus one, 0 a hole).

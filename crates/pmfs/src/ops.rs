@@ -49,7 +49,7 @@ impl Pmfs {
             tx.dir_ops.push(DirOp::NewDir(ino));
         }
         tx.put_inode(parent, &dir);
-        Ok(Attr::of(ino, &inode))
+        Ok(crate::fs::attr_of(ino, &inode))
     }
 
     /// Writes entry (`ino`, `name`) into a free slot of directory
@@ -161,7 +161,7 @@ impl Pmfs {
         tx.put_inode(ino, &i);
         self.add_entry(tx, parent, &mut dir, ino, name).await?;
         tx.put_inode(parent, &dir);
-        Ok(Attr::of(ino, &i))
+        Ok(crate::fs::attr_of(ino, &i))
     }
 
     /// Removes file entry `name` from `parent`.

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{profile, Env, CTX, INODES, SIZE};
+use fsapi::FileSystem as _;
 use pcie_sim::{Executor, Machine, MachineProfile, PageStore, Pmem, TraceMode};
 use pmfs::{Faults, Geometry, Pmfs, PmfsError, Tree};
 

@@ -9,6 +9,7 @@
 mod common;
 
 use common::{check, churn, record, record_in, workload, Op};
+use fsapi::FileSystem as _;
 use pcie_sim::PersistenceDomain;
 use pmfs::{Cost, Faults};
 

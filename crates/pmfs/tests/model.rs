@@ -7,6 +7,7 @@
 
 mod common;
 
+use fsapi::FileSystem as _;
 use std::collections::BTreeMap;
 
 use common::{Env, CTX};

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{Env, CTX};
+use fsapi::FileSystem as _;
 use pmfs::{Faults, FileType, PmfsError, MAX_SIZE, NAME_MAX, ROOT};
 
 fn err<T: std::fmt::Debug>(r: Result<T, PmfsError>) -> PmfsError {

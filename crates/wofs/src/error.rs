@@ -58,5 +58,13 @@ pub enum WofsError {
     },
 }
 
+impl From<fsapi::PathError> for WofsError {
+    fn from(e: fsapi::PathError) -> WofsError {
+        match e {
+            fsapi::PathError::NamesRoot => WofsError::Invalid("the path names the root"),
+        }
+    }
+}
+
 /// Short for `Result<T, WofsError>`.
 pub type Result<T> = std::result::Result<T, WofsError>;

@@ -16,36 +16,10 @@ use crate::ptl::Ptl;
 use crate::reclaim::Usage;
 use crate::recovery;
 
-/// The calling thread: the core its instructions run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ctx {
-    /// Core index.
-    pub core: usize,
-}
-
-impl Ctx {
-    /// A thread on `core`.
-    pub fn on(core: usize) -> Ctx {
-        Ctx { core }
-    }
-}
+pub use fsapi::Ctx;
 
 /// Attributes of an inode.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
-    /// Inode number.
-    pub ino: Ino,
-    /// Type.
-    pub ftype: FileType,
-    /// Permission bits.
-    pub perm: u16,
-    /// Hard links (a directory: 2 plus its subdirectories).
-    pub links: u32,
-    /// Size in bytes.
-    pub size: u64,
-    /// Data pages mapped.
-    pub pages: u64,
-}
+pub type Attr = fsapi::Attr<Ino>;
 
 struct Inner {
     machine: Machine,
@@ -240,3 +214,5 @@ impl Wofs {
         ROOT
     }
 }
+
+fsapi::delegate_file_system!(Wofs, Ino, WofsError);

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{profile, Env, CTX, SIZE, SLOTS};
+use fsapi::FileSystem as _;
 use pcie_sim::{Executor, Machine, MachineProfile, PageStore, Pmem, TraceMode};
 use wofs::package::{AttrBody, Body, Dentry, Package};
 use wofs::{Faults, FileType, Geometry, Tree, Wofs, WofsError, ROOT};

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Env, CTX};
+use fsapi::FileSystem as _;
 use wofs::{Faults, FileType, SetAttr, Wofs, WofsError, MAX_SIZE, ROOT};
 
 fn err<T: std::fmt::Debug>(r: Result<T, WofsError>) -> WofsError {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use fsapi::FileSystem as _;
 use std::future::Future;
 use std::time::{Duration, Instant};
 

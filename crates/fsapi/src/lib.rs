@@ -1,0 +1,23 @@
+//! The file-system interface the file systems on persistent memory share
+//! (WOFS, the PMFS-style baseline): the [`FileSystem`] trait of their
+//! primitive inode operations, the path helpers written once over it as
+//! provided methods, and the whole tree as a value ([`Tree`]) that crash
+//! tests compare.
+//!
+//! Code that drives any of these file systems goes through this trait:
+//! their tests (feature `testing`: the workloads, the reference model and
+//! the crash harness), and the future crashfuzz modes and FUSE serving of
+//! these file systems.
+//!
+//! Each file system keeps its own error enum; the trait asks only that it
+//! can be made from a [`PathError`] (what the path helpers themselves
+//! reject).
+
+mod api;
+mod tree;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use api::{Attr, Ctx, FileSystem, FileType, PathError};
+pub use tree::{Node, Tree};

@@ -1,0 +1,1 @@
+//! The shared test machinery of the file systems on persistent memory.
