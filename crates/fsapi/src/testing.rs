@@ -1,1 +1,0 @@
-//! The shared test machinery of the file systems on persistent memory.
