@@ -55,6 +55,38 @@ pub enum PathError {
     NamesRoot,
 }
 
+/// The errno-like kind of a file system's error: what POSIX callers (and
+/// the shared tests) tell apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// No such file or directory (ENOENT).
+    NotFound,
+    /// The name exists (EEXIST).
+    Exists,
+    /// A directory was expected (ENOTDIR).
+    NotDir,
+    /// A non-directory was expected (EISDIR).
+    IsDir,
+    /// The directory is not empty (ENOTEMPTY).
+    NotEmpty,
+    /// A bad argument (EINVAL, EPERM).
+    Invalid,
+    /// The file would be too large (EFBIG).
+    TooLarge,
+    /// No space left (ENOSPC).
+    NoSpace,
+    /// Anything else: the persistent memory refused an access, or the
+    /// image is not one this file system mounts (EIO).
+    Io,
+}
+
+/// What a file system's one error type gives the trait: its kind, and a
+/// way to be made from what the path helpers reject.
+pub trait FsError: std::error::Error + From<PathError> {
+    /// The errno-like kind.
+    fn kind(&self) -> ErrorKind;
+}
+
 /// A mounted file system's primitive inode operations (absolute paths,
 /// `/`-separated, are resolved by the provided `*_path` methods). Every
 /// operation runs on the core `ctx` names.
@@ -63,7 +95,7 @@ pub trait FileSystem {
     /// Inode numbers.
     type Ino: Copy + Debug + Eq;
     /// The file system's one error type.
-    type Error: std::error::Error + From<PathError>;
+    type Error: FsError;
 
     /// The root directory's inode number.
     fn root(&self) -> Self::Ino;

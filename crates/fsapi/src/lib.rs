@@ -10,8 +10,8 @@
 //! these file systems.
 //!
 //! Each file system keeps its own error enum; the trait asks only that it
-//! can be made from a [`PathError`] (what the path helpers themselves
-//! reject).
+//! tells its errno-like [`ErrorKind`] and can be made from a [`PathError`]
+//! (what the path helpers themselves reject) ([`FsError`]).
 
 mod api;
 mod tree;
@@ -19,5 +19,5 @@ mod tree;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use api::{Attr, Ctx, FileSystem, FileType, PathError};
+pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError, PathError};
 pub use tree::{Node, Tree};

@@ -64,5 +64,25 @@ impl From<fsapi::PathError> for PmfsError {
     }
 }
 
+impl fsapi::FsError for PmfsError {
+    fn kind(&self) -> fsapi::ErrorKind {
+        use fsapi::ErrorKind as K;
+        match self {
+            PmfsError::NotFound => K::NotFound,
+            PmfsError::Exists => K::Exists,
+            PmfsError::NotDir => K::NotDir,
+            PmfsError::IsDir => K::IsDir,
+            PmfsError::NotEmpty => K::NotEmpty,
+            PmfsError::Invalid(_) => K::Invalid,
+            PmfsError::TooLarge { .. } => K::TooLarge,
+            PmfsError::NoSpace(_) => K::NoSpace,
+            PmfsError::Pmem(_)
+            | PmfsError::NotPmfs(_)
+            | PmfsError::Geometry(_)
+            | PmfsError::Corrupt { .. } => K::Io,
+        }
+    }
+}
+
 /// Short for `Result<T, PmfsError>`.
 pub type Result<T> = std::result::Result<T, PmfsError>;

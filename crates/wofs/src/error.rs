@@ -66,5 +66,25 @@ impl From<fsapi::PathError> for WofsError {
     }
 }
 
+impl fsapi::FsError for WofsError {
+    fn kind(&self) -> fsapi::ErrorKind {
+        use fsapi::ErrorKind as K;
+        match self {
+            WofsError::NotFound => K::NotFound,
+            WofsError::Exists => K::Exists,
+            WofsError::NotDir => K::NotDir,
+            WofsError::IsDir => K::IsDir,
+            WofsError::NotEmpty => K::NotEmpty,
+            WofsError::Invalid(_) => K::Invalid,
+            WofsError::TooLarge { .. } => K::TooLarge,
+            WofsError::NoSpace(_) => K::NoSpace,
+            WofsError::Pmem(_)
+            | WofsError::NotWofs(_)
+            | WofsError::Geometry(_)
+            | WofsError::Corrupt { .. } => K::Io,
+        }
+    }
+}
+
 /// Short for `Result<T, WofsError>`.
 pub type Result<T> = std::result::Result<T, WofsError>;

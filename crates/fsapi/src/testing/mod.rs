@@ -1,7 +1,8 @@
 //! The shared test machinery of the file systems on persistent memory
 //! (feature `testing`): a machine with formatted persistent memory
 //! ([`Env`]), the workloads ([`Op`]), the crash harness ([`record`],
-//! [`check`]) and the reference model ([`agree_with_the_model`]).
+//! [`check`]), the reference model ([`agree_with_the_model`]) and the
+//! POSIX behaviour checks ([`posix`]).
 //!
 //! A file system's tests give an [`Adapter`] (its mkfs and mount) and call
 //! these generics; they keep only what is theirs (fault switches, costs,
@@ -10,6 +11,7 @@
 
 mod crash;
 mod model;
+pub mod posix;
 mod workload;
 
 use std::future::Future;
@@ -56,6 +58,12 @@ pub trait Adapter: 'static {
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), Error<Self>>;
     /// Mounts `pm` (recovery included).
     async fn mount(m: &Machine, pm: &Pmem, how: Self::Mount) -> Result<Self::Fs, Error<Self>>;
+    /// How the file system's space is used (what a remount must rebuild).
+    type Usage: std::fmt::Debug + PartialEq + 'static;
+    /// The usage now.
+    fn usage(fs: &Self::Fs) -> Self::Usage;
+    /// Free data pages now.
+    fn free_pages(fs: &Self::Fs) -> u64;
 }
 
 /// A machine with formatted persistent memory.

@@ -28,6 +28,16 @@ impl Adapter for P {
     async fn mount(m: &Machine, pm: &Pmem, how: Faults) -> Result<Pmfs, PmfsError> {
         Pmfs::mount(m, pm, CTX, how).await
     }
+
+    type Usage = pmfs::Usage;
+
+    fn usage(fs: &Pmfs) -> pmfs::Usage {
+        fs.usage()
+    }
+
+    fn free_pages(fs: &Pmfs) -> u64 {
+        fs.usage().free_pages as u64
+    }
 }
 
 /// A machine with a formatted PMFS.

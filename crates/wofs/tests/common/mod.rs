@@ -28,6 +28,16 @@ impl Adapter for W {
     async fn mount(m: &Machine, pm: &Pmem, how: Options) -> Result<Wofs, WofsError> {
         Wofs::mount_with(m, pm, CTX, how).await
     }
+
+    type Usage = wofs::Usage;
+
+    fn usage(fs: &Wofs) -> wofs::Usage {
+        fs.usage()
+    }
+
+    fn free_pages(fs: &Wofs) -> u64 {
+        fs.usage().free_pages as u64
+    }
 }
 
 /// A machine with a formatted WOFS.
