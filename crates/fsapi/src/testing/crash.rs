@@ -1,6 +1,6 @@
 //! The crash harness: record a workload's persistent-memory trace with the
 //! trace length and the tree after each operation, then mount every crash
-//! state ([`pcie_sim::pmem::explore`]) and compare its tree with the ones
+//! state ([`pcie_sim::pmem::explore()`]) and compare its tree with the ones
 //! the run allows.
 
 use std::time::{Duration, Instant};
@@ -100,7 +100,7 @@ impl Report {
 }
 
 /// Every crash state after every trace entry (all subsets of the pending
-/// items up to `bound`, sampled past it; [`pcie_sim::pmem::explore`]):
+/// items up to `bound`, sampled past it; [`pcie_sim::pmem::explore()`]):
 /// materialize, mount (recovery), and compare the tree with the one after
 /// the last returned operation or after the one in flight. A state's
 /// verdict is reused for equal content only where the same number of

@@ -12,6 +12,16 @@ fn env<A: Adapter>() -> Env<A> {
     Env::formatted(11)
 }
 
+/// The names in the directory at `path`.
+async fn names<F: FileSystem>(fs: &F, path: &str) -> Result<Vec<String>, F::Error> {
+    Ok(fs
+        .readdir_path(CTX, path)
+        .await?
+        .into_iter()
+        .map(|e| e.0)
+        .collect())
+}
+
 /// Runs `program` on a fresh mount of a freshly formatted file system.
 fn on_fresh<A: Adapter, F, Fut>(program: F)
 where
@@ -55,13 +65,7 @@ pub fn create_write_read_and_readdir<A: Adapter>() {
         );
         assert_eq!(fs.read(CTX, a.ino, 2, 3).await?, b"lp ");
         assert_eq!(fs.read(CTX, a.ino, 20000, 3).await?, b"");
-        let names: Vec<_> = fs
-            .readdir_path(CTX, "/")
-            .await?
-            .into_iter()
-            .map(|e| e.0)
-            .collect();
-        assert_eq!(names, ["d"]);
+        assert_eq!(names(&fs, "/").await?, ["d"]);
         assert_eq!(fs.getattr(CTX, fs.root()).await?.links, 3);
         fs.fsync_path(CTX, "/d/f").await
     });
@@ -157,13 +161,7 @@ pub fn rename_moves_replaces_and_checks_types<A: Adapter>() {
         fs.rename_path(CTX, "/b", "/d/y").await?;
         fs.rename_path(CTX, "/d/y", "/d/y").await?;
         assert_eq!(fs.read_path(CTX, "/d/y").await?, b"A");
-        let names: Vec<_> = fs
-            .readdir_path(CTX, "/")
-            .await?
-            .into_iter()
-            .map(|e| e.0)
-            .collect();
-        assert_eq!(names, ["d"]);
+        assert_eq!(names(&fs, "/").await?, ["d"]);
         Ok(())
     });
 }
