@@ -183,3 +183,61 @@ fn summary(t: &Tree) -> Vec<String> {
         })
         .collect()
 }
+
+/// All crash states up to 2^8 per crash point, sampled past it (2^6 in a
+/// debug build, which checks about ten times fewer states per second).
+pub const BOUND: u32 = if cfg!(debug_assertions) { 6 } else { 8 };
+
+/// The canaries stop at their first violation; a smaller bound finds it.
+pub const CANARY_BOUND: u32 = 6;
+
+/// [`BOUND`], or the bound environment variable `var` sets (10: about
+/// 20 s in a release build).
+pub fn bound_from_env(var: &str) -> u32 {
+    std::env::var(var)
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(BOUND)
+}
+
+/// Checks `rec` up to `bound`, prints what was checked under `label`, and
+/// asserts that no crash state broke the contract.
+pub fn must_pass<A: Adapter>(label: &str, rec: &Recording<A>, bound: u32) -> Report {
+    let r = check(rec, bound);
+    eprintln!(
+        "{label}, bound {bound}: {} points, {} states ({} distinct mounts, {} points sampled past the bound) in {:.2?}: {:.0} states/s",
+        r.points,
+        r.states,
+        r.mounts,
+        r.sampled_points,
+        r.elapsed,
+        r.per_second()
+    );
+    assert_eq!(r.violation, None);
+    r
+}
+
+/// Records [`super::workload`] mounted with `how` and checks it; the
+/// check must find a violation (the canary: the switched-off mechanism is
+/// what the contract depends on). Returns the violation.
+pub fn must_fail<A: Adapter>(how: impl Into<A::Mount>) -> String {
+    let how = how.into();
+    let rec = record::<A>(PersistenceDomain::Adr, &super::workload(), how.clone(), 1);
+    let r = check(&rec, CANARY_BOUND);
+    eprintln!("{how:?}: {} states in {:.2?}", r.states, r.elapsed);
+    let v = r
+        .violation
+        .expect("the crash check finds the switched-off mechanism");
+    eprintln!("  {v}");
+    v
+}
+
+/// Two recordings of [`super::workload`] with the same seed are the same
+/// trace, marks and trees.
+pub fn recording_is_deterministic<A: Adapter>() {
+    let rec = || record::<A>(PersistenceDomain::Adr, &super::workload(), A::Mount::default(), 9);
+    let (a, b) = (rec(), rec());
+    assert_eq!(a.trace.hash(), b.trace.hash());
+    assert_eq!(a.marks, b.marks);
+    assert_eq!(a.trees, b.trees);
+}

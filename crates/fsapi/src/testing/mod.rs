@@ -20,7 +20,10 @@ use pcie_sim::{Executor, Machine, MachineProfile, PersistenceDomain, Pmem, PmemP
 
 use crate::{Ctx, FileSystem};
 
-pub use crash::{check, record, Recording, Report};
+pub use crash::{
+    bound_from_env, check, must_fail, must_pass, record, recording_is_deterministic, Recording, Report,
+    BOUND, CANARY_BOUND,
+};
 pub use model::{agree_with_the_model, Model, Refused};
 pub use workload::{churn, random_op, workload, Op, PATHS};
 
@@ -53,7 +56,7 @@ pub trait Adapter: 'static {
     type Fs: FileSystem + 'static;
     /// What a mount takes (fault switches, options); the default is the
     /// correct file system.
-    type Mount: Clone + Default + 'static;
+    type Mount: Clone + Default + std::fmt::Debug + 'static;
     /// Formats `pm` with the tests' geometry.
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), Error<Self>>;
     /// Mounts `pm` (recovery included).
