@@ -1,7 +1,6 @@
 //! POSIX-level behaviour of the live file system, its typed errors, and
 //! that a remount (recovery, tree check) rebuilds the same tree and free
 //! space.
-
 //!
 //! The behaviour both file systems share is checked once, in
 //! [`fsapi::testing::posix`]; what is particular to this one stays here.
@@ -17,30 +16,7 @@ fn env() -> Env {
     Env::formatted(11)
 }
 
-#[test]
-fn create_write_read_and_readdir() {
-    posix::create_write_read_and_readdir::<P>();
-}
-
-#[test]
-fn errors_are_typed() {
-    posix::errors_are_typed::<P>(NAME_MAX, MAX_SIZE, 999);
-}
-
-#[test]
-fn link_unlink_and_link_counts() {
-    posix::link_unlink_and_link_counts::<P>();
-}
-
-#[test]
-fn rename_moves_replaces_and_checks_types() {
-    posix::rename_moves_replaces_and_checks_types::<P>();
-}
-
-#[test]
-fn truncate_shrinks_and_grows_with_zeros() {
-    posix::truncate_shrinks_and_grows_with_zeros::<P>();
-}
+fsapi::posix_tests!(P, NAME_MAX, MAX_SIZE, 999);
 
 #[test]
 fn a_remount_rebuilds_the_same_tree_and_free_space() {

@@ -1,6 +1,5 @@
 //! POSIX-level behaviour of the live file system, its typed errors, and
 //! that a remount (recovery scan) rebuilds the same tree and free space.
-
 //!
 //! The behaviour both file systems share is checked once, in
 //! [`fsapi::testing::posix`]; what is particular to this one stays here.
@@ -17,29 +16,10 @@ fn env() -> Env {
     Env::formatted(11)
 }
 
-#[test]
-fn create_write_read_and_readdir() {
-    posix::create_write_read_and_readdir::<W>();
-}
+fsapi::posix_tests!(W, NAME_MAX, MAX_SIZE, 999);
 
 #[test]
-fn errors_are_typed() {
-    posix::errors_are_typed::<W>(NAME_MAX, MAX_SIZE, 999);
-}
-
-#[test]
-fn link_unlink_and_link_counts() {
-    posix::link_unlink_and_link_counts::<W>();
-}
-
-#[test]
-fn rename_moves_replaces_and_checks_types() {
-    posix::rename_moves_replaces_and_checks_types::<W>();
-}
-
-#[test]
-fn truncate_and_setattr() {
-    posix::truncate_shrinks_and_grows_with_zeros::<W>();
+fn setattr_sets_permissions_and_size() {
     env()
         .run(Faults::default(), |fs| async move {
             fs.create_path(CTX, "/f").await?;

@@ -215,3 +215,37 @@ pub fn a_remount_rebuilds_the_same_tree_and_free_space<A: Adapter>() -> A::Usage
     assert_eq!(usage, usage2);
     usage
 }
+
+/// Declares one `#[test]` for each shared check of this module that needs
+/// nothing but the adapter `$a` (and, for the typed errors, the longest
+/// name `$name_max`, the largest file `$max_size` and an unused inode
+/// `$absent`).
+#[macro_export]
+macro_rules! posix_tests {
+    ($a:ty, $name_max:expr, $max_size:expr, $absent:expr) => {
+        #[test]
+        fn create_write_read_and_readdir() {
+            $crate::testing::posix::create_write_read_and_readdir::<$a>();
+        }
+
+        #[test]
+        fn errors_are_typed() {
+            $crate::testing::posix::errors_are_typed::<$a>($name_max, $max_size, $absent);
+        }
+
+        #[test]
+        fn link_unlink_and_link_counts() {
+            $crate::testing::posix::link_unlink_and_link_counts::<$a>();
+        }
+
+        #[test]
+        fn rename_moves_replaces_and_checks_types() {
+            $crate::testing::posix::rename_moves_replaces_and_checks_types::<$a>();
+        }
+
+        #[test]
+        fn truncate_shrinks_and_grows_with_zeros() {
+            $crate::testing::posix::truncate_shrinks_and_grows_with_zeros::<$a>();
+        }
+    };
+}
