@@ -9,15 +9,19 @@
 //! the crash harness), and the future crashfuzz modes and FUSE serving of
 //! these file systems.
 //!
-//! Each file system keeps its own error enum; the trait asks only that it
-//! tells its errno-like [`ErrorKind`] and can be made from a [`PathError`]
-//! (what the path helpers themselves reject) ([`FsError`]).
+//! Each file system keeps its own error enum, which wraps the shared
+//! POSIX refusals ([`Errno`]) beside what is its own (its medium, its
+//! image format); the trait asks only that it tells its errno-like
+//! [`ErrorKind`] and can be made from a [`PathError`] (what the path
+//! helpers themselves reject) ([`FsError`]).
 
 mod api;
+mod errno;
 mod tree;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError, PathError};
+pub use errno::Errno;
 pub use tree::{Node, Tree};

@@ -2,6 +2,7 @@
 //! tree that rebuilds the free sets), transactions, and the read-only
 //! queries.
 
+use fsapi::Errno;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -200,7 +201,7 @@ impl Pmfs {
             .borrow_mut()
             .free_pages
             .pop_first()
-            .ok_or(PmfsError::NoSpace("data pages"))?;
+            .ok_or(PmfsError::Fs(Errno::NoSpace("data pages")))?;
         tx.alloc_pages.push(p);
         Ok(p)
     }
@@ -213,7 +214,7 @@ impl Pmfs {
             .borrow_mut()
             .free_inos
             .pop_first()
-            .ok_or(PmfsError::NoSpace("inodes"))?;
+            .ok_or(PmfsError::Fs(Errno::NoSpace("inodes")))?;
         tx.alloc_inos.push(i);
         Ok(i)
     }
@@ -298,7 +299,7 @@ impl Pmfs {
             .get(&parent)
             .and_then(|d| d.get(name))
             .copied()
-            .ok_or(PmfsError::NotFound)
+            .ok_or(PmfsError::Fs(Errno::NotFound))
     }
 
     /// The cached entries of directory `dir`: name, slot, inode.

@@ -9,6 +9,7 @@ mod common;
 
 use common::{Env, CTX, P};
 use fsapi::testing::posix;
+use fsapi::Errno;
 use fsapi::FileSystem as _;
 use pmfs::{Faults, PmfsError, MAX_SIZE, NAME_MAX, ROOT};
 
@@ -34,7 +35,7 @@ fn inodes_run_out_with_a_typed_error_that_changes_nothing() {
                     Err(e) => break e,
                 }
             };
-            assert!(matches!(err, PmfsError::NoSpace(_)), "{err}");
+            assert!(matches!(err, PmfsError::Fs(Errno::NoSpace(_))), "{err}");
             // Every slot but 0 (unused) and the root's.
             assert_eq!(made, common::INODES as usize - 2);
             assert_eq!(fs.usage().free_inodes, 0);

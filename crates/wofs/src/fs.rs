@@ -1,6 +1,7 @@
 //! The mounted file system: mkfs, mount (recovery), the commit of one
 //! package, and the read-only queries.
 
+use fsapi::Errno;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -142,7 +143,7 @@ impl Wofs {
         let pkg = Package { seq, body };
         let Some(bytes) = pkg.encode() else {
             self.ptl().space.unalloc_slot(slot);
-            return Err(WofsError::Invalid("package larger than a slot"));
+            return Err(WofsError::Fs(Errno::Invalid("package larger than a slot")));
         };
         let at = self.inner.geo.slot_addr(slot);
         if let Err(e) = pmio::persist_package(&self.inner.pm, core, at, &bytes, &self.inner.options).await {

@@ -8,6 +8,7 @@ mod common;
 
 use common::{Env, CTX, W};
 use fsapi::testing::posix;
+use fsapi::Errno;
 use fsapi::FileSystem as _;
 use wofs::package::NAME_MAX;
 use wofs::{Faults, SetAttr, Wofs, WofsError, MAX_SIZE, ROOT};
@@ -55,13 +56,13 @@ fn slots_run_out_with_a_typed_error() {
                     Err(e) => break e,
                 }
             };
-            assert!(matches!(err, WofsError::NoSpace(_)), "{err}");
+            assert!(matches!(err, WofsError::Fs(Errno::NoSpace(_))), "{err}");
             assert_eq!(made, common::SLOTS as usize);
             // An unlink is a package too: with every slot taken it fails
             // cleanly and changes nothing.
             assert!(matches!(
                 fs.unlink(CTX, ROOT, "f0").await,
-                Err(WofsError::NoSpace(_))
+                Err(WofsError::Fs(Errno::NoSpace(_)))
             ));
             assert_eq!(fs.readdir(CTX, ROOT).await?.len(), made);
             Ok(())
