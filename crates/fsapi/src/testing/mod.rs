@@ -124,3 +124,22 @@ impl<A: Adapter> Env<A> {
         self.pm = Pmem::attach_with_image(&self.m, profile(), image).expect("attach the persistent image");
     }
 }
+
+/// The persistent image of a formatted file system (seed 6) after six
+/// files of 5000 bytes, a directory, a rename into it and an unlink: a
+/// live image for the corruption tests.
+pub fn live_image<A: Adapter>() -> pcie_sim::PageStore {
+    let env = Env::<A>::formatted(6);
+    env.run(A::Mount::default(), |fs| async move {
+        for i in 0..6 {
+            fs.create_path(CTX, &format!("/f{i}")).await?;
+            fs.write_path(CTX, &format!("/f{i}"), 0, &[i as u8 + 1; 5000])
+                .await?;
+        }
+        fs.mkdir_path(CTX, "/d").await?;
+        fs.rename_path(CTX, "/f0", "/d/g").await?;
+        fs.unlink_path(CTX, "/f1").await
+    })
+    .expect("the live workload runs");
+    env.pm.persistent_image()
+}
