@@ -4,6 +4,7 @@
 
 use std::fmt::Debug;
 
+use crate::errno::Errno;
 use crate::tree::{Node, Tree};
 
 /// The calling thread: the core its instructions run on.
@@ -46,15 +47,6 @@ pub struct Attr<I> {
     pub pages: u64,
 }
 
-/// What the path helpers reject before any operation runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PathError {
-    /// The path names the root where a parent and a name are needed
-    /// (EINVAL).
-    #[error("the path names the root")]
-    NamesRoot,
-}
-
 /// The errno-like kind of a file system's error: what POSIX callers (and
 /// the shared tests) tell apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,11 +72,17 @@ pub enum ErrorKind {
     Io,
 }
 
-/// What a file system's one error type gives the trait: its kind, and a
-/// way to be made from what the path helpers reject.
-pub trait FsError: std::error::Error + From<PathError> {
-    /// The errno-like kind.
-    fn kind(&self) -> ErrorKind;
+/// What a file system's one error type gives the trait: it wraps the
+/// shared [`Errno`] (the path helpers refuse with it too), and tells it.
+pub trait FsError: std::error::Error + From<Errno> {
+    /// The POSIX refusal this error is, if it is one.
+    fn errno(&self) -> Option<&Errno>;
+
+    /// The errno-like kind ([`ErrorKind::Io`] for what is not an
+    /// [`Errno`]).
+    fn kind(&self) -> ErrorKind {
+        self.errno().map_or(ErrorKind::Io, Errno::kind)
+    }
 }
 
 /// A mounted file system's primitive inode operations (absolute paths,
@@ -175,7 +173,7 @@ pub trait FileSystem {
         let trimmed = path.trim_end_matches('/');
         let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
         if name.is_empty() {
-            return Err(PathError::NamesRoot.into());
+            return Err(Errno::Invalid("the path names the root").into());
         }
         Ok((self.resolve(ctx, dir).await?, name))
     }

@@ -57,11 +57,3 @@ impl Errno {
         }
     }
 }
-
-impl From<crate::PathError> for Errno {
-    fn from(e: crate::PathError) -> Errno {
-        match e {
-            crate::PathError::NamesRoot => Errno::Invalid("the path names the root"),
-        }
-    }
-}

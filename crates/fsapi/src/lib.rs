@@ -11,9 +11,8 @@
 //!
 //! Each file system keeps its own error enum, which wraps the shared
 //! POSIX refusals ([`Errno`]) beside what is its own (its medium, its
-//! image format); the trait asks only that it tells its errno-like
-//! [`ErrorKind`] and can be made from a [`PathError`] (what the path
-//! helpers themselves reject) ([`FsError`]).
+//! image format); the trait asks only that it is made from and tells its
+//! [`Errno`] ([`FsError`]).
 
 mod api;
 mod errno;
@@ -22,6 +21,6 @@ mod tree;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError, PathError};
+pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError};
 pub use errno::Errno;
 pub use tree::{Node, Tree};

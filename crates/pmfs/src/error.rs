@@ -30,17 +30,11 @@ pub enum PmfsError {
     },
 }
 
-impl From<fsapi::PathError> for PmfsError {
-    fn from(e: fsapi::PathError) -> PmfsError {
-        PmfsError::Fs(e.into())
-    }
-}
-
 impl fsapi::FsError for PmfsError {
-    fn kind(&self) -> fsapi::ErrorKind {
+    fn errno(&self) -> Option<&Errno> {
         match self {
-            PmfsError::Fs(e) => e.kind(),
-            _ => fsapi::ErrorKind::Io,
+            PmfsError::Fs(e) => Some(e),
+            _ => None,
         }
     }
 }

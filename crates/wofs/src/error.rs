@@ -31,17 +31,11 @@ pub enum WofsError {
     },
 }
 
-impl From<fsapi::PathError> for WofsError {
-    fn from(e: fsapi::PathError) -> WofsError {
-        WofsError::Fs(e.into())
-    }
-}
-
 impl fsapi::FsError for WofsError {
-    fn kind(&self) -> fsapi::ErrorKind {
+    fn errno(&self) -> Option<&Errno> {
         match self {
-            WofsError::Fs(e) => e.kind(),
-            _ => fsapi::ErrorKind::Io,
+            WofsError::Fs(e) => Some(e),
+            _ => None,
         }
     }
 }
