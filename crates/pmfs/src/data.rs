@@ -6,6 +6,7 @@
 //! once it commits. Bytes past a file's size in its last page are always
 //! zero, so growing a file shows zeros.
 
+use fsapi::Errno;
 use pcie_sim::Purpose;
 
 use crate::error::{PmfsError, Result};
@@ -17,7 +18,7 @@ impl Pmfs {
     async fn file_inode(tx: &Tx<'_>, ino: Ino) -> Result<Inode> {
         let i = tx.live_inode(ino).await?;
         if i.ftype == Some(FileType::Dir) {
-            return Err(PmfsError::IsDir);
+            return Err(PmfsError::Fs(Errno::IsDir));
         }
         Ok(i)
     }
@@ -98,10 +99,10 @@ impl Pmfs {
         }
         let end = off.saturating_add(data.len() as u64);
         if end > MAX_SIZE {
-            return Err(PmfsError::TooLarge {
+            return Err(PmfsError::Fs(Errno::TooLarge {
                 size: end,
                 max: MAX_SIZE,
-            });
+            }));
         }
         let mut fresh = Vec::new();
         for k in (off / PAGE) as usize..=((end - 1) / PAGE) as usize {
@@ -137,7 +138,7 @@ impl Pmfs {
     async fn truncate_in(&self, tx: &mut Tx<'_>, ino: Ino, size: u64) -> Result<()> {
         let mut i = Self::file_inode(tx, ino).await?;
         if size > MAX_SIZE {
-            return Err(PmfsError::TooLarge { size, max: MAX_SIZE });
+            return Err(PmfsError::Fs(Errno::TooLarge { size, max: MAX_SIZE }));
         }
         if size < i.size {
             let keep = size.div_ceil(PAGE) as usize;

@@ -1,5 +1,6 @@
 //! The crate's one error type.
 
+use fsapi::Errno;
 use pcie_sim::PcieError;
 use thiserror::Error;
 
@@ -9,37 +10,10 @@ pub enum PmfsError {
     /// The persistent-memory model refused an access.
     #[error("persistent memory")]
     Pmem(#[from] PcieError),
-    /// No such file or directory (ENOENT).
-    #[error("no such file or directory")]
-    NotFound,
-    /// The name exists (EEXIST).
-    #[error("file exists")]
-    Exists,
-    /// A directory was expected (ENOTDIR).
-    #[error("not a directory")]
-    NotDir,
-    /// A non-directory was expected (EISDIR).
-    #[error("is a directory")]
-    IsDir,
-    /// The directory is not empty (ENOTEMPTY).
-    #[error("directory not empty")]
-    NotEmpty,
-    /// A bad argument: a name that is empty, too long, `.`/`..` or holds
-    /// `/`; a rename of a directory into itself; a hard link to a
-    /// directory (EINVAL, EPERM).
-    #[error("invalid argument: {0}")]
-    Invalid(&'static str),
-    /// The file would exceed the largest size an inode maps (EFBIG).
-    #[error("file too large: {size} bytes (at most {max})")]
-    TooLarge {
-        /// The size asked for.
-        size: u64,
-        /// The largest file.
-        max: u64,
-    },
-    /// No free inode, data page, directory slot or journal entry (ENOSPC).
-    #[error("no space left: {0}")]
-    NoSpace(&'static str),
+    /// A POSIX call refused ([`Errno`], shared by the file systems on
+    /// persistent memory).
+    #[error(transparent)]
+    Fs(#[from] Errno),
     /// The persistent memory holds no PMFS image (bad superblock).
     #[error("not a PMFS image: {0}")]
     NotPmfs(&'static str),
@@ -54,6 +28,15 @@ pub enum PmfsError {
         /// What is wrong.
         reason: &'static str,
     },
+}
+
+impl fsapi::FsError for PmfsError {
+    fn errno(&self) -> Option<&Errno> {
+        match self {
+            PmfsError::Fs(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// Short for `Result<T, PmfsError>`.

@@ -2,6 +2,7 @@
 //! tree that rebuilds the free sets), transactions, and the read-only
 //! queries.
 
+use fsapi::Errno;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -15,53 +16,26 @@ use crate::layout::{
     decode_dentry, word, FileType, Geometry, Ino, Inode, LINE, MAX_PAGES, MAX_SIZE, PAGE, ROOT,
 };
 
-/// The calling thread: the core its instructions run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ctx {
-    /// Core index.
-    pub core: usize,
-}
-
-impl Ctx {
-    /// A thread on `core`.
-    pub fn on(core: usize) -> Ctx {
-        Ctx { core }
-    }
-}
+pub use fsapi::Ctx;
 
 /// Attributes of an inode.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
-    /// Inode number.
-    pub ino: Ino,
-    /// Type.
-    pub ftype: FileType,
-    /// Permission bits.
-    pub perm: u16,
-    /// Hard links (a directory: 2 plus its subdirectories).
-    pub links: u32,
-    /// Size in bytes (a directory: its blocks' bytes).
-    pub size: u64,
-    /// Data pages mapped.
-    pub pages: u64,
-}
+pub type Attr = fsapi::Attr<Ino>;
 
-impl Attr {
-    pub(crate) fn of(ino: Ino, i: &Inode) -> Attr {
-        let pages = i.ptrs.iter().filter(|&&p| p != 0).count() as u64;
-        let ftype = i.ftype.unwrap_or(FileType::File);
-        Attr {
-            ino,
-            ftype,
-            perm: i.perm,
-            links: i.links,
-            size: if ftype == FileType::Dir {
-                pages * PAGE
-            } else {
-                i.size
-            },
-            pages,
-        }
+/// The attributes of inode `ino`, stored as `i`.
+pub(crate) fn attr_of(ino: Ino, i: &Inode) -> Attr {
+    let pages = i.ptrs.iter().filter(|&&p| p != 0).count() as u64;
+    let ftype = i.ftype.unwrap_or(FileType::File);
+    Attr {
+        ino,
+        ftype,
+        perm: i.perm,
+        links: i.links,
+        size: if ftype == FileType::Dir {
+            pages * PAGE
+        } else {
+            i.size
+        },
+        pages,
     }
 }
 
@@ -227,7 +201,7 @@ impl Pmfs {
             .borrow_mut()
             .free_pages
             .pop_first()
-            .ok_or(PmfsError::NoSpace("data pages"))?;
+            .ok_or(PmfsError::Fs(Errno::NoSpace("data pages")))?;
         tx.alloc_pages.push(p);
         Ok(p)
     }
@@ -240,7 +214,7 @@ impl Pmfs {
             .borrow_mut()
             .free_inos
             .pop_first()
-            .ok_or(PmfsError::NoSpace("inodes"))?;
+            .ok_or(PmfsError::Fs(Errno::NoSpace("inodes")))?;
         tx.alloc_inos.push(i);
         Ok(i)
     }
@@ -325,7 +299,7 @@ impl Pmfs {
             .get(&parent)
             .and_then(|d| d.get(name))
             .copied()
-            .ok_or(PmfsError::NotFound)
+            .ok_or(PmfsError::Fs(Errno::NotFound))
     }
 
     /// The cached entries of directory `dir`: name, slot, inode.
@@ -348,7 +322,7 @@ impl Pmfs {
     pub async fn getattr(&self, ctx: Ctx, ino: Ino) -> Result<Attr> {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
-        Ok(Attr::of(ino, &tx.live_inode(ino).await?))
+        Ok(attr_of(ino, &tx.live_inode(ino).await?))
     }
 
     /// The attributes of entry `name` in `parent`.
@@ -356,7 +330,15 @@ impl Pmfs {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
         let (_, ino) = self.find(&tx, parent, name).await?;
-        Ok(Attr::of(ino, &tx.live_inode(ino).await?))
+        Ok(attr_of(ino, &tx.live_inode(ino).await?))
+    }
+
+    /// The inode of entry `name` in `parent`, from the dentry cache
+    /// (what path resolution uses: the inode itself is not read).
+    pub async fn lookup_ino(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Ino> {
+        let core = self.core(ctx)?;
+        let tx = self.tx(&core);
+        Ok(self.find(&tx, parent, name).await?.1)
     }
 
     /// The entries of directory `ino` (without `.` and `..`), by name.
@@ -506,3 +488,5 @@ async fn check_tree(
     let free_inos = (1..geo.inodes).filter(|i| !inodes.contains_key(i)).collect();
     Ok((free_pages, free_inos, dirs))
 }
+
+fsapi::delegate_file_system!(Pmfs, Ino, PmfsError, lookup_ino);

@@ -28,6 +28,7 @@
 //! Generations are 32 bits and not reset: after 2^32 transactions the
 //! newest would no longer be the largest (no image here comes near).
 
+use fsapi::Errno;
 use std::collections::BTreeMap;
 
 use pcie_sim::{Core, PmAddr, Pmem, Purpose};
@@ -148,7 +149,7 @@ impl<'a> Tx<'a> {
     /// Inode `ino` (any slot number: out of range is `NotFound`).
     pub async fn inode(&self, ino: Ino) -> Result<Inode> {
         if ino == 0 || ino >= self.geo.inodes {
-            return Err(PmfsError::NotFound);
+            return Err(PmfsError::Fs(Errno::NotFound));
         }
         let at = self.geo.inode_addr(ino);
         Inode::decode(&self.line(at).await?).ok_or(PmfsError::Corrupt {
@@ -161,7 +162,7 @@ impl<'a> Tx<'a> {
     pub async fn live_inode(&self, ino: Ino) -> Result<Inode> {
         let i = self.inode(ino).await?;
         if i.ftype.is_none() {
-            return Err(PmfsError::NotFound);
+            return Err(PmfsError::Fs(Errno::NotFound));
         }
         Ok(i)
     }
@@ -170,7 +171,7 @@ impl<'a> Tx<'a> {
     pub async fn dir_inode(&self, ino: Ino) -> Result<Inode> {
         let i = self.live_inode(ino).await?;
         if i.ftype != Some(FileType::Dir) {
-            return Err(PmfsError::NotDir);
+            return Err(PmfsError::Fs(Errno::NotDir));
         }
         Ok(i)
     }
@@ -243,7 +244,9 @@ impl<'a> Tx<'a> {
             return Ok(TxStats::default());
         }
         if runs.len() + 1 > LOG_ENTRIES as usize {
-            return Err(PmfsError::NoSpace("journal entries for one transaction"));
+            return Err(PmfsError::Fs(Errno::NoSpace(
+                "journal entries for one transaction",
+            )));
         }
         // 1. The undo entries: body, then the valid word; clwb; one sfence.
         for (i, (at, old)) in runs.iter().enumerate() {

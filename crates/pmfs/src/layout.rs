@@ -8,6 +8,7 @@
 //! then     data pages (file data and directory blocks)
 //! ```
 
+use fsapi::Errno;
 use pcie_sim::PmAddr;
 
 use crate::error::{PmfsError, Result};
@@ -144,14 +145,7 @@ pub fn word(b: &[u8], at: usize) -> [u8; 8] {
     w
 }
 
-/// File type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FileType {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-}
+pub use fsapi::FileType;
 
 /// An inode as stored (one line: type, permissions, links, size, and
 /// [`MAX_PAGES`] direct pointers, each a data page plus one, 0 a hole).
@@ -258,13 +252,13 @@ pub fn words_of(b: &[u8; LINE as usize]) -> [u64; 8] {
 /// no `/` or NUL.
 pub fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name == "." || name == ".." {
-        return Err(PmfsError::Invalid("empty name, . or .."));
+        return Err(PmfsError::Fs(Errno::Invalid("empty name, . or ..")));
     }
     if name.len() > NAME_MAX {
-        return Err(PmfsError::Invalid("name longer than NAME_MAX"));
+        return Err(PmfsError::Fs(Errno::Invalid("name longer than NAME_MAX")));
     }
     if name.contains(['/', '\0']) {
-        return Err(PmfsError::Invalid("name holds / or NUL"));
+        return Err(PmfsError::Fs(Errno::Invalid("name holds / or NUL")));
     }
     Ok(())
 }

@@ -82,6 +82,13 @@
 //!   lookup loads the directory's inode but no directory block; inodes
 //!   and the lines a transaction logs are loaded from the persistent
 //!   memory, as PMFS reads them.
+//!
+//! ## Interface
+//!
+//! It implements [`fsapi::FileSystem`] (re-exported as [`FileSystem`]):
+//! the inode operations are inherent methods, and the path helpers
+//! (`create_path`, `rename_path`, ...) and [`FileSystem::snapshot`] come
+//! from the trait.
 
 pub mod cost;
 pub mod data;
@@ -91,13 +98,11 @@ pub mod fs;
 pub mod journal;
 pub mod layout;
 pub mod ops;
-pub mod paths;
-pub mod tree;
 
 pub use cost::Cost;
 pub use error::{PmfsError, Result};
 pub use faults::Faults;
 pub use fs::{Attr, Ctx, Pmfs, Usage};
+pub use fsapi::{FileSystem, Node, Tree};
 pub use journal::{Recovered, TxStats};
 pub use layout::{FileType, Geometry, Ino, MAX_SIZE, NAME_MAX, ROOT};
-pub use tree::{Node, Tree};

@@ -1,6 +1,7 @@
 //! Namespace operations, each one transaction: create, mkdir, link,
 //! unlink, rmdir, rename.
 
+use fsapi::Errno;
 use pcie_sim::{PmAddr, Purpose};
 
 use crate::error::{PmfsError, Result};
@@ -38,7 +39,7 @@ impl Pmfs {
     ) -> Result<Attr> {
         let mut dir = tx.dir_inode(parent).await?;
         if self.find(tx, parent, name).await.is_ok() {
-            return Err(PmfsError::Exists);
+            return Err(PmfsError::Fs(Errno::Exists));
         }
         let ino = self.alloc_ino(tx)?;
         let inode = Inode::new(ftype, perm & 0o7777);
@@ -49,7 +50,7 @@ impl Pmfs {
             tx.dir_ops.push(DirOp::NewDir(ino));
         }
         tx.put_inode(parent, &dir);
-        Ok(Attr::of(ino, &inode))
+        Ok(crate::fs::attr_of(ino, &inode))
     }
 
     /// Writes entry (`ino`, `name`) into a free slot of directory
@@ -85,7 +86,7 @@ impl Pmfs {
             }
         }
         let Some(k) = dir.ptrs.iter().position(|&p| p == 0) else {
-            return Err(PmfsError::NoSpace("directory full"));
+            return Err(PmfsError::Fs(Errno::NoSpace("directory full")));
         };
         // A new directory block: zeroed and made persistent before the
         // transaction that maps it (a data dependency).
@@ -148,20 +149,20 @@ impl Pmfs {
     async fn link_in(&self, tx: &mut Tx<'_>, ino: Ino, parent: Ino, name: &str) -> Result<Attr> {
         let mut i = tx.live_inode(ino).await?;
         if i.ftype == Some(FileType::Dir) {
-            return Err(PmfsError::Invalid("hard link to a directory"));
+            return Err(PmfsError::Fs(Errno::Invalid("hard link to a directory")));
         }
         let mut dir = tx.dir_inode(parent).await?;
         if self.find(tx, parent, name).await.is_ok() {
-            return Err(PmfsError::Exists);
+            return Err(PmfsError::Fs(Errno::Exists));
         }
         i.links = i
             .links
             .checked_add(1)
-            .ok_or(PmfsError::Invalid("too many links"))?;
+            .ok_or(PmfsError::Fs(Errno::Invalid("too many links")))?;
         tx.put_inode(ino, &i);
         self.add_entry(tx, parent, &mut dir, ino, name).await?;
         tx.put_inode(parent, &dir);
-        Ok(Attr::of(ino, &i))
+        Ok(crate::fs::attr_of(ino, &i))
     }
 
     /// Removes file entry `name` from `parent`.
@@ -187,12 +188,12 @@ impl Pmfs {
         let (slot, ino) = self.find(tx, parent, name).await?;
         let i = tx.live_inode(ino).await?;
         match (want, i.ftype) {
-            (FileType::File, Some(FileType::Dir)) => return Err(PmfsError::IsDir),
-            (FileType::Dir, Some(FileType::File)) => return Err(PmfsError::NotDir),
+            (FileType::File, Some(FileType::Dir)) => return Err(PmfsError::Fs(Errno::IsDir)),
+            (FileType::Dir, Some(FileType::File)) => return Err(PmfsError::Fs(Errno::NotDir)),
             _ => {}
         }
         if want == FileType::Dir && !self.entries(ino).is_empty() {
-            return Err(PmfsError::NotEmpty);
+            return Err(PmfsError::Fs(Errno::NotEmpty));
         }
         tx.put_word(slot, 0);
         tx.dir_ops.push(DirOp::Remove(parent, name.to_string()));
@@ -252,7 +253,7 @@ impl Pmfs {
         let src_dir = src.ftype == Some(FileType::Dir);
         tx.dir_inode(to).await?;
         if src_dir && self.is_under(to, ino)? {
-            return Err(PmfsError::Invalid("rename of a directory into itself"));
+            return Err(PmfsError::Fs(Errno::Invalid("rename of a directory into itself")));
         }
         let dst = self.find(tx, to, tname).await.ok();
         if let Some((dst_slot, old)) = dst {
@@ -261,11 +262,11 @@ impl Pmfs {
             }
             let o = tx.live_inode(old).await?;
             match (src_dir, o.ftype == Some(FileType::Dir)) {
-                (false, true) => return Err(PmfsError::IsDir),
-                (true, false) => return Err(PmfsError::NotDir),
+                (false, true) => return Err(PmfsError::Fs(Errno::IsDir)),
+                (true, false) => return Err(PmfsError::Fs(Errno::NotDir)),
                 (true, true) => {
                     if !self.entries(old).is_empty() {
-                        return Err(PmfsError::NotEmpty);
+                        return Err(PmfsError::Fs(Errno::NotEmpty));
                     }
                     self.free_inode(tx, old, &o).await?;
                     tx.dir_ops.push(DirOp::DropDir(old));

@@ -3,7 +3,8 @@
 
 mod common;
 
-use common::{profile, Env, CTX, INODES, SIZE};
+use common::{profile, CTX, INODES, SIZE};
+use fsapi::FileSystem as _;
 use pcie_sim::{Executor, Machine, MachineProfile, PageStore, Pmem, TraceMode};
 use pmfs::{Faults, Geometry, Pmfs, PmfsError, Tree};
 
@@ -29,19 +30,7 @@ fn mount(img: PageStore, faults: Faults) -> Result<Tree, PmfsError> {
 }
 
 fn live_image() -> PageStore {
-    let env = Env::formatted(6);
-    env.run(Faults::default(), |fs| async move {
-        for i in 0..6 {
-            fs.create_path(CTX, &format!("/f{i}")).await?;
-            fs.write_path(CTX, &format!("/f{i}"), 0, &[i as u8 + 1; 5000])
-                .await?;
-        }
-        fs.mkdir_path(CTX, "/d").await?;
-        fs.rename_path(CTX, "/f0", "/d/g").await?;
-        fs.unlink_path(CTX, "/f1").await
-    })
-    .unwrap();
-    env.pm.persistent_image()
+    fsapi::testing::live_image::<common::P>()
 }
 
 fn geo() -> Geometry {

@@ -8,69 +8,33 @@
 
 mod common;
 
+use fsapi::testing::{self, BOUND};
+
 use common::{check, churn, record, record_in, workload, Op};
+use fsapi::FileSystem as _;
 use pcie_sim::PersistenceDomain;
 use pmfs::{Cost, Faults};
-
-/// All crash states up to 2^8 per crash point, sampled past it (2^6 in
-/// a debug build).
-const BOUND: u32 = if cfg!(debug_assertions) { 6 } else { 8 };
-
-/// The canaries stop at their first violation; a smaller bound finds it.
-const CANARY_BOUND: u32 = 6;
 
 #[test]
 fn every_crash_state_of_the_workload_recovers_a_tree_the_run_had() {
     // `PMFS_CRASH_BOUND` raises the bound (10: about 20 s in a release build).
-    let bound = std::env::var("PMFS_CRASH_BOUND")
-        .ok()
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(BOUND);
-    full_check(bound);
-}
-
-fn full_check(bound: u32) {
-    let rec = record(&workload(), Faults::default(), 1);
-    let r = check(&rec, bound);
-    eprintln!(
-        "pmfs crash check, bound {bound}: {} points, {} states ({} distinct mounts, {} points sampled past the bound) in {:.2?}: {:.0} states/s",
-        r.points,
-        r.states,
-        r.mounts,
-        r.sampled_points,
-        r.elapsed,
-        r.per_second()
+    let bound = testing::bound_from_env("PMFS_CRASH_BOUND");
+    let r = testing::must_pass(
+        "pmfs crash check",
+        &record(&workload(), Faults::default(), 1),
+        bound,
     );
-    assert_eq!(r.violation, None);
     assert!(r.points > 100 && r.states > r.points as u64);
 }
 
 #[test]
 fn every_crash_state_of_namespace_churn_recovers_a_tree_the_run_had() {
-    let rec = record(&churn(), Faults::default(), 2);
-    let r = check(&rec, BOUND);
-    eprintln!(
-        "pmfs churn check: {} points, {} states in {:.2?}: {:.0} states/s",
-        r.points,
-        r.states,
-        r.elapsed,
-        r.per_second()
-    );
-    assert_eq!(r.violation, None);
+    testing::must_pass("pmfs churn check", &record(&churn(), Faults::default(), 2), BOUND);
 }
 
-/// Records the workload with `faults` and checks it; the check must find
-/// a violation (the canary: the switched-off mechanism is what the
-/// contract depends on).
+/// The shared canary ([`testing::must_fail`]) with `faults`.
 fn must_fail(faults: Faults) -> String {
-    let rec = record(&workload(), faults, 1);
-    let r = check(&rec, CANARY_BOUND);
-    eprintln!("{faults:?}: {} states in {:.2?}", r.states, r.elapsed);
-    let v = r
-        .violation
-        .expect("the crash check finds the switched-off mechanism");
-    eprintln!("  {v}");
-    v
+    testing::must_fail::<common::P>(faults)
 }
 
 #[test]
@@ -187,13 +151,7 @@ fn what_a_create_an_unlink_and_a_write_cost() {
 
 #[test]
 fn a_recording_is_deterministic() {
-    let (a, b) = (
-        record(&workload(), Faults::default(), 9),
-        record(&workload(), Faults::default(), 9),
-    );
-    assert_eq!(a.trace.hash(), b.trace.hash());
-    assert_eq!(a.marks, b.marks);
-    assert_eq!(a.trees, b.trees);
+    testing::recording_is_deterministic::<common::P>();
 }
 
 /// A crash after a create's in-place fence, before its commit, with

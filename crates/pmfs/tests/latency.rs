@@ -10,6 +10,7 @@
 mod common;
 
 use common::{Env, CTX};
+use fsapi::FileSystem as _;
 use pcie_sim::{PmEventKind, SimDuration};
 use pmfs::{Faults, Pmfs};
 

@@ -10,6 +10,7 @@
 //! file are always zero in the pages of a package: a page that holds the
 //! old end of file is copied with them zeroed when the file grows.
 
+use fsapi::Errno;
 use pcie_sim::Core;
 
 use crate::error::{Result, WofsError};
@@ -60,7 +61,7 @@ impl Wofs {
         let p = self.ptl_ref();
         let i = p.inode(ino)?;
         if i.ftype == FileType::Dir {
-            return Err(WofsError::IsDir);
+            return Err(WofsError::Fs(Errno::IsDir));
         }
         Ok(i.clone())
     }
@@ -75,10 +76,10 @@ impl Wofs {
         }
         let end = off.saturating_add(data.len() as u64);
         if end > MAX_SIZE {
-            return Err(WofsError::TooLarge {
+            return Err(WofsError::Fs(Errno::TooLarge {
                 size: end,
                 max: MAX_SIZE,
-            });
+            }));
         }
         let size = i.size.max(end);
         let first = off / PAGE;
@@ -196,12 +197,12 @@ impl Wofs {
             let mut fills = Vec::new();
             let size = match set.size {
                 None => i.size,
-                Some(_) if i.ftype == FileType::Dir => return Err(WofsError::IsDir),
+                Some(_) if i.ftype == FileType::Dir => return Err(WofsError::Fs(Errno::IsDir)),
                 Some(s) if s > MAX_SIZE => {
-                    return Err(WofsError::TooLarge {
+                    return Err(WofsError::Fs(Errno::TooLarge {
                         size: s,
                         max: MAX_SIZE,
-                    })
+                    }))
                 }
                 Some(s) => {
                     let fp = i.size / PAGE;

@@ -1,6 +1,7 @@
 //! The mounted file system: mkfs, mount (recovery), the commit of one
 //! package, and the read-only queries.
 
+use fsapi::Errno;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -16,36 +17,10 @@ use crate::ptl::Ptl;
 use crate::reclaim::Usage;
 use crate::recovery;
 
-/// The calling thread: the core its instructions run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ctx {
-    /// Core index.
-    pub core: usize,
-}
-
-impl Ctx {
-    /// A thread on `core`.
-    pub fn on(core: usize) -> Ctx {
-        Ctx { core }
-    }
-}
+pub use fsapi::Ctx;
 
 /// Attributes of an inode.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
-    /// Inode number.
-    pub ino: Ino,
-    /// Type.
-    pub ftype: FileType,
-    /// Permission bits.
-    pub perm: u16,
-    /// Hard links (a directory: 2 plus its subdirectories).
-    pub links: u32,
-    /// Size in bytes.
-    pub size: u64,
-    /// Data pages mapped.
-    pub pages: u64,
-}
+pub type Attr = fsapi::Attr<Ino>;
 
 struct Inner {
     machine: Machine,
@@ -168,7 +143,7 @@ impl Wofs {
         let pkg = Package { seq, body };
         let Some(bytes) = pkg.encode() else {
             self.ptl().space.unalloc_slot(slot);
-            return Err(WofsError::Invalid("package larger than a slot"));
+            return Err(WofsError::Fs(Errno::Invalid("package larger than a slot")));
         };
         let at = self.inner.geo.slot_addr(slot);
         if let Err(e) = pmio::persist_package(&self.inner.pm, core, at, &bytes, &self.inner.options).await {
@@ -240,3 +215,5 @@ impl Wofs {
         ROOT
     }
 }
+
+fsapi::delegate_file_system!(Wofs, Ino, WofsError);

@@ -76,6 +76,13 @@
 //!   time (a gate), as the simulated machine runs one program.
 //! - Only the persistent-memory instructions take simulated time; the
 //!   DRAM work (PTL lookups, allocation, CRC) is not charged to the core.
+//!
+//! ## Interface
+//!
+//! It implements [`fsapi::FileSystem`] (re-exported as [`FileSystem`]):
+//! the inode operations are inherent methods, and the path helpers
+//! (`create_path`, `rename_path`, ...) and [`FileSystem::snapshot`] come
+//! from the trait.
 
 pub mod data;
 pub mod error;
@@ -85,19 +92,17 @@ pub mod layout;
 pub mod ops;
 pub mod options;
 pub mod package;
-pub mod paths;
 pub mod pmio;
 pub mod ptl;
 pub mod reclaim;
 pub mod recovery;
-pub mod tree;
 
 pub use data::{SetAttr, MAX_SIZE};
 pub use error::{Result, WofsError};
 pub use faults::Faults;
 pub use fs::{Attr, Ctx, Wofs};
+pub use fsapi::{FileSystem, Node, Tree};
 pub use layout::Geometry;
 pub use options::{Options, PackageWrite};
 pub use package::{FileType, Ino, ROOT};
 pub use reclaim::Usage;
-pub use tree::{Node, Tree};

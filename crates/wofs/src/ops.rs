@@ -7,6 +7,7 @@ use crate::error::{Result, WofsError};
 use crate::fs::{Attr, Ctx, Wofs};
 use crate::package::{check_name, Body, Dentry, FileType, Ino};
 use crate::ptl::{Entry, Inode};
+use fsapi::Errno;
 
 impl Wofs {
     /// Creates regular file `name` in `parent`.
@@ -22,11 +23,11 @@ impl Wofs {
     async fn make(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16, ftype: FileType) -> Result<Attr> {
         let _g = self.lock().await;
         let core = self.core(ctx)?;
-        check_name(name).map_err(WofsError::Invalid)?;
+        check_name(name).map_err(Errno::Invalid)?;
         let ino = {
             let mut p = self.ptl();
             if p.dir(parent)?.contains_key(name) {
-                return Err(WofsError::Exists);
+                return Err(WofsError::Fs(Errno::Exists));
             }
             let ino = p.next_ino;
             p.next_ino += 1;
@@ -55,15 +56,15 @@ impl Wofs {
     pub async fn link(&self, ctx: Ctx, ino: Ino, parent: Ino, name: &str) -> Result<Attr> {
         let _g = self.lock().await;
         let core = self.core(ctx)?;
-        check_name(name).map_err(WofsError::Invalid)?;
+        check_name(name).map_err(Errno::Invalid)?;
         let d = {
             let p = self.ptl_ref();
             let i = p.inode(ino)?;
             if i.ftype == FileType::Dir {
-                return Err(WofsError::Invalid("hard link to a directory"));
+                return Err(WofsError::Fs(Errno::Invalid("hard link to a directory")));
             }
             if p.dir(parent)?.contains_key(name) {
-                return Err(WofsError::Exists);
+                return Err(WofsError::Fs(Errno::Exists));
             }
             Dentry {
                 ino,
@@ -96,10 +97,10 @@ impl Wofs {
             let e = p.entry(parent, name)?;
             let ftype = p.inode(e.ino)?.ftype;
             match (want, ftype) {
-                (FileType::File, FileType::Dir) => return Err(WofsError::IsDir),
-                (FileType::Dir, FileType::File) => return Err(WofsError::NotDir),
+                (FileType::File, FileType::Dir) => return Err(WofsError::Fs(Errno::IsDir)),
+                (FileType::Dir, FileType::File) => return Err(WofsError::Fs(Errno::NotDir)),
                 (FileType::Dir, FileType::Dir) if !p.dir(e.ino)?.is_empty() => {
-                    return Err(WofsError::NotEmpty)
+                    return Err(WofsError::Fs(Errno::NotEmpty))
                 }
                 _ => {}
             }
@@ -135,7 +136,7 @@ impl Wofs {
     ) -> Result<()> {
         let _g = self.lock().await;
         let core = self.core(ctx)?;
-        check_name(to).map_err(WofsError::Invalid)?;
+        check_name(to).map_err(Errno::Invalid)?;
         let (src, dst, d) = {
             let p = self.ptl_ref();
             let src = p.entry(from_parent, from)?;
@@ -145,10 +146,10 @@ impl Wofs {
                 Some(d) if d.ino == src.ino => return Ok(()),
                 Some(d) => {
                     match (si.ftype, p.inode(d.ino)?.ftype) {
-                        (FileType::Dir, FileType::File) => return Err(WofsError::NotDir),
-                        (FileType::File, FileType::Dir) => return Err(WofsError::IsDir),
+                        (FileType::Dir, FileType::File) => return Err(WofsError::Fs(Errno::NotDir)),
+                        (FileType::File, FileType::Dir) => return Err(WofsError::Fs(Errno::IsDir)),
                         (FileType::Dir, FileType::Dir) if !p.dir(d.ino)?.is_empty() => {
-                            return Err(WofsError::NotEmpty)
+                            return Err(WofsError::Fs(Errno::NotEmpty))
                         }
                         _ => {}
                     }
@@ -156,7 +157,7 @@ impl Wofs {
                 }
             };
             if si.ftype == FileType::Dir && p.is_under(to_parent, src.ino) {
-                return Err(WofsError::Invalid("rename of a directory into itself"));
+                return Err(WofsError::Fs(Errno::Invalid("rename of a directory into itself")));
             }
             let d = Dentry {
                 ino: src.ino,

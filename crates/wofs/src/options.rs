@@ -22,3 +22,13 @@ pub struct Options {
     /// Mechanisms switched off (tests).
     pub faults: Faults,
 }
+
+impl From<Faults> for Options {
+    /// The default options with `faults`.
+    fn from(faults: Faults) -> Options {
+        Options {
+            faults,
+            ..Options::default()
+        }
+    }
+}

@@ -33,14 +33,7 @@ const VERSION: u8 = 1;
 pub const HEADER: usize = 32;
 const BODY_MAX: usize = SLOT as usize - HEADER;
 
-/// A file's type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FileType {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-}
+pub use fsapi::FileType;
 
 /// A reference to a package: its slot and its sequence number (a slot is
 /// reused; the pair names one package).

@@ -4,6 +4,7 @@
 //! PTL provides "compatible services"). Nothing here is persistent; mount
 //! rebuilds it from the packages ([`crate::recovery`]).
 
+use fsapi::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Result, WofsError};
@@ -82,20 +83,23 @@ impl Ptl {
 
     /// The inode `ino`.
     pub fn inode(&self, ino: Ino) -> Result<&Inode> {
-        self.inodes.get(&ino).ok_or(WofsError::NotFound)
+        self.inodes.get(&ino).ok_or(WofsError::Fs(Errno::NotFound))
     }
 
     /// The entries of directory `ino`.
     pub fn dir(&self, ino: Ino) -> Result<&BTreeMap<String, Entry>> {
         match self.inode(ino)?.ftype {
-            FileType::Dir => self.dirs.get(&ino).ok_or(WofsError::NotFound),
-            FileType::File => Err(WofsError::NotDir),
+            FileType::Dir => self.dirs.get(&ino).ok_or(WofsError::Fs(Errno::NotFound)),
+            FileType::File => Err(WofsError::Fs(Errno::NotDir)),
         }
     }
 
     /// The entry `name` of directory `parent`.
     pub fn entry(&self, parent: Ino, name: &str) -> Result<Entry> {
-        self.dir(parent)?.get(name).copied().ok_or(WofsError::NotFound)
+        self.dir(parent)?
+            .get(name)
+            .copied()
+            .ok_or(WofsError::Fs(Errno::NotFound))
     }
 
     /// Adds an entry (the inode must exist).

@@ -18,6 +18,7 @@
 //! and recovery would resurrect the file (the pending table of the WOFS
 //! code, `objm.h`).
 
+use fsapi::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Result, WofsError};
@@ -67,7 +68,9 @@ impl Space {
 
     /// Takes a free slot.
     pub fn alloc_slot(&mut self) -> Result<u32> {
-        self.free_slots.pop().ok_or(WofsError::NoSpace("package slots"))
+        self.free_slots
+            .pop()
+            .ok_or(WofsError::Fs(Errno::NoSpace("package slots")))
     }
 
     /// Gives back a slot whose new package was never made persistent.
@@ -115,7 +118,9 @@ impl Space {
 
     /// Takes a free data page.
     pub fn alloc_page(&mut self) -> Result<u32> {
-        self.free_pages.pop().ok_or(WofsError::NoSpace("data pages"))
+        self.free_pages
+            .pop()
+            .ok_or(WofsError::Fs(Errno::NoSpace("data pages")))
     }
 
     /// Frees data page `page` (0, a hole, is ignored).

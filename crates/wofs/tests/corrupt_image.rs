@@ -4,6 +4,7 @@
 mod common;
 
 use common::{profile, Env, CTX, SIZE, SLOTS};
+use fsapi::FileSystem as _;
 use pcie_sim::{Executor, Machine, MachineProfile, PageStore, Pmem, TraceMode};
 use wofs::package::{AttrBody, Body, Dentry, Package};
 use wofs::{Faults, FileType, Geometry, Tree, Wofs, WofsError, ROOT};
@@ -74,19 +75,7 @@ fn garbage_in_every_slot_is_dropped_by_the_checksum() {
 
 #[test]
 fn bit_flips_in_a_live_image_give_a_tree_or_a_typed_error() {
-    let env = Env::formatted(6);
-    env.run(Faults::default(), |fs| async move {
-        for i in 0..6 {
-            fs.create_path(CTX, &format!("/f{i}")).await?;
-            fs.write_path(CTX, &format!("/f{i}"), 0, &[i as u8 + 1; 5000])
-                .await?;
-        }
-        fs.mkdir_path(CTX, "/d").await?;
-        fs.rename_path(CTX, "/f0", "/d/g").await?;
-        fs.unlink_path(CTX, "/f1").await
-    })
-    .unwrap();
-    let image = env.pm.persistent_image();
+    let image = fsapi::testing::live_image::<common::W>();
     let geo = Geometry::for_size(SIZE, SLOTS).unwrap();
     for faults in [
         Faults::default(),

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{Env, CTX};
+use fsapi::FileSystem as _;
 use pcie_sim::{Pmem, SimDuration};
 use wofs::{Faults, Wofs};
 

@@ -28,6 +28,7 @@
 
 use std::rc::Rc;
 
+use fsapi::FileSystem as _;
 use pcie_sim::{
     Core, Executor, Machine, MachineProfile, PersistenceDomain, PmEventKind, Pmem, PmemProfile, SimDuration,
     SimTime, TraceMode,

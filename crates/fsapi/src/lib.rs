@@ -1,0 +1,26 @@
+//! The file-system interface the file systems on persistent memory share
+//! (WOFS, the PMFS-style baseline): the [`FileSystem`] trait of their
+//! primitive inode operations, the path helpers written once over it as
+//! provided methods, and the whole tree as a value ([`Tree`]) that crash
+//! tests compare.
+//!
+//! Code that drives any of these file systems goes through this trait:
+//! their tests (feature `testing`: the workloads, the reference model and
+//! the crash harness), and the future crashfuzz modes and FUSE serving of
+//! these file systems.
+//!
+//! Each file system keeps its own error enum, which wraps the shared
+//! POSIX refusals ([`Errno`]) beside what is its own (its medium, its
+//! image format); the trait asks only that it is made from and tells its
+//! [`Errno`] ([`FsError`]).
+
+mod api;
+mod errno;
+mod tree;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError};
+pub use errno::Errno;
+pub use tree::{Node, Tree};
