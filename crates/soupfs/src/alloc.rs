@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use fsapi::Errno;
+
 use crate::error::FsError;
 use crate::layout::{bitmap_word, LINE, LINES_PER_PAGE, PAGE};
 
@@ -46,7 +48,9 @@ impl Alloc {
 
     /// A free page (lowest first).
     pub fn page(&mut self) -> Result<u64, FsError> {
-        self.free_pages.pop_first().ok_or(FsError::NoSpace)
+        self.free_pages
+            .pop_first()
+            .ok_or(FsError::Fs(Errno::NoSpace("pages")))
     }
 
     /// A free line; carves a page into lines when none is left.
@@ -55,7 +59,9 @@ impl Alloc {
             let p = self.page()?;
             self.free_lines.extend((0..LINES_PER_PAGE).map(|l| p + l * LINE));
         }
-        self.free_lines.pop_first().ok_or(FsError::NoSpace)
+        self.free_lines
+            .pop_first()
+            .ok_or(FsError::Fs(Errno::NoSpace("lines")))
     }
 
     /// Returns a page to the free list (its bitmap bits cleared first).

@@ -7,6 +7,8 @@
 
 use pcie_sim::{Core, PmAddr, Pmem, Purpose};
 
+use fsapi::{Ctx, Errno};
+
 use crate::error::FsError;
 use crate::fs::SoupFs;
 use crate::layout::{Kind, INDEX_SLOTS, LINE, PAGE};
@@ -75,7 +77,7 @@ async fn block_for(pmem: &Pmem, core: &Core, st: &mut State, ino: Ino, slot: u64
 fn file(st: &State, ino: Ino) -> Result<&Inode, FsError> {
     let i = st.inode(ino)?;
     if i.kind == Kind::Dir {
-        return Err(FsError::IsDir);
+        return Err(FsError::Fs(Errno::IsDir));
     }
     Ok(i)
 }
@@ -94,13 +96,21 @@ async fn resize(fs: &SoupFs, core: &Core, st: &mut State, ino: Ino, size: u64) -
     Ok(())
 }
 
+/// EFBIG past what one index page maps.
+fn too_large(size: u64) -> Result<(), FsError> {
+    let max = INDEX_SLOTS * PAGE;
+    if size > max {
+        return Err(Errno::TooLarge { size, max }.into());
+    }
+    Ok(())
+}
+
 impl SoupFs {
     /// Writes `data` at `off`; returns the bytes written.
-    pub async fn write(&self, core: &Core, ino: Ino, off: u64, data: &[u8]) -> Result<usize, FsError> {
-        let end = off
-            .checked_add(data.len() as u64)
-            .filter(|&e| e <= INDEX_SLOTS * PAGE)
-            .ok_or(FsError::TooBig)?;
+    pub async fn write(&self, ctx: Ctx, ino: Ino, off: u64, data: &[u8]) -> Result<usize, FsError> {
+        let core = &self.core(ctx)?;
+        let end = off.saturating_add(data.len() as u64);
+        too_large(end)?;
         let mut st = self.lock().await;
         let size = file(&st, ino)?.size;
         if off > size {
@@ -125,7 +135,8 @@ impl SoupFs {
     }
 
     /// Reads up to `len` bytes at `off` (short at the end of the file).
-    pub async fn read(&self, core: &Core, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>, FsError> {
+    pub async fn read(&self, ctx: Ctx, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>, FsError> {
+        let core = &self.core(ctx)?;
         let st = self.lock().await;
         let i = file(&st, ino)?;
         let end = i.size.min(off.saturating_add(len as u64));
@@ -150,10 +161,9 @@ impl SoupFs {
     /// Sets the size: a growth reads as zeros; a shrink's blocks are
     /// reclaimed only after the persister persisted the smaller size
     /// (L148-L149).
-    pub async fn truncate(&self, core: &Core, ino: Ino, size: u64) -> Result<(), FsError> {
-        if size > INDEX_SLOTS * PAGE {
-            return Err(FsError::TooBig);
-        }
+    pub async fn truncate(&self, ctx: Ctx, ino: Ino, size: u64) -> Result<(), FsError> {
+        let core = &self.core(ctx)?;
+        too_large(size)?;
         let mut st = self.lock().await;
         resize(self, core, &mut st, ino, size).await
     }

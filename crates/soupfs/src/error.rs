@@ -1,40 +1,16 @@
 //! The file system's error type.
 
-/// What a SoupFS operation can fail with (each a POSIX errno, or a damaged
-/// image, or the machine refusing an access).
+use fsapi::Errno;
+
+/// What a SoupFS operation can fail with: a POSIX refusal ([`Errno`],
+/// shared by the file systems on persistent memory), a damaged image, or
+/// the machine refusing an access.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {
-    /// ENOENT.
-    #[error("no such file or directory")]
-    NotFound,
-    /// EEXIST.
-    #[error("file exists")]
-    Exists,
-    /// ENOTDIR.
-    #[error("not a directory")]
-    NotDir,
-    /// EISDIR.
-    #[error("is a directory")]
-    IsDir,
-    /// ENOTEMPTY.
-    #[error("directory not empty")]
-    NotEmpty,
-    /// ENAMETOOLONG (over [`crate::layout::NAME_MAX`] bytes).
-    #[error("file name too long")]
-    NameTooLong,
-    /// ENOSPC: no free page or line.
-    #[error("no space left on device")]
-    NoSpace,
-    /// EFBIG: past what one index page maps.
-    #[error("file too large")]
-    TooBig,
-    /// EPERM: a hard link to a directory.
-    #[error("operation not permitted")]
-    NotPermitted,
-    /// EINVAL: an empty name, `/` in a name, a directory renamed into
-    /// itself.
-    #[error("invalid argument: {0}")]
-    Invalid(&'static str),
+    /// A POSIX call refused. A name over [`crate::layout::NAME_MAX`]
+    /// bytes is [`Errno::Invalid`]; a hard link to a directory too.
+    #[error(transparent)]
+    Fs(#[from] Errno),
     /// The image has no SoupFS superblock.
     #[error("not a SoupFS image")]
     NotFormatted,
@@ -49,4 +25,13 @@ pub enum FsError {
     /// The machine refused a persistent-memory access.
     #[error("persistent memory: {0}")]
     Pm(#[from] pcie_sim::PcieError),
+}
+
+impl fsapi::FsError for FsError {
+    fn errno(&self) -> Option<&Errno> {
+        match self {
+            FsError::Fs(e) => Some(e),
+            _ => None,
+        }
+    }
 }

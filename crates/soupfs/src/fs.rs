@@ -4,10 +4,13 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use pcie_sim::{Core, JoinHandle, Pmem, Sim, SimDuration};
+use fsapi::Ctx;
+use pcie_sim::{Core, JoinHandle, Machine, Pmem, Sim, SimDuration};
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::alloc::Alloc;
+use fsapi::Errno;
+
 use crate::error::FsError;
 use crate::layout::{
     bitmap_pages, bitmap_word, first_free_page, InodeLine, Kind, BITMAP_START, LINE, PAGE, SB_MAGIC, SB_ROOT,
@@ -38,8 +41,12 @@ impl Default for SoupProfile {
 }
 
 pub(crate) struct Inner {
+    /// The machine: the core a [`Ctx`] names.
+    pub machine: Machine,
     pub pmem: Pmem,
     pub sim: Sim,
+    /// The root directory (fixed at mkfs).
+    pub root: Ino,
     pub profile: SoupProfile,
     pub faults: Faults,
     pub state: Mutex<State>,
@@ -62,17 +69,30 @@ impl std::fmt::Debug for SoupFs {
 }
 
 impl SoupFs {
-    pub(crate) fn new(pmem: Pmem, sim: Sim, profile: SoupProfile, faults: Faults, state: State) -> SoupFs {
+    pub(crate) fn new(
+        machine: &Machine,
+        pmem: Pmem,
+        profile: SoupProfile,
+        faults: Faults,
+        state: State,
+    ) -> SoupFs {
         SoupFs {
             inner: Rc::new(Inner {
+                machine: machine.clone(),
                 pmem,
-                sim,
+                sim: machine.sim(),
+                root: state.root,
                 profile,
                 faults,
                 state: Mutex::new(state),
                 stop: Cell::new(false),
             }),
         }
+    }
+
+    /// The core `ctx` names.
+    pub(crate) fn core(&self, ctx: Ctx) -> Result<Core, FsError> {
+        Ok(self.inner.machine.core(ctx.core)?)
     }
 
     pub(crate) async fn lock(&self) -> MutexGuard<'_, State> {
@@ -99,8 +119,8 @@ impl SoupFs {
     }
 
     /// The root directory.
-    pub async fn root(&self) -> Ino {
-        self.lock().await.root
+    pub fn root(&self) -> Ino {
+        self.inner.root
     }
 
     /// The persister's counts so far.
@@ -123,16 +143,17 @@ impl SoupFs {
     /// superblock, whose magic word is stored last and persisted on its
     /// own (an image is formatted once that word is persistent).
     pub async fn mkfs(
+        machine: &Machine,
         pmem: Pmem,
-        sim: Sim,
-        core: &Core,
+        ctx: Ctx,
         profile: SoupProfile,
         faults: Faults,
     ) -> Result<SoupFs, FsError> {
+        let core = &machine.core(ctx.core)?;
         let size = pmem.size();
         let first = first_free_page(size);
         if size % PAGE != 0 || size / PAGE <= first + 2 {
-            return Err(FsError::Invalid("PM too small or not whole pages"));
+            return Err(FsError::Fs(Errno::Invalid("PM too small or not whole pages")));
         }
         let pages = size / PAGE;
         let mut b = Batch::new(&pmem, core, Faults::default());
@@ -164,7 +185,7 @@ impl SoupFs {
         for l in 0..PAGE / LINE {
             b.store(bucket + l * LINE, &zero).await?;
         }
-        let mtime = sim.now().0 / 1000;
+        let mtime = machine.sim().now().0 / 1000;
         let inode = InodeLine {
             kind: Kind::Dir,
             perm: 0o755,
@@ -193,16 +214,17 @@ impl SoupFs {
             stats: PersistStats::default(),
         };
         state.inodes.insert(root, dir);
-        Ok(SoupFs::new(pmem, sim, profile, faults, state))
+        Ok(SoupFs::new(machine, pmem, profile, faults, state))
     }
 
     /// Starts the background persister on `core` (the paper runs one per
     /// NUMA node, L222-L223; the simulated machine is one node): it wakes
     /// every [`SoupProfile::persister_interval`] and persists every
     /// pending operation, until [`SoupFs::stop_persister`].
-    pub fn start_persister(&self, core: Core) -> JoinHandle<Result<(), FsError>> {
+    pub fn start_persister(&self, ctx: Ctx) -> Result<JoinHandle<Result<(), FsError>>, FsError> {
+        let core = self.core(ctx)?;
         let fs = self.clone();
-        self.inner.sim.spawn(async move {
+        Ok(self.inner.sim.spawn(async move {
             loop {
                 fs.inner.sim.sleep(fs.inner.profile.persister_interval).await;
                 if fs.inner.stop.get() {
@@ -210,7 +232,7 @@ impl SoupFs {
                 }
                 fs.persist_round(&core).await?;
             }
-        })
+        }))
     }
 
     /// Asks the persister to stop at its next wake-up.

@@ -59,21 +59,14 @@ pub const D_CNEXT: u64 = 16;
 /// Hash, length and tag.
 pub const D_META: u64 = 24;
 
-/// What an inode is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-}
+/// What an inode is: a file or a directory ([`fsapi::FileType`]).
+pub(crate) use fsapi::FileType as Kind;
 
-impl Kind {
-    fn code(self) -> u64 {
-        match self {
-            Kind::File => 1,
-            Kind::Dir => 2,
-        }
+/// The code of `kind` in an inode's head word.
+fn kind_code(kind: Kind) -> u64 {
+    match kind {
+        Kind::File => 1,
+        Kind::Dir => 2,
     }
 }
 
@@ -94,7 +87,7 @@ pub fn bitmap_word(page: u64) -> u64 {
 
 /// Word 0 of an inode.
 pub fn inode_head(kind: Kind, perm: u16) -> u64 {
-    INODE_MAGIC | kind.code() << 16 | u64::from(perm) << 24
+    INODE_MAGIC | kind_code(kind) << 16 | u64::from(perm) << 24
 }
 
 /// Decodes an inode's word 0: `None` if it is not an initialized inode.

@@ -50,6 +50,21 @@
 //!   L231-L234): `mount.rs`.
 //! - Fault switches ([`Faults`]) that drop one mechanism each, for tests.
 //!
+//! ## Interface
+//!
+//! It implements [`fsapi::FileSystem`] (re-exported as [`FileSystem`]):
+//! the inode operations are inherent methods taking an [`fsapi::Ctx`]
+//! (the handle keeps the [`pcie_sim::Machine`], whose core a `Ctx` names;
+//! the namespace calls use none, as they touch no persistent memory), and
+//! the path helpers (`create_path`, `rename_path`, ...) and
+//! [`FileSystem::snapshot`] come from the trait. POSIX refusals are
+//! [`FsError::Fs`] ([`fsapi::Errno`]; a name over
+//! [`layout::NAME_MAX`] bytes and a hard link to a directory are
+//! [`fsapi::Errno::Invalid`]); [`Attr`] is [`fsapi::Attr`], whose
+//! `links` counts a directory's names only. Its calls are not durable at
+//! return (the contract above): a crash test's "the tree after the last
+//! returned call" does not hold, only what `fsync`/`sync` persisted.
+//!
 //! ## Tests
 //!
 //! `tests/crash_envelope.rs` records a workload's [`pcie_sim::PmTrace`],
@@ -105,14 +120,15 @@ mod fs;
 pub mod layout;
 mod mount;
 mod ops;
-mod paths;
 mod persister;
 mod pm;
 mod state;
 
+fsapi::delegate_file_system!(SoupFs, Ino, FsError);
+
 pub use error::FsError;
 pub use fs::{SoupFs, SoupProfile};
-pub use layout::Kind;
+pub use fsapi::{Ctx, FileSystem};
 pub use mount::MountReport;
 pub use ops::Attr;
 pub use pm::Faults;

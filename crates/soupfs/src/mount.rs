@@ -8,7 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pcie_sim::{Core, PmAddr, Pmem, Sim};
+use fsapi::Ctx;
+use pcie_sim::{Core, Machine, PmAddr, Pmem};
 
 use crate::alloc::Alloc;
 use crate::error::FsError;
@@ -241,12 +242,13 @@ impl SoupFs {
     /// the leaks, and serves from the latest view it builds. Fails with
     /// [`FsError::Corrupt`] if the consistent view is not a valid tree.
     pub async fn mount(
+        machine: &Machine,
         pmem: Pmem,
-        sim: Sim,
-        core: &Core,
+        ctx: Ctx,
         profile: SoupProfile,
         faults: Faults,
     ) -> Result<(SoupFs, MountReport), FsError> {
+        let core = &machine.core(ctx.core)?;
         let size = pmem.size();
         if load_word(&pmem, core, 0).await? != SB_MAGIC {
             return Err(FsError::NotFormatted);
@@ -311,6 +313,6 @@ impl SoupFs {
             dirty: BTreeSet::new(),
             stats: PersistStats::default(),
         };
-        Ok((SoupFs::new(pmem, sim, profile, faults, state), rep))
+        Ok((SoupFs::new(machine, pmem, profile, faults, state), rep))
     }
 }

@@ -2,48 +2,36 @@
 //! and appends a diradd or dirrem to the directory's operation list
 //! (paper L198-L212): no persistent-memory write on the critical path.
 
-use pcie_sim::Core;
+use fsapi::{Ctx, Errno};
 
 use crate::error::FsError;
 use crate::fs::SoupFs;
 use crate::layout::{name_hash, name_lines, Kind, NAME_MAX};
 use crate::state::{Dentry, Ino, Inode, OpKind, State};
 
-/// What `stat` returns.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
-    /// Inode number (the inode's PM offset).
-    pub ino: Ino,
-    /// File or directory.
-    pub kind: Kind,
-    /// Permission bits.
-    pub perm: u16,
-    /// Names (a directory's names only: no `.` or `..`).
-    pub nlink: u64,
-    /// Size in bytes (0 for a directory).
-    pub size: u64,
-    /// Modification time, ns of simulated time.
-    pub mtime: u64,
-}
+/// What `stat` returns ([`fsapi::Attr`] over SoupFS's inode numbers,
+/// the inode's PM offsets): a directory's link count counts its names
+/// only (no `.` or `..`), and its size is 0.
+pub type Attr = fsapi::Attr<Ino>;
 
 pub(crate) fn attr(st: &State, ino: Ino) -> Result<Attr, FsError> {
     let i = st.inode(ino)?;
     Ok(Attr {
         ino,
-        kind: i.kind,
+        ftype: i.kind,
         perm: i.perm,
-        nlink: i.nlink,
+        links: u32::try_from(i.nlink).unwrap_or(u32::MAX),
         size: i.size,
-        mtime: i.mtime,
+        pages: i.blocks.iter().filter(|&&b| b != 0).count() as u64,
     })
 }
 
 fn check_name(name: &str) -> Result<(), FsError> {
     if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(FsError::Invalid("bad name"));
+        return Err(FsError::Fs(Errno::Invalid("bad name")));
     }
     if name.len() > NAME_MAX {
-        return Err(FsError::NameTooLong);
+        return Err(FsError::Fs(Errno::Invalid("file name too long")));
     }
     Ok(())
 }
@@ -110,7 +98,7 @@ fn remove_entry(
     c3: bool,
 ) -> Result<Dentry, FsError> {
     let parent = st.inode_mut(dir)?;
-    let d = parent.entries.remove(name).ok_or(FsError::NotFound)?;
+    let d = parent.entries.remove(name).ok_or(FsError::Fs(Errno::NotFound))?;
     parent.mtime = now;
     let i = st.inode_mut(d.ino)?;
     i.nlink = i.nlink.saturating_sub(1);
@@ -123,19 +111,24 @@ fn remove_entry(
 
 impl SoupFs {
     /// The attributes of `ino`.
-    pub async fn getattr(&self, _core: &Core, ino: Ino) -> Result<Attr, FsError> {
+    pub async fn getattr(&self, _ctx: Ctx, ino: Ino) -> Result<Attr, FsError> {
         attr(&*self.lock().await, ino)
     }
 
     /// The inode `name` names in `parent`.
-    pub async fn lookup(&self, _core: &Core, parent: Ino, name: &str) -> Result<Attr, FsError> {
+    pub async fn lookup(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<Attr, FsError> {
         let st = self.lock().await;
-        let ino = st.dir(parent)?.entries.get(name).ok_or(FsError::NotFound)?.ino;
+        let ino = st
+            .dir(parent)?
+            .entries
+            .get(name)
+            .ok_or(FsError::Fs(Errno::NotFound))?
+            .ino;
         attr(&st, ino)
     }
 
     /// The entries of directory `ino`, by name.
-    pub async fn readdir(&self, _core: &Core, ino: Ino) -> Result<Vec<(String, Ino, Kind)>, FsError> {
+    pub async fn readdir(&self, _ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, Kind)>, FsError> {
         let st = self.lock().await;
         let d = st.dir(ino)?;
         d.entries
@@ -149,7 +142,7 @@ impl SoupFs {
         let now = self.now_ns();
         let mut st = self.lock().await;
         if st.dir(parent)?.entries.contains_key(name) {
-            return Err(FsError::Exists);
+            return Err(FsError::Fs(Errno::Exists));
         }
         let ino = st.alloc.line()?;
         let root = match kind {
@@ -172,22 +165,26 @@ impl SoupFs {
 
     /// Creates an empty file (Fig. 5: inode, name, dentry allocated; the
     /// diradd persists them before the dentry is published).
-    pub async fn create(&self, _core: &Core, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
+    pub async fn create(&self, _ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
         self.make(parent, name, perm, Kind::File).await
     }
 
     /// Creates an empty directory (plus its bucket page, L135-L142).
-    pub async fn mkdir(&self, _core: &Core, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
+    pub async fn mkdir(&self, _ctx: Ctx, parent: Ino, name: &str, perm: u16) -> Result<Attr, FsError> {
         self.make(parent, name, perm, Kind::Dir).await
     }
 
     /// Removes a file's name (Fig. 6).
-    pub async fn unlink(&self, _core: &Core, parent: Ino, name: &str) -> Result<(), FsError> {
+    pub async fn unlink(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
-        let e = st.dir(parent)?.entries.get(name).ok_or(FsError::NotFound)?;
+        let e = st
+            .dir(parent)?
+            .entries
+            .get(name)
+            .ok_or(FsError::Fs(Errno::NotFound))?;
         if st.inode(e.ino)?.kind == Kind::Dir {
-            return Err(FsError::IsDir);
+            return Err(FsError::Fs(Errno::IsDir));
         }
         remove_entry(&mut st, parent, name, Vec::new(), now, true)?;
         Ok(())
@@ -196,13 +193,18 @@ impl SoupFs {
     /// Removes an empty directory: its dirrem follows every pending
     /// operation of the directory itself, so its bucket page is empty in
     /// the consistent view when it is freed.
-    pub async fn rmdir(&self, _core: &Core, parent: Ino, name: &str) -> Result<(), FsError> {
+    pub async fn rmdir(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
-        let ino = st.dir(parent)?.entries.get(name).ok_or(FsError::NotFound)?.ino;
+        let ino = st
+            .dir(parent)?
+            .entries
+            .get(name)
+            .ok_or(FsError::Fs(Errno::NotFound))?
+            .ino;
         let d = st.dir(ino)?;
         if !d.entries.is_empty() {
-            return Err(FsError::NotEmpty);
+            return Err(FsError::Fs(Errno::NotEmpty));
         }
         let after = d.ops.back().map(|o| vec![(ino, o.seq)]).unwrap_or_default();
         remove_entry(&mut st, parent, name, after, now, true)?;
@@ -210,15 +212,15 @@ impl SoupFs {
     }
 
     /// A new name for file `ino`.
-    pub async fn link(&self, _core: &Core, ino: Ino, newparent: Ino, newname: &str) -> Result<Attr, FsError> {
+    pub async fn link(&self, _ctx: Ctx, ino: Ino, newparent: Ino, newname: &str) -> Result<Attr, FsError> {
         check_name(newname)?;
         let now = self.now_ns();
         let mut st = self.lock().await;
         if st.inode(ino)?.kind == Kind::Dir {
-            return Err(FsError::NotPermitted);
+            return Err(FsError::Fs(Errno::Invalid("hard link to a directory")));
         }
         if st.dir(newparent)?.entries.contains_key(newname) {
-            return Err(FsError::Exists);
+            return Err(FsError::Fs(Errno::Exists));
         }
         add_entry(&mut st, newparent, newname, ino, None, Vec::new(), now)?;
         st.inode_mut(ino)?.parent = newparent;
@@ -231,7 +233,7 @@ impl SoupFs {
     /// the source that follows it (L203-L212).
     pub async fn rename(
         &self,
-        _core: &Core,
+        _ctx: Ctx,
         parent: Ino,
         name: &str,
         newparent: Ino,
@@ -240,14 +242,19 @@ impl SoupFs {
         check_name(newname)?;
         let now = self.now_ns();
         let mut st = self.lock().await;
-        let ino = st.dir(parent)?.entries.get(name).ok_or(FsError::NotFound)?.ino;
+        let ino = st
+            .dir(parent)?
+            .entries
+            .get(name)
+            .ok_or(FsError::Fs(Errno::NotFound))?
+            .ino;
         let kind = st.inode(ino)?.kind;
         let target = st.dir(newparent)?.entries.get(newname).cloned();
         if kind == Kind::Dir {
             let mut a = newparent;
             loop {
                 if a == ino {
-                    return Err(FsError::Invalid("a directory moved into itself"));
+                    return Err(FsError::Fs(Errno::Invalid("a directory moved into itself")));
                 }
                 if a == st.root {
                     break;
@@ -262,12 +269,12 @@ impl SoupFs {
             }
             let ti = st.inode(t.ino)?;
             match (kind, ti.kind) {
-                (Kind::Dir, Kind::File) => return Err(FsError::NotDir),
-                (Kind::File, Kind::Dir) => return Err(FsError::IsDir),
+                (Kind::Dir, Kind::File) => return Err(FsError::Fs(Errno::NotDir)),
+                (Kind::File, Kind::Dir) => return Err(FsError::Fs(Errno::IsDir)),
                 _ => {}
             }
             if !ti.entries.is_empty() {
-                return Err(FsError::NotEmpty);
+                return Err(FsError::Fs(Errno::NotEmpty));
             }
             if let Some(o) = ti.ops.back() {
                 after.push((t.ino, o.seq));
@@ -289,7 +296,7 @@ impl SoupFs {
     }
 
     /// Changes the permission bits (an attrchg).
-    pub async fn chmod(&self, _core: &Core, ino: Ino, perm: u16) -> Result<Attr, FsError> {
+    pub async fn chmod(&self, _ctx: Ctx, ino: Ino, perm: u16) -> Result<Attr, FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
         let i = st.inode_mut(ino)?;

@@ -18,6 +18,7 @@
 //!
 //! It holds the file-system lock for one operation at a time.
 
+use fsapi::Ctx;
 use pcie_sim::Core;
 
 use crate::error::FsError;
@@ -320,7 +321,7 @@ impl SoupFs {
     }
 
     /// One persister round: every pending operation, oldest first.
-    pub async fn persist_round(&self, core: &Core) -> Result<(), FsError> {
+    pub(crate) async fn persist_round(&self, core: &Core) -> Result<(), FsError> {
         let mut any = false;
         loop {
             let next = self.lock().await.oldest_dirty();
@@ -335,15 +336,16 @@ impl SoupFs {
     }
 
     /// `sync`: persists everything now.
-    pub async fn sync(&self, core: &Core) -> Result<(), FsError> {
-        self.persist_round(core).await
+    pub async fn sync(&self, ctx: Ctx) -> Result<(), FsError> {
+        self.persist_round(&self.core(ctx)?).await
     }
 
     /// `fsync`: persists the file's own pending operations, then the
     /// pending diradds that make it reachable: its own (every name) and,
     /// up the tree, those of every directory holding one of its names and
     /// of their ancestors.
-    pub async fn fsync(&self, core: &Core, ino: Ino) -> Result<(), FsError> {
+    pub async fn fsync(&self, ctx: Ctx, ino: Ino) -> Result<(), FsError> {
+        let core = &self.core(ctx)?;
         self.lock().await.inode(ino)?;
         self.persist_upto(core, ino, u64::MAX).await?;
         let mut todo = vec![ino];

@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use fsapi::Errno;
+
 use crate::alloc::Alloc;
 use crate::error::FsError;
 use crate::layout::Kind;
@@ -131,17 +133,17 @@ pub(crate) struct State {
 
 impl State {
     pub fn inode(&self, ino: Ino) -> Result<&Inode, FsError> {
-        self.inodes.get(&ino).ok_or(FsError::NotFound)
+        self.inodes.get(&ino).ok_or(FsError::Fs(Errno::NotFound))
     }
 
     pub fn inode_mut(&mut self, ino: Ino) -> Result<&mut Inode, FsError> {
-        self.inodes.get_mut(&ino).ok_or(FsError::NotFound)
+        self.inodes.get_mut(&ino).ok_or(FsError::Fs(Errno::NotFound))
     }
 
     pub fn dir(&self, ino: Ino) -> Result<&Inode, FsError> {
         let i = self.inode(ino)?;
         if i.kind != Kind::Dir {
-            return Err(FsError::NotDir);
+            return Err(FsError::Fs(Errno::NotDir));
         }
         Ok(i)
     }
@@ -248,6 +250,9 @@ mod tests {
         st.push_op(2, OpKind::AttrChg, Vec::new()).unwrap();
         assert_eq!(st.inodes[&2].ops.len(), 2);
         assert!(st.dirty.contains(&2));
-        assert_eq!(st.push_op(9, OpKind::AttrChg, Vec::new()), Err(FsError::NotFound));
+        assert_eq!(
+            st.push_op(9, OpKind::AttrChg, Vec::new()),
+            Err(FsError::Fs(Errno::NotFound))
+        );
     }
 }

@@ -5,23 +5,24 @@
 mod common;
 
 use common::run;
+use fsapi::FileSystem as _;
 use soupfs::Faults;
 
 #[test]
 fn namespace_calls_write_nothing_to_persistent_memory() {
     run(4, Faults::default(), false, |fs, c| async move {
         let before = fs.pmem().trace().len();
-        fs.mkdir_path(&c, "/d").await?;
-        let f = fs.create_path(&c, "/d/f").await?;
-        fs.link_path(&c, "/d/f", "/g").await?;
-        fs.rename_path(&c, "/g", "/d/h").await?;
-        fs.chmod(&c, f.ino, 0o600).await?;
-        fs.unlink_path(&c, "/d/f").await?;
-        fs.mkdir_path(&c, "/e").await?;
-        fs.rmdir_path(&c, "/e").await?;
+        fs.mkdir_path(c, "/d").await?;
+        let f = fs.create_path(c, "/d/f").await?;
+        fs.link_path(c, "/d/f", "/g").await?;
+        fs.rename_path(c, "/g", "/d/h").await?;
+        fs.chmod(c, f.ino, 0o600).await?;
+        fs.unlink_path(c, "/d/f").await?;
+        fs.mkdir_path(c, "/e").await?;
+        fs.rmdir_path(c, "/e").await?;
         assert_eq!(fs.pmem().trace().len(), before, "no store, flush or fence");
         assert!(fs.pending_ops().await > 0);
-        fs.sync(&c).await?;
+        fs.sync(c).await?;
         assert_eq!(fs.pending_ops().await, 0);
         assert!(fs.pmem().trace().len() > before, "the persister wrote them");
         Ok(())
@@ -31,8 +32,8 @@ fn namespace_calls_write_nothing_to_persistent_memory() {
 #[test]
 fn the_background_persister_drains_the_dirty_inodes_within_its_interval() {
     run(5, Faults::default(), true, |fs, c| async move {
-        fs.create_path(&c, "/a").await?;
-        fs.write_path(&c, "/a", 0, b"data").await?;
+        fs.create_path(c, "/a").await?;
+        fs.write_path(c, "/a", 0, b"data").await?;
         assert_eq!(fs.pending_ops().await, 2);
         let sim = fs.sim();
         sim.sleep(fs.profile().persister_interval * 2).await;
@@ -49,8 +50,8 @@ fn the_same_seed_gives_the_same_trace() {
         let (pm, ()) = run(seed, Faults::default(), true, |fs, c| async move {
             for i in 0..5 {
                 let p = format!("/f{i}");
-                fs.create_path(&c, &p).await?;
-                fs.write_path(&c, &p, 0, &[i as u8; 300]).await?;
+                fs.create_path(c, &p).await?;
+                fs.write_path(c, &p, 0, &[i as u8; 300]).await?;
             }
             fs.sim().sleep(fs.profile().persister_interval * 2).await;
             Ok(())

@@ -8,6 +8,7 @@
 
 mod common;
 
+use fsapi::{Ctx, FileSystem as _};
 use pcie_sim::{Executor, Machine, MachineProfile, PmEventKind, Pmem, PmemProfile, SimDuration, TraceMode};
 use soupfs::{Faults, FsError, SoupFs, SoupProfile};
 
@@ -36,23 +37,23 @@ fn run(interval_us: u64, write_ns: u64) -> Row {
     };
     p.timing.write_latency = SimDuration::from_ns(write_ns);
     let pm = Pmem::attach(&m, p).expect("attach");
-    let core = m.core(0).expect("core");
-    let pcore = m.core(1).expect("core");
+    let core = Ctx::on(0);
+    let pcore = Ctx::on(1);
     let sim = m.sim();
     let profile = SoupProfile {
         persister_interval: SimDuration::from_us(interval_us),
     };
     ex.block_on(async move {
-        let fs = SoupFs::mkfs(pm.clone(), sim.clone(), &core, profile, Faults::default()).await?;
-        let d = fs.mkdir_path(&core, "/d").await?.ino;
-        fs.sync(&core).await?;
-        fs.start_persister(pcore);
+        let fs = SoupFs::mkfs(&m, pm.clone(), core, profile, Faults::default()).await?;
+        let d = fs.mkdir_path(core, "/d").await?.ino;
+        fs.sync(core).await?;
+        fs.start_persister(pcore)?;
         let before = pm.counters();
         let (mut total, mut max, mut max_pending) = (0.0, 0.0f64, 0);
         for i in 0..FILES {
             let t0 = sim.now();
-            let f = fs.create(&core, d, &format!("f{i}"), 0o644).await?;
-            fs.write(&core, f.ino, 0, &[i as u8; 100]).await?;
+            let f = fs.create(core, d, &format!("f{i}"), 0o644).await?;
+            fs.write(core, f.ino, 0, &[i as u8; 100]).await?;
             let dt = (sim.now() - t0).as_ns_f64();
             total += dt;
             max = max.max(dt);
@@ -60,7 +61,7 @@ fn run(interval_us: u64, write_ns: u64) -> Row {
             sim.sleep(SimDuration::from_us(5)).await;
         }
         fs.stop_persister();
-        fs.sync(&core).await?;
+        fs.sync(core).await?;
         let c = pm.counters().since(&before);
         let n = FILES as f64;
         Ok::<_, FsError>(Row {

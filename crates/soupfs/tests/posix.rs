@@ -4,34 +4,41 @@
 mod common;
 
 use common::run;
-use soupfs::{Faults, FsError, Kind};
+use fsapi::{Ctx, Errno, FileSystem as _, FileType};
+use soupfs::{Faults, FsError};
 
 #[test]
 fn create_write_read_and_errors() {
     run(1, Faults::default(), true, |fs, c| async move {
-        fs.mkdir_path(&c, "/d").await?;
-        let f = fs.create_path(&c, "/d/f").await?;
-        assert_eq!(fs.create_path(&c, "/d/f").await, Err(FsError::Exists));
-        assert_eq!(fs.create_path(&c, "/nope/f").await, Err(FsError::NotFound));
-        fs.write(&c, f.ino, 0, b"hello").await?;
-        fs.write(&c, f.ino, 5000, b"world").await?;
-        let all = fs.read_path(&c, "/d/f").await?;
+        fs.mkdir_path(c, "/d").await?;
+        let f = fs.create_path(c, "/d/f").await?;
+        assert_eq!(fs.create_path(c, "/d/f").await, Err(FsError::Fs(Errno::Exists)));
+        assert_eq!(
+            fs.create_path(c, "/nope/f").await,
+            Err(FsError::Fs(Errno::NotFound))
+        );
+        fs.write(c, f.ino, 0, b"hello").await?;
+        fs.write(c, f.ino, 5000, b"world").await?;
+        let all = fs.read_path(c, "/d/f").await?;
         assert_eq!(all.len(), 5005);
         assert_eq!(&all[..5], b"hello");
         assert!(all[5..5000].iter().all(|&b| b == 0), "the gap reads as zeros");
         assert_eq!(&all[5000..], b"world");
-        assert_eq!(fs.read(&c, f.ino, 4998, 100).await?, b"\0\0world".to_vec());
-        assert_eq!(fs.write_path(&c, "/d", 0, b"x").await, Err(FsError::IsDir));
-        assert_eq!(fs.rmdir_path(&c, "/d").await, Err(FsError::NotEmpty));
-        assert_eq!(fs.unlink_path(&c, "/d").await, Err(FsError::IsDir));
-        assert_eq!(fs.rmdir_path(&c, "/d/f").await, Err(FsError::NotDir));
+        assert_eq!(fs.read(c, f.ino, 4998, 100).await?, b"\0\0world".to_vec());
         assert_eq!(
-            fs.create_path(&c, &format!("/{}", "n".repeat(256))).await,
-            Err(FsError::NameTooLong)
+            fs.write_path(c, "/d", 0, b"x").await,
+            Err(FsError::Fs(Errno::IsDir))
+        );
+        assert_eq!(fs.rmdir_path(c, "/d").await, Err(FsError::Fs(Errno::NotEmpty)));
+        assert_eq!(fs.unlink_path(c, "/d").await, Err(FsError::Fs(Errno::IsDir)));
+        assert_eq!(fs.rmdir_path(c, "/d/f").await, Err(FsError::Fs(Errno::NotDir)));
+        assert_eq!(
+            fs.create_path(c, &format!("/{}", "n".repeat(256))).await,
+            Err(FsError::Fs(Errno::Invalid("file name too long")))
         );
         assert!(matches!(
-            fs.create_path(&c, "/d/..").await,
-            Err(FsError::Invalid(_))
+            fs.create_path(c, "/d/..").await,
+            Err(FsError::Fs(Errno::Invalid(_)))
         ));
         Ok(())
     });
@@ -40,59 +47,65 @@ fn create_write_read_and_errors() {
 #[test]
 fn truncate_link_rename_readdir() {
     run(2, Faults::default(), true, |fs, c| async move {
-        fs.mkdir_path(&c, "/a").await?;
-        fs.mkdir_path(&c, "/b").await?;
-        let f = fs.create_path(&c, "/a/f").await?;
-        fs.write(&c, f.ino, 0, &[7u8; 9000]).await?;
-        fs.truncate(&c, f.ino, 100).await?;
-        assert_eq!(fs.read_path(&c, "/a/f").await?, vec![7u8; 100]);
-        fs.truncate(&c, f.ino, 200).await?;
-        let r = fs.read_path(&c, "/a/f").await?;
+        fs.mkdir_path(c, "/a").await?;
+        fs.mkdir_path(c, "/b").await?;
+        let f = fs.create_path(c, "/a/f").await?;
+        fs.write(c, f.ino, 0, &[7u8; 9000]).await?;
+        fs.truncate(c, f.ino, 100).await?;
+        assert_eq!(fs.read_path(c, "/a/f").await?, vec![7u8; 100]);
+        fs.truncate(c, f.ino, 200).await?;
+        let r = fs.read_path(c, "/a/f").await?;
         assert_eq!((&r[..100], &r[100..]), (&[7u8; 100][..], &[0u8; 100][..]));
-        let l = fs.link_path(&c, "/a/f", "/b/g").await?;
-        assert_eq!((l.ino, l.nlink), (f.ino, 2));
-        assert_eq!(fs.link_path(&c, "/a", "/b/x").await, Err(FsError::NotPermitted));
-        fs.rename_path(&c, "/a/f", "/b/h").await?;
-        assert_eq!(fs.resolve(&c, "/a/f").await, Err(FsError::NotFound));
+        let l = fs.link_path(c, "/a/f", "/b/g").await?;
+        assert_eq!((l.ino, l.links), (f.ino, 2));
+        assert_eq!(
+            fs.link_path(c, "/a", "/b/x").await,
+            Err(FsError::Fs(Errno::Invalid("hard link to a directory")))
+        );
+        fs.rename_path(c, "/a/f", "/b/h").await?;
+        assert_eq!(fs.resolve(c, "/a/f").await, Err(FsError::Fs(Errno::NotFound)));
         let names: Vec<String> = fs
-            .readdir(&c, fs.resolve(&c, "/b").await?)
+            .readdir(c, fs.resolve(c, "/b").await?)
             .await?
             .into_iter()
             .map(|e| e.0)
             .collect();
         assert_eq!(names, ["g", "h"]);
         // Rename over an existing file replaces it.
-        let o = fs.create_path(&c, "/b/o").await?;
-        fs.rename_path(&c, "/b/h", "/b/o").await?;
-        assert_eq!(fs.resolve(&c, "/b/o").await?, f.ino);
+        let o = fs.create_path(c, "/b/o").await?;
+        fs.rename_path(c, "/b/h", "/b/o").await?;
+        assert_eq!(fs.resolve(c, "/b/o").await?, f.ino);
         assert_eq!(
-            fs.getattr(&c, o.ino).await?.nlink,
+            fs.getattr(c, o.ino).await?.links,
             0,
             "the replaced inode has no name"
         );
-        fs.sync(&c).await?;
+        fs.sync(c).await?;
         assert_eq!(
-            fs.getattr(&c, o.ino).await,
-            Err(FsError::NotFound),
+            fs.getattr(c, o.ino).await,
+            Err(FsError::Fs(Errno::NotFound)),
             "and is freed once persisted"
         );
         assert_eq!(
-            fs.rename_path(&c, "/b", "/b/z")
+            fs.rename_path(c, "/b", "/b/z")
                 .await
-                .map_err(|e| matches!(e, FsError::Invalid(_))),
+                .map_err(|e| matches!(e, FsError::Fs(Errno::Invalid(_)))),
             Err(true)
         );
-        assert_eq!(fs.rename_path(&c, "/a", "/b/o").await, Err(FsError::NotDir));
-        fs.rename_path(&c, "/a", "/b/a2").await?;
         assert_eq!(
-            fs.getattr(&c, fs.resolve(&c, "/b/a2").await?).await?.kind,
-            Kind::Dir
+            fs.rename_path(c, "/a", "/b/o").await,
+            Err(FsError::Fs(Errno::NotDir))
         );
-        fs.unlink_path(&c, "/b/g").await?;
-        fs.unlink_path(&c, "/b/o").await?;
-        fs.rmdir_path(&c, "/b/a2").await?;
-        assert_eq!(fs.readdir(&c, fs.resolve(&c, "/b").await?).await?, vec![]);
-        fs.rmdir_path(&c, "/b").await?;
+        fs.rename_path(c, "/a", "/b/a2").await?;
+        assert_eq!(
+            fs.getattr(c, fs.resolve(c, "/b/a2").await?).await?.ftype,
+            FileType::Dir
+        );
+        fs.unlink_path(c, "/b/g").await?;
+        fs.unlink_path(c, "/b/o").await?;
+        fs.rmdir_path(c, "/b/a2").await?;
+        assert_eq!(fs.readdir(c, fs.resolve(c, "/b").await?).await?, vec![]);
+        fs.rmdir_path(c, "/b").await?;
         Ok(())
     });
 }
@@ -103,14 +116,14 @@ fn the_persisted_tree_mounts_to_the_latest_view_and_frees_everything_removed() {
     use soupfs::{SoupFs, SoupProfile};
     let (pm, free_after_mkfs) = run(3, Faults::default(), true, |fs, c| async move {
         let free0 = fs.free_space().await;
-        fs.mkdir_path(&c, "/d").await?;
-        fs.create_path(&c, "/d/x").await?;
-        fs.write_path(&c, "/d/x", 0, b"persist me").await?;
-        fs.create_path(&c, "/gone").await?;
-        fs.write_path(&c, "/gone", 0, &[1u8; 5000]).await?;
-        fs.unlink_path(&c, "/gone").await?;
-        fs.chmod(&c, fs.resolve(&c, "/d/x").await?, 0o600).await?;
-        fs.sync(&c).await?;
+        fs.mkdir_path(c, "/d").await?;
+        fs.create_path(c, "/d/x").await?;
+        fs.write_path(c, "/d/x", 0, b"persist me").await?;
+        fs.create_path(c, "/gone").await?;
+        fs.write_path(c, "/gone", 0, &[1u8; 5000]).await?;
+        fs.unlink_path(c, "/gone").await?;
+        fs.chmod(c, fs.resolve(c, "/d/x").await?, 0o600).await?;
+        fs.sync(c).await?;
         assert_eq!(fs.pending_ops().await, 0);
         assert!(fs.persist_stats().await.edges > 0);
         Ok(free0)
@@ -118,16 +131,15 @@ fn the_persisted_tree_mounts_to_the_latest_view_and_frees_everything_removed() {
     let ex = Executor::new(9);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Off);
     let pm2 = Pmem::attach_with_image(&m, common::pm_profile(), pm.persistent_image()).expect("attach");
-    let core = m.core(0).expect("core");
-    let sim = m.sim();
+    let core = Ctx::on(0);
     ex.block_on(async move {
-        let (fs, rep) = SoupFs::mount(pm2, sim, &core, SoupProfile::default(), Faults::default()).await?;
+        let (fs, rep) = SoupFs::mount(&m, pm2, core, SoupProfile::default(), Faults::default()).await?;
         assert_eq!(rep.leaked_lines, 0, "{rep:?}");
         assert_eq!(rep.inodes, 3);
-        assert_eq!(fs.read_path(&core, "/d/x").await?, b"persist me");
-        let a = fs.getattr(&core, fs.resolve(&core, "/d/x").await?).await?;
-        assert_eq!((a.perm, a.nlink, a.size), (0o600, 1, 10));
-        assert_eq!(fs.resolve(&core, "/gone").await, Err(FsError::NotFound));
+        assert_eq!(fs.read_path(core, "/d/x").await?, b"persist me");
+        let a = fs.getattr(core, fs.resolve(core, "/d/x").await?).await?;
+        assert_eq!((a.perm, a.links, a.size), (0o600, 1, 10));
+        assert_eq!(fs.resolve(core, "/gone").await, Err(FsError::Fs(Errno::NotFound)));
         let _ = free_after_mkfs;
         Ok::<_, FsError>(())
     })
@@ -143,36 +155,36 @@ fn a_full_pm_says_no_space_and_removing_files_gives_the_space_back() {
         let mut made = Vec::new();
         let full = loop {
             let p = format!("/f{}", made.len());
-            let a = match fs.create_path(&c, &p).await {
+            let a = match fs.create_path(c, &p).await {
                 Ok(a) => a,
                 Err(e) => break e,
             };
             made.push(p);
-            if let Err(e) = fs.write(&c, a.ino, 0, &[1u8; 8192]).await {
+            if let Err(e) = fs.write(c, a.ino, 0, &[1u8; 8192]).await {
                 break e;
             }
             if made.len() > 1000 {
-                break FsError::Invalid("never full");
+                break FsError::Fs(Errno::Invalid("never full"));
             }
         };
-        assert_eq!(full, FsError::NoSpace);
+        assert_eq!(full, FsError::Fs(Errno::NoSpace("pages")));
         // No page left: a mkdir takes its inode line, fails on the bucket
         // page and gives the line back.
         assert_eq!(
-            fs.mkdir_path(&c, "/nodir").await.map(|_| ()),
-            Err(FsError::NoSpace)
+            fs.mkdir_path(c, "/nodir").await.map(|_| ()),
+            Err(FsError::Fs(Errno::NoSpace("pages")))
         );
         assert!(made.len() > 50, "{} files of 8 KiB in 1 MiB", made.len());
         for p in &made {
-            fs.unlink_path(&c, p).await?;
+            fs.unlink_path(c, p).await?;
         }
         // Freed space returns only once the removals are persisted, all
         // of it (nothing a failed call took is lost).
-        fs.sync(&c).await?;
+        fs.sync(c).await?;
         assert_eq!(lines(fs.free_space().await), free0);
-        let a = fs.create_path(&c, "/again").await?;
-        fs.write(&c, a.ino, 0, &[2u8; 8192]).await?;
-        assert_eq!(fs.read_path(&c, "/again").await?, vec![2u8; 8192]);
+        let a = fs.create_path(c, "/again").await?;
+        fs.write(c, a.ino, 0, &[2u8; 8192]).await?;
+        assert_eq!(fs.read_path(c, "/again").await?, vec![2u8; 8192]);
         Ok(())
     });
 }

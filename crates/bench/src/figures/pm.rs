@@ -28,9 +28,9 @@
 
 use std::rc::Rc;
 
-use fsapi::FileSystem as _;
+use fsapi::{Ctx, FileSystem};
 use pcie_sim::{
-    Core, Executor, Machine, MachineProfile, PersistenceDomain, PmEventKind, Pmem, PmemProfile, SimDuration,
+    Executor, Machine, MachineProfile, PersistenceDomain, PmEventKind, Pmem, PmemProfile, SimDuration,
     SimTime, TraceMode,
 };
 
@@ -171,60 +171,21 @@ trait Calls {
     async fn unlink(&self, path: &str) -> Result<(), String>;
 }
 
-impl Calls for (wofs::Wofs, wofs::Ctx) {
+impl<F: FileSystem> Calls for (F, Ctx)
+where
+    F::Ino: Into<u64> + TryFrom<u64>,
+{
     async fn create(&self, path: &str) -> Result<u64, String> {
         Ok(self
             .0
             .create_path(self.1, path)
             .await
             .map_err(|e| e.to_string())?
-            .ino)
+            .ino
+            .into())
     }
     async fn write(&self, ino: u64, off: u64, data: &[u8]) -> Result<(), String> {
-        self.0
-            .write(self.1, ino, off, data)
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-    async fn unlink(&self, path: &str) -> Result<(), String> {
-        self.0.unlink_path(self.1, path).await.map_err(|e| e.to_string())
-    }
-}
-
-impl Calls for (soupfs::SoupFs, Core) {
-    async fn create(&self, path: &str) -> Result<u64, String> {
-        Ok(self
-            .0
-            .create_path(&self.1, path)
-            .await
-            .map_err(|e| e.to_string())?
-            .ino)
-    }
-    async fn write(&self, ino: u64, off: u64, data: &[u8]) -> Result<(), String> {
-        self.0
-            .write(&self.1, ino, off, data)
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-    async fn unlink(&self, path: &str) -> Result<(), String> {
-        self.0.unlink_path(&self.1, path).await.map_err(|e| e.to_string())
-    }
-}
-
-impl Calls for (pmfs::Pmfs, pmfs::Ctx) {
-    async fn create(&self, path: &str) -> Result<u64, String> {
-        Ok(u64::from(
-            self.0
-                .create_path(self.1, path)
-                .await
-                .map_err(|e| e.to_string())?
-                .ino,
-        ))
-    }
-    async fn write(&self, ino: u64, off: u64, data: &[u8]) -> Result<(), String> {
-        let ino = pmfs::Ino::try_from(ino).map_err(|e| e.to_string())?;
+        let ino = F::Ino::try_from(ino).map_err(|_| format!("inode {ino} out of range"))?;
         self.0
             .write(self.1, ino, off, data)
             .await
@@ -307,8 +268,6 @@ fn run(fs: PmFs, w: Work, extra: SimDuration, trace: bool) -> BenchResult<Ran> {
         pm.set_trace_mode(TraceMode::Events);
     }
     let sim = ex.sim();
-    let core = m.core(0)?;
-    let persister = m.core(1)?;
     let pm2 = pm.clone();
     let outcome = ex.block_on(async move {
         let mut starts = Vec::new();
@@ -328,18 +287,19 @@ fn run(fs: PmFs, w: Work, extra: SimDuration, trace: bool) -> BenchResult<Ran> {
                 Ok::<_, String>((sim.now().since(t0), starts))
             }
             PmFs::SoupFs => {
+                let ctx = Ctx::on(0);
                 let f = soupfs::SoupFs::mkfs(
+                    &m,
                     pm2,
-                    sim.clone(),
-                    &core,
+                    ctx,
                     soupfs::SoupProfile::default(),
                     soupfs::Faults::default(),
                 )
                 .await
                 .map_err(|e| e.to_string())?;
-                let _daemon = f.start_persister(persister);
+                let _daemon = f.start_persister(Ctx::on(1)).map_err(|e| e.to_string())?;
                 let t0 = sim.now();
-                let calls = (f, core);
+                let calls = (f, ctx);
                 work(&calls, w, &sim, each).await?;
                 let took = sim.now().since(t0);
                 calls.0.stop_persister();

@@ -7,9 +7,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
+use fsapi::{Ctx, FileSystem as _};
 use pcie_sim::{
-    Core, Executor, Machine, MachineProfile, PageStore, PersistenceDomain, Pmem, PmemCursor, Sim,
-    SimDuration, TraceMode,
+    Executor, Machine, MachineProfile, PageStore, PersistenceDomain, Pmem, PmemCursor, Sim, SimDuration,
+    TraceMode,
 };
 use soupfs::{Faults, FsError, SoupFs, SoupProfile};
 
@@ -53,7 +54,7 @@ pub struct Outcome {
 
 pub type Log = Rc<RefCell<Vec<Synced>>>;
 
-async fn fsync_logged(fs: &SoupFs, c: &Core, log: &Log, path: &str) -> Result<(), FsError> {
+async fn fsync_logged(fs: &SoupFs, c: Ctx, log: &Log, path: &str) -> Result<(), FsError> {
     fs.fsync_path(c, path).await?;
     let data = fs.read_path(c, path).await?;
     let at = fs.pmem().trace().len() as usize;
@@ -70,54 +71,54 @@ async fn fsync_logged(fs: &SoupFs, c: &Core, log: &Log, path: &str) -> Result<()
 /// The workload: creates, writes, fsyncs, links, renames (over an
 /// existing name too), truncates, removes, with the persister running
 /// between some of them.
-async fn workload(fs: SoupFs, c: Core, log: Log, sim: Sim) -> Result<(), FsError> {
+async fn workload(fs: SoupFs, c: Ctx, log: Log, sim: Sim) -> Result<(), FsError> {
     let sim_sleep = |d: u64| sim.sleep(SimDuration::from_us(d));
-    fs.mkdir_path(&c, "/d").await?;
-    fs.create_path(&c, "/d/a").await?;
-    fs.write_path(&c, "/d/a", 0, b"alpha, fsynced first").await?;
-    fsync_logged(&fs, &c, &log, "/d/a").await?;
-    fs.create_path(&c, "/b").await?;
-    fs.write_path(&c, "/b", 0, b"bee").await?;
-    fs.link_path(&c, "/b", "/d/b2").await?;
+    fs.mkdir_path(c, "/d").await?;
+    fs.create_path(c, "/d/a").await?;
+    fs.write_path(c, "/d/a", 0, b"alpha, fsynced first").await?;
+    fsync_logged(&fs, c, &log, "/d/a").await?;
+    fs.create_path(c, "/b").await?;
+    fs.write_path(c, "/b", 0, b"bee").await?;
+    fs.link_path(c, "/b", "/d/b2").await?;
     sim_sleep(1_500).await;
-    fs.mkdir_path(&c, "/e").await?;
-    fs.create_path(&c, "/e/f").await?;
-    fs.write_path(&c, "/e/f", 0, b"eff, fsynced second, in a new directory")
+    fs.mkdir_path(c, "/e").await?;
+    fs.create_path(c, "/e/f").await?;
+    fs.write_path(c, "/e/f", 0, b"eff, fsynced second, in a new directory")
         .await?;
-    fsync_logged(&fs, &c, &log, "/e/f").await?;
-    fs.unlink_path(&c, "/b").await?;
-    fs.create_path(&c, "/e/old").await?;
-    fs.rename_path(&c, "/d/b2", "/e/old").await?;
-    fs.truncate_path(&c, "/e/old", 1).await?;
-    fs.chmod(&c, fs.resolve(&c, "/e").await?, 0o700).await?;
-    fs.create_path(&c, "/big").await?;
-    fs.write_path(&c, "/big", 100, &[0xb1; 5000]).await?;
-    fs.write_path(&c, "/big", 4000, b"overwritten across a block edge")
+    fsync_logged(&fs, c, &log, "/e/f").await?;
+    fs.unlink_path(c, "/b").await?;
+    fs.create_path(c, "/e/old").await?;
+    fs.rename_path(c, "/d/b2", "/e/old").await?;
+    fs.truncate_path(c, "/e/old", 1).await?;
+    fs.chmod(c, fs.resolve(c, "/e").await?, 0o700).await?;
+    fs.create_path(c, "/big").await?;
+    fs.write_path(c, "/big", 100, &[0xb1; 5000]).await?;
+    fs.write_path(c, "/big", 4000, b"overwritten across a block edge")
         .await?;
-    fsync_logged(&fs, &c, &log, "/big").await?;
+    fsync_logged(&fs, c, &log, "/big").await?;
     sim_sleep(1_500).await;
-    fs.mkdir_path(&c, "/e/sub").await?;
-    fs.rename_path(&c, "/e/sub", "/d/sub2").await?;
-    fs.rmdir_path(&c, "/d/sub2").await?;
+    fs.mkdir_path(c, "/e/sub").await?;
+    fs.rename_path(c, "/e/sub", "/d/sub2").await?;
+    fs.rmdir_path(c, "/d/sub2").await?;
     fs.create_path(
-        &c,
+        c,
         "/long-name-that-needs-two-name-lines-because-it-is-over-56-bytes",
     )
     .await?;
-    fs.unlink_path(&c, "/e/old").await?;
+    fs.unlink_path(c, "/e/old").await?;
     // A rename of a file fsynced before: after any crash the old name or
     // the new one holds it (rule C3). After a sync, /d's older diradd
     // puts /d first in the persister's next round, so only the rename's
     // edge orders /e's diradd before /d's dirrem.
-    fs.sync(&c).await?;
-    fs.create_path(&c, "/d/tmp").await?;
+    fs.sync(c).await?;
+    fs.create_path(c, "/d/tmp").await?;
     for s in log.borrow_mut().iter_mut().filter(|s| s.path == "/d/a") {
         s.alts.push("/e/a2".into());
     }
-    fs.rename_path(&c, "/d/a", "/e/a2").await?;
-    fs.create_path(&c, "/z").await?;
-    fs.write_path(&c, "/z", 0, b"zz").await?;
-    fs.truncate_path(&c, "/z", 0).await?;
+    fs.rename_path(c, "/d/a", "/e/a2").await?;
+    fs.create_path(c, "/z").await?;
+    fs.write_path(c, "/z", 0, b"zz").await?;
+    fs.truncate_path(c, "/z", 0).await?;
     sim_sleep(1_500).await;
     Ok(())
 }
@@ -127,7 +128,7 @@ async fn workload(fs: SoupFs, c: Core, log: Log, sim: Sim) -> Result<(), FsError
 /// from the call that changes its content or path.
 pub async fn random_workload(
     fs: SoupFs,
-    c: Core,
+    c: Ctx,
     log: Log,
     sim: Sim,
     seed: u64,
@@ -140,11 +141,11 @@ pub async fn random_workload(
     for _ in 0..steps {
         if rng.gen_bool(0.25) {
             if let Some(f) = Model::pick(&mut rng, m.files.keys()) {
-                fsync_logged(&fs, &c, &log, &f).await?;
+                fsync_logged(&fs, c, &log, &f).await?;
             }
         }
         let before = fs.pmem().trace().len() as usize;
-        step(&fs, &c, &mut m, &mut rng).await?;
+        step(&fs, c, &mut m, &mut rng).await?;
         for s in log.borrow_mut().iter_mut().filter(|s| s.until == usize::MAX) {
             if m.files.get(&s.path).map(|id| &m.data[*id]) != Some(&s.data) {
                 s.until = before;
@@ -171,7 +172,7 @@ pub fn record_in(domain: PersistenceDomain, faults: Faults) -> Recording {
 /// Records `wl` on a fresh machine.
 pub fn record_with<W, Fut>(seed: u64, faults: Faults, wl: W) -> Recording
 where
-    W: FnOnce(SoupFs, Core, Log, Sim) -> Fut + 'static,
+    W: FnOnce(SoupFs, Ctx, Log, Sim) -> Fut + 'static,
     Fut: std::future::Future<Output = Result<(), FsError>> + 'static,
 {
     record_on(PersistenceDomain::Adr, seed, faults, wl)
@@ -179,7 +180,7 @@ where
 
 fn record_on<W, Fut>(domain: PersistenceDomain, seed: u64, faults: Faults, wl: W) -> Recording
 where
-    W: FnOnce(SoupFs, Core, Log, Sim) -> Fut + 'static,
+    W: FnOnce(SoupFs, Ctx, Log, Sim) -> Fut + 'static,
     Fut: std::future::Future<Output = Result<(), FsError>> + 'static,
 {
     let ex = Executor::new(seed);
@@ -189,18 +190,17 @@ where
         ..pm_profile()
     };
     let pm = Pmem::attach(&m, profile).expect("attach");
-    let core = m.core(0).expect("core 0");
-    let pcore = m.core(1).expect("core 1");
-    let sim = m.sim();
+    let core = Ctx::on(0);
+    let pcore = Ctx::on(1);
     let sim2 = m.sim();
     let pmc = pm.clone();
     let log: Log = Rc::default();
     let l2 = log.clone();
     let mkfs_end = ex
         .block_on(async move {
-            let fs = SoupFs::mkfs(pmc, sim, &core, SoupProfile::default(), faults).await?;
+            let fs = SoupFs::mkfs(&m, pmc, core, SoupProfile::default(), faults).await?;
             let end = fs.pmem().trace().len() as usize;
-            fs.start_persister(pcore);
+            fs.start_persister(pcore)?;
             wl(fs.clone(), core, l2, sim2).await?;
             fs.stop_persister();
             Ok::<_, FsError>(end)
@@ -224,22 +224,16 @@ fn check_state(
     use_after: bool,
 ) -> Result<u64, String> {
     let pm = Pmem::attach_with_image(m, pm_profile(), img).map_err(|e| e.to_string())?;
-    let core = m.core(0).map_err(|e| e.to_string())?;
-    let sim = m.sim();
+    let core = Ctx::on(0);
+    let m = m.clone();
     ex.block_on(async move {
-        let (fs, rep) = SoupFs::mount(
-            pm.clone(),
-            sim.clone(),
-            &core,
-            SoupProfile::default(),
-            Faults::default(),
-        )
-        .await
-        .map_err(|e| format!("mount: {e}"))?;
+        let (fs, rep) = SoupFs::mount(&m, pm.clone(), core, SoupProfile::default(), Faults::default())
+            .await
+            .map_err(|e| format!("mount: {e}"))?;
         for s in &synced {
             let mut found = false;
             for p in std::iter::once(&s.path).chain(&s.alts) {
-                found |= fs.read_path(&core, p).await.as_ref() == Ok(&s.data);
+                found |= fs.read_path(core, p).await.as_ref() == Ok(&s.data);
             }
             if !found {
                 return Err(format!("fsynced {} lost (also looked at {:?})", s.path, s.alts));
@@ -247,22 +241,16 @@ fn check_state(
         }
         if use_after {
             let e = |e: FsError| format!("after the crash: {e}");
-            fs.mkdir_path(&core, "/after").await.map_err(e)?;
-            fs.create_path(&core, "/after/x").await.map_err(e)?;
-            fs.write_path(&core, "/after/x", 0, &[0xaf; 4500])
+            fs.mkdir_path(core, "/after").await.map_err(e)?;
+            fs.create_path(core, "/after/x").await.map_err(e)?;
+            fs.write_path(core, "/after/x", 0, &[0xaf; 4500])
                 .await
                 .map_err(e)?;
-            fs.sync(&core).await.map_err(e)?;
-            let (fs2, again) = SoupFs::mount(
-                pm.clone(),
-                sim.clone(),
-                &core,
-                SoupProfile::default(),
-                Faults::default(),
-            )
-            .await
-            .map_err(|e| format!("remount after use: {e}"))?;
-            if again.leaked_lines != 0 || fs2.read_path(&core, "/after/x").await != Ok(vec![0xaf; 4500]) {
+            fs.sync(core).await.map_err(e)?;
+            let (fs2, again) = SoupFs::mount(&m, pm.clone(), core, SoupProfile::default(), Faults::default())
+                .await
+                .map_err(|e| format!("remount after use: {e}"))?;
+            if again.leaked_lines != 0 || fs2.read_path(core, "/after/x").await != Ok(vec![0xaf; 4500]) {
                 return Err(format!("use after the crash: {again:?}"));
             }
             return Ok(rep.leaked_lines);
@@ -270,7 +258,7 @@ fn check_state(
         if rep.leaked_lines > 0 {
             // The collector's bitmap is persistent: a second mount finds
             // nothing left to collect.
-            let (_, again) = SoupFs::mount(pm, sim, &core, SoupProfile::default(), Faults::default())
+            let (_, again) = SoupFs::mount(&m, pm, core, SoupProfile::default(), Faults::default())
                 .await
                 .map_err(|e| format!("remount: {e}"))?;
             if again.leaked_lines != 0 || again.reachable_lines != rep.reachable_lines {

@@ -4,7 +4,8 @@
 
 use std::future::Future;
 
-use pcie_sim::{Core, Executor, Machine, MachineProfile, Pmem, PmemProfile, TraceMode};
+use fsapi::Ctx;
+use pcie_sim::{Executor, Machine, MachineProfile, Pmem, PmemProfile, TraceMode};
 use soupfs::{Faults, FsError, SoupFs, SoupProfile};
 
 /// 1 MiB of persistent memory: 256 pages.
@@ -24,22 +25,21 @@ pub fn pm_profile() -> PmemProfile {
 /// core 0; the persister runs on core 1 unless `persister` is false.
 pub fn run<F, Fut, T>(seed: u64, faults: Faults, persister: bool, body: F) -> (Pmem, T)
 where
-    F: FnOnce(SoupFs, Core) -> Fut + 'static,
+    F: FnOnce(SoupFs, Ctx) -> Fut + 'static,
     Fut: Future<Output = Result<T, FsError>> + 'static,
     T: 'static,
 {
     let ex = Executor::new(seed);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
     let pm = Pmem::attach(&m, pm_profile()).expect("attach");
-    let core = m.core(0).expect("core 0");
-    let pcore = m.core(1).expect("core 1");
-    let sim = m.sim();
+    let core = Ctx::on(0);
+    let pcore = Ctx::on(1);
     let pmc = pm.clone();
     let out = ex
         .block_on(async move {
-            let fs = SoupFs::mkfs(pmc, sim, &core, SoupProfile::default(), faults).await?;
+            let fs = SoupFs::mkfs(&m, pmc, core, SoupProfile::default(), faults).await?;
             if persister {
-                fs.start_persister(pcore);
+                fs.start_persister(pcore)?;
             }
             let out = body(fs.clone(), core).await;
             fs.stop_persister();

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pcie_sim::Core;
+use fsapi::{Ctx, Errno, FileSystem as _, FileType};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use soupfs::{FsError, Kind, SoupFs};
+use soupfs::{FsError, SoupFs};
 
 #[derive(Default, Debug)]
 pub struct Model {
@@ -92,19 +92,19 @@ impl Model {
         let is_dir = self.dirs.contains(from);
         let pd = parent(to);
         if is_dir && (pd == from || pd.starts_with(&format!("{from}/"))) {
-            return Err(FsError::Invalid("a directory moved into itself"));
+            return Err(FsError::Fs(Errno::Invalid("a directory moved into itself")));
         }
         if self.exists(to) {
             if from == to || (!is_dir && self.files.get(from) == self.files.get(to)) {
                 return Ok(());
             }
             match (is_dir, self.dirs.contains(to)) {
-                (true, false) => return Err(FsError::NotDir),
-                (false, true) => return Err(FsError::IsDir),
+                (true, false) => return Err(FsError::Fs(Errno::NotDir)),
+                (false, true) => return Err(FsError::Fs(Errno::IsDir)),
                 _ => {}
             }
             if !self.children(to).is_empty() {
-                return Err(FsError::NotEmpty);
+                return Err(FsError::Fs(Errno::NotEmpty));
             }
             self.dirs.remove(to);
             self.files.remove(to);
@@ -117,19 +117,22 @@ impl Model {
 /// Directories, and files with their contents and link counts.
 pub type Tree = (BTreeSet<String>, BTreeMap<String, (Vec<u8>, u64)>);
 
-pub async fn dump(fs: &SoupFs, c: &Core) -> Result<Tree, FsError> {
+pub async fn dump(fs: &SoupFs, c: Ctx) -> Result<Tree, FsError> {
     let mut dirs = BTreeSet::new();
     let mut files = BTreeMap::new();
-    let mut stack = vec![("/".to_string(), fs.root().await)];
+    let mut stack = vec![("/".to_string(), fs.root())];
     while let Some((p, ino)) = stack.pop() {
         dirs.insert(p.clone());
         for (name, child, kind) in fs.readdir(c, ino).await? {
             let cp = join(&p, &name);
             match kind {
-                Kind::Dir => stack.push((cp, child)),
-                Kind::File => {
+                FileType::Dir => stack.push((cp, child)),
+                FileType::File => {
                     let a = fs.getattr(c, child).await?;
-                    files.insert(cp, (fs.read(c, child, 0, a.size as usize).await?, a.nlink));
+                    files.insert(
+                        cp,
+                        (fs.read(c, child, 0, a.size as usize).await?, u64::from(a.links)),
+                    );
                 }
             }
         }
@@ -150,7 +153,7 @@ pub fn expected(m: &Model) -> Tree {
     (m.dirs.clone(), files)
 }
 
-pub async fn step(fs: &SoupFs, c: &Core, m: &mut Model, rng: &mut ChaCha8Rng) -> Result<String, FsError> {
+pub async fn step(fs: &SoupFs, c: Ctx, m: &mut Model, rng: &mut ChaCha8Rng) -> Result<String, FsError> {
     let dir = Model::pick(rng, m.dirs.iter()).unwrap_or_else(|| "/".into());
     let name = NAMES[rng.gen_range(0..NAMES.len())];
     let path = join(&dir, name);
@@ -161,7 +164,7 @@ pub async fn step(fs: &SoupFs, c: &Core, m: &mut Model, rng: &mut ChaCha8Rng) ->
         0 | 1 => {
             let got = fs.create_path(c, &path).await.map(|_| ());
             if m.exists(&path) {
-                assert_eq!(got, Err(FsError::Exists), "{what}");
+                assert_eq!(got, Err(FsError::Fs(Errno::Exists)), "{what}");
             } else {
                 got?;
                 m.data.push(Vec::new());
@@ -171,7 +174,7 @@ pub async fn step(fs: &SoupFs, c: &Core, m: &mut Model, rng: &mut ChaCha8Rng) ->
         2 => {
             let got = fs.mkdir_path(c, &path).await.map(|_| ());
             if m.exists(&path) {
-                assert_eq!(got, Err(FsError::Exists), "{what}");
+                assert_eq!(got, Err(FsError::Fs(Errno::Exists)), "{what}");
             } else {
                 got?;
                 m.dirs.insert(path);
@@ -210,7 +213,7 @@ pub async fn step(fs: &SoupFs, c: &Core, m: &mut Model, rng: &mut ChaCha8Rng) ->
                     got?;
                     m.dirs.remove(&dir);
                 } else {
-                    assert_eq!(got, Err(FsError::NotEmpty), "{what}");
+                    assert_eq!(got, Err(FsError::Fs(Errno::NotEmpty)), "{what}");
                 }
             }
         }
@@ -224,8 +227,8 @@ pub async fn step(fs: &SoupFs, c: &Core, m: &mut Model, rng: &mut ChaCha8Rng) ->
                 let want = m.rename(&src, &path);
                 match want {
                     Ok(()) => got?,
-                    Err(FsError::Invalid(_)) => {
-                        assert!(matches!(got, Err(FsError::Invalid(_))), "{what} {src}")
+                    Err(FsError::Fs(Errno::Invalid(_))) => {
+                        assert!(matches!(got, Err(FsError::Fs(Errno::Invalid(_)))), "{what} {src}")
                     }
                     Err(e) => assert_eq!(got, Err(e), "{what} {src}"),
                 }
@@ -235,7 +238,7 @@ pub async fn step(fs: &SoupFs, c: &Core, m: &mut Model, rng: &mut ChaCha8Rng) ->
             if let Some(f) = file {
                 let got = fs.link_path(c, &f, &path).await.map(|_| ());
                 if m.exists(&path) {
-                    assert_eq!(got, Err(FsError::Exists), "{what}");
+                    assert_eq!(got, Err(FsError::Fs(Errno::Exists)), "{what}");
                 } else {
                     got?;
                     m.files.insert(path, m.files[&f]);
