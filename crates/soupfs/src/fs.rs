@@ -133,6 +133,13 @@ impl SoupFs {
         self.lock().await.alloc.free_space()
     }
 
+    /// Free (pages, lines) in the latest view, if no call or persister
+    /// step holds the DRAM state now (a caller between calls, with no
+    /// persister running, always gets them).
+    pub fn try_free_space(&self) -> Option<(usize, usize)> {
+        Some(self.inner.state.try_lock().ok()?.alloc.free_space())
+    }
+
     /// Operations waiting for the persister.
     pub async fn pending_ops(&self) -> usize {
         self.lock().await.inodes.values().map(|i| i.ops.len()).sum()

@@ -72,7 +72,9 @@
 //! entry (exhaustive up to a bound of pending items, sampled past it) and
 //! checks the contract above, plus random workloads checked against a
 //! reference model; each [`Faults`] switch makes it find a violation.
-//! `tests/posix.rs`, `model.rs`, `critical_path.rs` check the calls;
+//! `tests/posix.rs` (with the shared `fsapi::testing::posix` checks
+//! that fit this contract), `model.rs`, `critical_path.rs` check the
+//! calls;
 //! `persister_interval.rs` is a small experiment on the interval.
 //!
 //! ## Deviations

@@ -118,12 +118,7 @@ impl SoupFs {
     /// The inode `name` names in `parent`.
     pub async fn lookup(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<Attr, FsError> {
         let st = self.lock().await;
-        let ino = st
-            .dir(parent)?
-            .entries
-            .get(name)
-            .ok_or(FsError::Fs(Errno::NotFound))?
-            .ino;
+        let ino = st.entry(parent, name)?.ino;
         attr(&st, ino)
     }
 
@@ -178,11 +173,7 @@ impl SoupFs {
     pub async fn unlink(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
-        let e = st
-            .dir(parent)?
-            .entries
-            .get(name)
-            .ok_or(FsError::Fs(Errno::NotFound))?;
+        let e = st.entry(parent, name)?;
         if st.inode(e.ino)?.kind == Kind::Dir {
             return Err(FsError::Fs(Errno::IsDir));
         }
@@ -196,12 +187,7 @@ impl SoupFs {
     pub async fn rmdir(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
-        let ino = st
-            .dir(parent)?
-            .entries
-            .get(name)
-            .ok_or(FsError::Fs(Errno::NotFound))?
-            .ino;
+        let ino = st.entry(parent, name)?.ino;
         let d = st.dir(ino)?;
         if !d.entries.is_empty() {
             return Err(FsError::Fs(Errno::NotEmpty));
@@ -242,12 +228,7 @@ impl SoupFs {
         check_name(newname)?;
         let now = self.now_ns();
         let mut st = self.lock().await;
-        let ino = st
-            .dir(parent)?
-            .entries
-            .get(name)
-            .ok_or(FsError::Fs(Errno::NotFound))?
-            .ino;
+        let ino = st.entry(parent, name)?.ino;
         let kind = st.inode(ino)?.kind;
         let target = st.dir(newparent)?.entries.get(newname).cloned();
         if kind == Kind::Dir {

@@ -148,6 +148,14 @@ impl State {
         Ok(i)
     }
 
+    /// The dentry `name` in directory `dir`.
+    pub fn entry(&self, dir: Ino, name: &str) -> Result<&Dentry, FsError> {
+        self.dir(dir)?
+            .entries
+            .get(name)
+            .ok_or(FsError::Fs(Errno::NotFound))
+    }
+
     /// Appends an operation to `ino`'s list; its sequence number.
     pub fn push_op(&mut self, ino: Ino, kind: OpKind, after: Vec<(Ino, u64)>) -> Result<u64, FsError> {
         self.seq += 1;

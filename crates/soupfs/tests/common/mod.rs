@@ -4,6 +4,7 @@
 
 use std::future::Future;
 
+use fsapi::testing::CTX;
 use fsapi::Ctx;
 use pcie_sim::{Executor, Machine, MachineProfile, Pmem, PmemProfile, TraceMode};
 use soupfs::{Faults, FsError, SoupFs, SoupProfile};
@@ -13,6 +14,41 @@ pub const PM_SIZE: u64 = 1 << 20;
 
 pub mod crash;
 pub mod model;
+
+/// SoupFS as the shared tests ([`fsapi::testing`]) see it: mkfs and mount
+/// on core 0, no persister (the calls serve the latest view; nothing the
+/// shared checks read needs it persisted).
+#[derive(Debug)]
+pub struct S;
+
+impl fsapi::testing::Adapter for S {
+    type Fs = SoupFs;
+    type Mount = Faults;
+
+    async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), FsError> {
+        SoupFs::mkfs(m, pm.clone(), CTX, SoupProfile::default(), Faults::default())
+            .await
+            .map(drop)
+    }
+
+    async fn mount(m: &Machine, pm: &Pmem, faults: Faults) -> Result<SoupFs, FsError> {
+        Ok(SoupFs::mount(m, pm.clone(), CTX, SoupProfile::default(), faults)
+            .await?
+            .0)
+    }
+
+    /// Free (pages, lines).
+    type Usage = (usize, usize);
+
+    fn usage(fs: &SoupFs) -> (usize, usize) {
+        fs.try_free_space()
+            .expect("no persister holds the state between calls")
+    }
+
+    fn free_pages(fs: &SoupFs) -> u64 {
+        Self::usage(fs).0 as u64
+    }
+}
 
 pub fn pm_profile() -> PmemProfile {
     PmemProfile {

@@ -117,24 +117,15 @@ impl Model {
 /// Directories, and files with their contents and link counts.
 pub type Tree = (BTreeSet<String>, BTreeMap<String, (Vec<u8>, u64)>);
 
+/// The latest view as a [`Tree`], from [`fsapi::FileSystem::snapshot`].
 pub async fn dump(fs: &SoupFs, c: Ctx) -> Result<Tree, FsError> {
-    let mut dirs = BTreeSet::new();
+    let mut dirs = BTreeSet::from(["/".to_string()]);
     let mut files = BTreeMap::new();
-    let mut stack = vec![("/".to_string(), fs.root())];
-    while let Some((p, ino)) = stack.pop() {
-        dirs.insert(p.clone());
-        for (name, child, kind) in fs.readdir(c, ino).await? {
-            let cp = join(&p, &name);
-            match kind {
-                FileType::Dir => stack.push((cp, child)),
-                FileType::File => {
-                    let a = fs.getattr(c, child).await?;
-                    files.insert(
-                        cp,
-                        (fs.read(c, child, 0, a.size as usize).await?, u64::from(a.links)),
-                    );
-                }
-            }
+    for (p, n) in fs.snapshot(c).await? {
+        if n.ftype == FileType::Dir {
+            dirs.insert(p);
+        } else {
+            files.insert(p, (n.data, u64::from(n.links)));
         }
     }
     Ok((dirs, files))
