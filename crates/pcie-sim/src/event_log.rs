@@ -97,19 +97,25 @@ impl<E: LogEntry> EventLog<E> {
     }
 
     /// Records an event: counts it, and unless only counters are kept,
-    /// mixes `words` (the entry's fields its trace hashes) and `payload`
-    /// into the hash and stores the entry as the mode asks (its payload in
+    /// mixes `words(&e)` (the entry's fields its trace hashes; not
+    /// computed when only counters are kept, as in every crash checker's
+    /// machine) and `payload` into the hash and stores the entry as the mode asks (its payload in
     /// `Full` mode, when `payload` is exactly the entry's bytes). Returns
     /// its sequence number.
     #[inline]
-    pub(crate) fn record(&mut self, mut e: E, words: &[u64], payload: &[u8]) -> u64 {
+    pub(crate) fn record<const N: usize>(
+        &mut self,
+        mut e: E,
+        words: impl FnOnce(&E) -> [u64; N],
+        payload: &[u8],
+    ) -> u64 {
         let seq = self.events;
         self.events += 1;
         if self.mode == TraceMode::CountersOnly {
             return seq;
         }
         let mut h = self.hash;
-        for &w in words {
+        for w in words(&e) {
             h = mix(h, w);
         }
         self.hash = mix_payload(h, payload);

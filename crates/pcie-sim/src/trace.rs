@@ -417,18 +417,20 @@ impl BusTrace {
             self.counters
                 .add_tlp(e.kind, e.purpose, e.wire_bytes as u64, e.len as u64);
         }
-        let words = [
-            e.time.0,
-            e.effect.0,
-            e.addr,
-            ((e.len as u64) << 32) | e.attr as u64,
-            (e.kind as u64)
-                | (e.purpose.index() as u64) << 8
-                | (e.source as u64) << 16
-                | (e.flags as u64) << 24
-                | (e.code as u64) << 32,
-        ];
-        self.log.record(e, &words, payload)
+        let words = |e: &TraceEntry| {
+            [
+                e.time.0,
+                e.effect.0,
+                e.addr,
+                ((e.len as u64) << 32) | e.attr as u64,
+                (e.kind as u64)
+                    | (e.purpose.index() as u64) << 8
+                    | (e.source as u64) << 16
+                    | (e.flags as u64) << 24
+                    | (e.code as u64) << 32,
+            ]
+        };
+        self.log.record(e, words, payload)
     }
 
     /// Records an entry whose payload is the payload of earlier entry

@@ -79,18 +79,17 @@ fn equal_states_share_a_verdict_only_under_equal_promises() {
     assert_eq!(same.left_out, 0);
 }
 
-#[test]
-fn a_failing_state_is_reported_where_it_was_found() {
-    let pm = recorded();
+/// Explores every state of `pm`'s run, failing those in which the second
+/// word landed.
+fn failing_second_word(pm: &Pmem, first_only: bool) -> pcie_sim::pmem::PmExploreReport {
     let trace = pm.trace();
     let n = trace.entries().len();
     let mut cur = PmemCursor::new(&trace, PageStore::zeroed(SIZE), PersistenceDomain::Adr, 10).unwrap();
-    // Fails every state in which the second word landed.
-    let r = explore(
+    explore(
         &mut cur,
         0..n,
         8,
-        false,
+        first_only,
         |_| (),
         |_, img| {
             if img.to_vec()[0x2000] == 2 {
@@ -101,7 +100,13 @@ fn a_failing_state_is_reported_where_it_was_found() {
         },
         |_| {},
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn a_failing_state_is_reported_where_it_was_found() {
+    let pm = recorded();
+    let r = failing_second_word(&pm, false);
     assert!(!r.violations.is_empty());
     let first = &r.violations[0];
     assert_eq!(first.why, "second word");
@@ -109,23 +114,7 @@ fn a_failing_state_is_reported_where_it_was_found() {
         .to_string()
         .contains(&format!("after trace entry {}", first.point)));
     // With first_only the loop stops there.
-    let mut cur = PmemCursor::new(&trace, PageStore::zeroed(SIZE), PersistenceDomain::Adr, 10).unwrap();
-    let one = explore(
-        &mut cur,
-        0..n,
-        8,
-        true,
-        |_| (),
-        |_, img| {
-            if img.to_vec()[0x2000] == 2 {
-                Err("second word".to_string())
-            } else {
-                Ok(())
-            }
-        },
-        |_| {},
-    )
-    .unwrap();
+    let one = failing_second_word(&pm, true);
     assert_eq!(one.violations.len(), 1);
     assert_eq!(one.violations[0], *first);
 }

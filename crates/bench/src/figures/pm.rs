@@ -198,13 +198,15 @@ where
 }
 
 /// Runs `work` on `fs`; calls `each(t0)` after every operation that began
-/// at `t0`.
+/// at `t0`. Returns the simulated time from its first operation until its
+/// last returned.
 async fn work(
     fs: &impl Calls,
     work: Work,
     sim: &pcie_sim::Sim,
     mut each: impl FnMut(SimTime),
-) -> Result<(), String> {
+) -> Result<SimDuration, String> {
+    let start = sim.now();
     match work {
         Work::Writes { files, kib } => {
             let block = vec![0x5a_u8; IO];
@@ -232,7 +234,7 @@ async fn work(
             }
         }
     }
-    Ok(())
+    Ok(sim.now().since(start))
 }
 
 /// A machine with persistent memory whose flushes wait `extra` longer
@@ -272,8 +274,7 @@ fn run(fs: PmFs, w: Work, extra: SimDuration, trace: bool) -> BenchResult<Ran> {
     let outcome = ex.block_on(async move {
         let mut starts = Vec::new();
         let each = |t0| starts.push(t0);
-        let t0 = sim.now();
-        match fs {
+        let took = match fs {
             PmFs::Wofs => {
                 let ctx = wofs::Ctx::on(0);
                 wofs::Wofs::mkfs(&m, &pm2, ctx, WOFS_SLOTS)
@@ -282,9 +283,7 @@ fn run(fs: PmFs, w: Work, extra: SimDuration, trace: bool) -> BenchResult<Ran> {
                 let f = wofs::Wofs::mount(&m, &pm2, ctx, wofs::Faults::default())
                     .await
                     .map_err(|e| e.to_string())?;
-                let t0 = sim.now();
-                work(&(f, ctx), w, &sim, each).await?;
-                Ok::<_, String>((sim.now().since(t0), starts))
+                work(&(f, ctx), w, &sim, each).await?
             }
             PmFs::SoupFs => {
                 let ctx = Ctx::on(0);
@@ -298,12 +297,10 @@ fn run(fs: PmFs, w: Work, extra: SimDuration, trace: bool) -> BenchResult<Ran> {
                 .await
                 .map_err(|e| e.to_string())?;
                 let _daemon = f.start_persister(Ctx::on(1)).map_err(|e| e.to_string())?;
-                let t0 = sim.now();
                 let calls = (f, ctx);
-                work(&calls, w, &sim, each).await?;
-                let took = sim.now().since(t0);
+                let took = work(&calls, w, &sim, each).await?;
                 calls.0.stop_persister();
-                Ok((took, starts))
+                took
             }
             PmFs::Pmfs => {
                 let ctx = pmfs::Ctx::on(0);
@@ -313,12 +310,10 @@ fn run(fs: PmFs, w: Work, extra: SimDuration, trace: bool) -> BenchResult<Ran> {
                 let f = pmfs::Pmfs::mount(&m, &pm2, ctx, pmfs::Faults::default())
                     .await
                     .map_err(|e| e.to_string())?;
-                let t1 = sim.now();
-                debug_assert!(t1 >= t0);
-                work(&(f, ctx), w, &sim, each).await?;
-                Ok((sim.now().since(t1), starts))
+                work(&(f, ctx), w, &sim, each).await?
             }
-        }
+        };
+        Ok::<_, String>((took, starts))
     })?;
     let (took, starts) = outcome.map_err(|e| BenchError::Invalid(format!("{}: {e}", fs.label())))?;
     Ok(Ran { took, pm, starts })

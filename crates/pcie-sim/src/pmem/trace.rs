@@ -236,16 +236,18 @@ impl PmTrace {
     /// Records an entry (with its payload in `Full` mode) and counts it.
     pub fn record(&mut self, e: PmEntry, payload: &[u8]) -> u64 {
         self.counters.add(e.kind, e.purpose, u64::from(e.len));
-        let words = [
-            e.time.0,
-            e.bus_seq,
-            e.addr,
-            u64::from(e.len)
-                | (e.kind as u64) << 32
-                | (e.purpose.index() as u64) << 40
-                | u64::from(e.source) << 48,
-        ];
-        self.log.record(e, &words, payload)
+        let words = |e: &PmEntry| {
+            [
+                e.time.0,
+                e.bus_seq,
+                e.addr,
+                u64::from(e.len)
+                    | (e.kind as u64) << 32
+                    | (e.purpose.index() as u64) << 40
+                    | u64::from(e.source) << 48,
+            ]
+        };
+        self.log.record(e, words, payload)
     }
 
     /// Counts loads, load misses and media traffic (no entry).
