@@ -28,6 +28,11 @@ pub enum FileType {
     File,
     /// A directory.
     Dir,
+    /// A symbolic link (only some file systems have them; the trait
+    /// neither makes nor reads one).
+    Symlink,
+    /// A fifo, a device or a socket (only some file systems have them).
+    Special,
 }
 
 /// Attributes of an inode whose number is an `I`.
@@ -63,25 +68,36 @@ pub enum ErrorKind {
     NotEmpty,
     /// A bad argument (EINVAL, EPERM).
     Invalid,
+    /// A name longer than the file system stores (ENAMETOOLONG).
+    NameTooLong,
     /// The file would be too large (EFBIG).
     TooLarge,
     /// No space left (ENOSPC).
     NoSpace,
-    /// Anything else: the persistent memory refused an access, or the
-    /// image is not one this file system mounts (EIO).
+    /// Too many links to one inode (EMLINK).
+    TooManyLinks,
+    /// A POSIX refusal the shared tests do not tell apart (EACCES, EROFS,
+    /// EOPNOTSUPP, ENODATA, ERANGE, E2BIG, ENODEV).
+    Other,
+    /// The medium failed (the persistent memory or the drive refused an
+    /// access), or the image is not one this file system mounts or is
+    /// damaged (EIO, EUCLEAN).
     Io,
 }
 
-/// What a file system's one error type gives the trait: it wraps the
-/// shared [`Errno`] (the path helpers refuse with it too), and tells it.
+/// What a file system's one error type gives the trait: it is made from
+/// the shared [`Errno`] (the path helpers refuse with it too), and tells
+/// its kind. A file system whose enum wraps an [`Errno`] also tells that
+/// ([`FsError::errno`]); one with its own POSIX variants tells only the
+/// kind.
 pub trait FsError: std::error::Error + From<Errno> {
-    /// The POSIX refusal this error is, if it is one.
-    fn errno(&self) -> Option<&Errno>;
+    /// The errno-like kind.
+    fn kind(&self) -> ErrorKind;
 
-    /// The errno-like kind ([`ErrorKind::Io`] for what is not an
-    /// [`Errno`]).
-    fn kind(&self) -> ErrorKind {
-        self.errno().map_or(ErrorKind::Io, Errno::kind)
+    /// The shared POSIX refusal this error wraps, if it wraps one (by
+    /// default none: the file system has its own variants).
+    fn errno(&self) -> Option<&Errno> {
+        None
     }
 }
 
@@ -251,8 +267,8 @@ pub trait FileSystem {
         self.readdir(ctx, ino).await
     }
 
-    /// The tree, read through the file system (data loaded from the
-    /// persistent memory).
+    /// The tree, read through the file system (data loaded from its
+    /// medium).
     async fn snapshot(&self, ctx: Ctx) -> Result<Tree, Self::Error> {
         let mut out = Tree::new();
         let mut todo = vec![(self.root(), String::new())];
@@ -266,6 +282,8 @@ pub trait FileSystem {
                         todo.push((ino, p.clone()));
                         Vec::new()
                     }
+                    // No content the trait reads.
+                    FileType::Symlink | FileType::Special => Vec::new(),
                 };
                 out.insert(
                     p,
@@ -279,6 +297,77 @@ pub trait FileSystem {
             }
         }
         Ok(out)
+    }
+}
+
+/// A shared handle is the file system it shares (a file system whose
+/// mount hands out an `Rc`, as MQFS's does).
+impl<T: FileSystem> FileSystem for std::rc::Rc<T> {
+    type Ino = T::Ino;
+    type Error = T::Error;
+    fn root(&self) -> T::Ino {
+        (**self).root()
+    }
+    async fn getattr(&self, ctx: Ctx, ino: T::Ino) -> Result<Attr<T::Ino>, T::Error> {
+        (**self).getattr(ctx, ino).await
+    }
+    async fn lookup(&self, ctx: Ctx, parent: T::Ino, name: &str) -> Result<Attr<T::Ino>, T::Error> {
+        (**self).lookup(ctx, parent, name).await
+    }
+    async fn lookup_ino(&self, ctx: Ctx, parent: T::Ino, name: &str) -> Result<T::Ino, T::Error> {
+        (**self).lookup_ino(ctx, parent, name).await
+    }
+    async fn create(
+        &self,
+        ctx: Ctx,
+        parent: T::Ino,
+        name: &str,
+        perm: u16,
+    ) -> Result<Attr<T::Ino>, T::Error> {
+        (**self).create(ctx, parent, name, perm).await
+    }
+    async fn mkdir(&self, ctx: Ctx, parent: T::Ino, name: &str, perm: u16) -> Result<Attr<T::Ino>, T::Error> {
+        (**self).mkdir(ctx, parent, name, perm).await
+    }
+    async fn link(
+        &self,
+        ctx: Ctx,
+        ino: T::Ino,
+        parent: T::Ino,
+        name: &str,
+    ) -> Result<Attr<T::Ino>, T::Error> {
+        (**self).link(ctx, ino, parent, name).await
+    }
+    async fn unlink(&self, ctx: Ctx, parent: T::Ino, name: &str) -> Result<(), T::Error> {
+        (**self).unlink(ctx, parent, name).await
+    }
+    async fn rmdir(&self, ctx: Ctx, parent: T::Ino, name: &str) -> Result<(), T::Error> {
+        (**self).rmdir(ctx, parent, name).await
+    }
+    async fn rename(
+        &self,
+        ctx: Ctx,
+        from: T::Ino,
+        from_name: &str,
+        to: T::Ino,
+        to_name: &str,
+    ) -> Result<(), T::Error> {
+        (**self).rename(ctx, from, from_name, to, to_name).await
+    }
+    async fn read(&self, ctx: Ctx, ino: T::Ino, off: u64, len: usize) -> Result<Vec<u8>, T::Error> {
+        (**self).read(ctx, ino, off, len).await
+    }
+    async fn write(&self, ctx: Ctx, ino: T::Ino, off: u64, data: &[u8]) -> Result<usize, T::Error> {
+        (**self).write(ctx, ino, off, data).await
+    }
+    async fn truncate(&self, ctx: Ctx, ino: T::Ino, size: u64) -> Result<(), T::Error> {
+        (**self).truncate(ctx, ino, size).await
+    }
+    async fn fsync(&self, ctx: Ctx, ino: T::Ino) -> Result<(), T::Error> {
+        (**self).fsync(ctx, ino).await
+    }
+    async fn readdir(&self, ctx: Ctx, ino: T::Ino) -> Result<Vec<(String, T::Ino, FileType)>, T::Error> {
+        (**self).readdir(ctx, ino).await
     }
 }
 

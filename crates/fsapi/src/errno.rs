@@ -22,11 +22,14 @@ pub enum Errno {
     /// The directory is not empty (ENOTEMPTY).
     #[error("directory not empty")]
     NotEmpty,
-    /// A bad argument: a name that is empty, too long, `.`/`..` or holds
-    /// `/`; a path naming the root where a name is needed; a rename of a
+    /// A bad argument: a name that is empty, `.`/`..` or holds `/` (or
+    /// NUL); a path naming the root where a name is needed; a rename of a
     /// directory into itself; a hard link to a directory (EINVAL, EPERM).
     #[error("invalid argument: {0}")]
     Invalid(&'static str),
+    /// A name longer than the file system stores (ENAMETOOLONG).
+    #[error("file name too long")]
+    NameTooLong,
     /// The file would exceed the largest size the file system maps
     /// (EFBIG).
     #[error("file too large: {size} bytes (at most {max})")]
@@ -52,6 +55,7 @@ impl Errno {
             Errno::IsDir => K::IsDir,
             Errno::NotEmpty => K::NotEmpty,
             Errno::Invalid(_) => K::Invalid,
+            Errno::NameTooLong => K::NameTooLong,
             Errno::TooLarge { .. } => K::TooLarge,
             Errno::NoSpace(_) => K::NoSpace,
         }

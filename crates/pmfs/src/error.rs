@@ -31,6 +31,10 @@ pub enum PmfsError {
 }
 
 impl fsapi::FsError for PmfsError {
+    fn kind(&self) -> fsapi::ErrorKind {
+        fsapi::FsError::errno(self).map_or(fsapi::ErrorKind::Io, Errno::kind)
+    }
+
     fn errno(&self) -> Option<&Errno> {
         match self {
             PmfsError::Fs(e) => Some(e),

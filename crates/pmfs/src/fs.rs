@@ -292,6 +292,9 @@ impl Pmfs {
     /// dentry cache).
     pub(crate) async fn find(&self, tx: &Tx<'_>, parent: Ino, name: &str) -> Result<(PmAddr, Ino)> {
         tx.dir_inode(parent).await?;
+        if name.len() > crate::layout::NAME_MAX {
+            return Err(PmfsError::Fs(Errno::NameTooLong));
+        }
         self.inner
             .state
             .borrow()

@@ -181,6 +181,11 @@ impl Inode {
             None => 0,
             Some(FileType::File) => 1,
             Some(FileType::Dir) => 2,
+            // No operation makes these (the trait has no symlink or mknod):
+            // codes that `decode` refuses, as an image holding one is not
+            // a PMFS image.
+            Some(FileType::Symlink) => 3,
+            Some(FileType::Special) => 4,
         };
         let mut w = [0u64; 8];
         w[0] = t | u64::from(self.perm) << 8 | u64::from(self.links) << 32;
@@ -255,7 +260,7 @@ pub fn check_name(name: &str) -> Result<()> {
         return Err(PmfsError::Fs(Errno::Invalid("empty name, . or ..")));
     }
     if name.len() > NAME_MAX {
-        return Err(PmfsError::Fs(Errno::Invalid("name longer than NAME_MAX")));
+        return Err(PmfsError::Fs(Errno::NameTooLong));
     }
     if name.contains(['/', '\0']) {
         return Err(PmfsError::Fs(Errno::Invalid("name holds / or NUL")));

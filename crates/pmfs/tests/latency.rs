@@ -43,8 +43,8 @@ impl Phases {
 fn a_metadata_operation_waits_at_three_fences_and_the_journal_is_most_of_its_writes() {
     let env = Env::formatted(21);
     let sim = env.m.sim();
-    let write_latency = env.pm.profile().timing.write_latency;
-    let pm = env.pm.clone();
+    let write_latency = env.medium.profile().timing.write_latency;
+    let pm = env.medium.clone();
     let phases = env
         .run(Faults::default(), move |fs: Pmfs| async move {
             let mut out = Vec::new();

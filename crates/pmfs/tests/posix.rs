@@ -17,7 +17,7 @@ fn env() -> Env {
     Env::formatted(11)
 }
 
-fsapi::posix_tests!(P, NAME_MAX, MAX_SIZE, 999);
+fsapi::posix_tests!(P, NAME_MAX, MAX_SIZE, Some(999));
 
 #[test]
 fn a_remount_rebuilds_the_same_tree_and_free_space() {

@@ -28,6 +28,10 @@ pub enum FsError {
 }
 
 impl fsapi::FsError for FsError {
+    fn kind(&self) -> fsapi::ErrorKind {
+        fsapi::FsError::errno(self).map_or(fsapi::ErrorKind::Io, Errno::kind)
+    }
+
     fn errno(&self) -> Option<&Errno> {
         match self {
             FsError::Fs(e) => Some(e),

@@ -67,6 +67,10 @@ fn kind_code(kind: Kind) -> u64 {
     match kind {
         Kind::File => 1,
         Kind::Dir => 2,
+        // No operation makes these (the trait has no symlink or mknod):
+        // codes a mount refuses, as an image holding one is not SoupFS's.
+        Kind::Symlink => 3,
+        Kind::Special => 4,
     }
 }
 

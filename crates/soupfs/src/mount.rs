@@ -95,6 +95,8 @@ impl Walk<'_> {
                 i.cons.size = 0;
             }
             Kind::File => self.blocks(ino, &mut i).await?,
+            // `parse_inode_head` reads no other kind.
+            Kind::Symlink | Kind::Special => return Err(corrupt(ino, "a kind SoupFS never makes")),
         }
         Ok(i)
     }

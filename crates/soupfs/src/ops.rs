@@ -31,7 +31,7 @@ fn check_name(name: &str) -> Result<(), FsError> {
         return Err(FsError::Fs(Errno::Invalid("bad name")));
     }
     if name.len() > NAME_MAX {
-        return Err(FsError::Fs(Errno::Invalid("file name too long")));
+        return Err(FsError::Fs(Errno::NameTooLong));
     }
     Ok(())
 }
@@ -142,7 +142,8 @@ impl SoupFs {
         let ino = st.alloc.line()?;
         let root = match kind {
             Kind::Dir => st.alloc.page().inspect_err(|_| st.alloc.free_line(ino))?,
-            Kind::File => 0,
+            // (`create` is the only other caller.)
+            Kind::File | Kind::Symlink | Kind::Special => 0,
         };
         let mut inode = Inode::new(kind, perm & 0o7777, parent, root, now);
         inode.cons.root = root;
@@ -171,6 +172,8 @@ impl SoupFs {
 
     /// Removes a file's name (Fig. 6).
     pub async fn unlink(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
+        // `.` and `..` may not be removed (EINVAL, not ENOENT).
+        check_name(name)?;
         let now = self.now_ns();
         let mut st = self.lock().await;
         let e = st.entry(parent, name)?;
@@ -185,6 +188,7 @@ impl SoupFs {
     /// operation of the directory itself, so its bucket page is empty in
     /// the consistent view when it is freed.
     pub async fn rmdir(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
+        check_name(name)?;
         let now = self.now_ns();
         let mut st = self.lock().await;
         let ino = st.entry(parent, name)?.ino;
@@ -225,6 +229,7 @@ impl SoupFs {
         newparent: Ino,
         newname: &str,
     ) -> Result<(), FsError> {
+        check_name(name)?;
         check_name(newname)?;
         let now = self.now_ns();
         let mut st = self.lock().await;

@@ -150,10 +150,11 @@ impl State {
 
     /// The dentry `name` in directory `dir`.
     pub fn entry(&self, dir: Ino, name: &str) -> Result<&Dentry, FsError> {
-        self.dir(dir)?
-            .entries
-            .get(name)
-            .ok_or(FsError::Fs(Errno::NotFound))
+        let d = self.dir(dir)?;
+        if name.len() > crate::layout::NAME_MAX {
+            return Err(FsError::Fs(Errno::NameTooLong));
+        }
+        d.entries.get(name).ok_or(FsError::Fs(Errno::NotFound))
     }
 
     /// Appends an operation to `ino`'s list; its sequence number.

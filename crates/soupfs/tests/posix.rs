@@ -24,8 +24,48 @@ fn errors_are_typed() {
     posix::errors_are_typed::<S>(
         soupfs::layout::NAME_MAX,
         soupfs::layout::INDEX_SLOTS * soupfs::layout::PAGE,
-        999,
+        Some(999),
     );
+}
+
+#[test]
+fn a_missing_parent_or_name_is_enoent_and_changes_nothing() {
+    posix::a_missing_parent_or_name_is_enoent_and_changes_nothing::<S>();
+}
+
+#[test]
+fn a_non_empty_directory_is_enotempty_and_changes_nothing() {
+    posix::a_non_empty_directory_is_enotempty_and_changes_nothing::<S>();
+}
+
+#[test]
+fn an_existing_name_is_eexist_and_changes_nothing() {
+    posix::an_existing_name_is_eexist_and_changes_nothing::<S>();
+}
+
+#[test]
+fn not_a_directory_is_enotdir_and_changes_nothing() {
+    posix::not_a_directory_is_enotdir_and_changes_nothing::<S>();
+}
+
+#[test]
+fn a_directory_where_a_file_is_needed_is_eisdir_and_changes_nothing() {
+    posix::a_directory_where_a_file_is_needed_is_eisdir_and_changes_nothing::<S>();
+}
+
+#[test]
+fn bad_names_and_dot_entries_are_einval_and_change_nothing() {
+    posix::bad_names_and_dot_entries_are_einval_and_change_nothing::<S>();
+}
+
+#[test]
+fn a_name_too_long_is_enametoolong_and_changes_nothing() {
+    posix::a_name_too_long_is_enametoolong_and_changes_nothing::<S>(soupfs::layout::NAME_MAX);
+}
+
+#[test]
+fn a_zero_length_write_past_the_end_changes_nothing() {
+    posix::a_zero_length_write_past_the_end_changes_nothing::<S>();
 }
 
 #[test]
@@ -65,7 +105,7 @@ fn create_write_read_and_errors() {
         assert_eq!(fs.rmdir_path(c, "/d/f").await, Err(FsError::Fs(Errno::NotDir)));
         assert_eq!(
             fs.create_path(c, &format!("/{}", "n".repeat(256))).await,
-            Err(FsError::Fs(Errno::Invalid("file name too long")))
+            Err(FsError::Fs(Errno::NameTooLong))
         );
         assert!(matches!(
             fs.create_path(c, "/d/..").await,
@@ -216,6 +256,49 @@ fn a_full_pm_says_no_space_and_removing_files_gives_the_space_back() {
         let a = fs.create_path(c, "/again").await?;
         fs.write(c, a.ino, 0, &[2u8; 8192]).await?;
         assert_eq!(fs.read_path(c, "/again").await?, vec![2u8; 8192]);
+        Ok(())
+    });
+}
+
+/// Found by the shared `a_zero_length_write_past_the_end_changes_nothing`:
+/// an empty write past the end grew the file to the offset (and queued a
+/// size change for the persister).
+#[test]
+fn an_empty_write_past_the_end_keeps_the_size() {
+    run(1, Faults::default(), false, |fs, c| async move {
+        let f = fs.create_path(c, "/f").await?.ino;
+        fs.write(c, f, 0, b"abc").await?;
+        let free = fs.try_free_space();
+        assert_eq!(fs.write(c, f, 5000, b"").await?, 0);
+        assert_eq!(fs.getattr(c, f).await?.size, 3);
+        assert_eq!(fs.read_path(c, "/f").await?, b"abc");
+        assert_eq!(fs.try_free_space(), free);
+        Ok(())
+    });
+}
+
+/// Found by the shared `bad_names_and_dot_entries_are_einval_and_change_nothing`:
+/// unlink, rmdir and rename of `.` or `..` said ENOENT, not EINVAL.
+#[test]
+fn removing_or_renaming_a_dot_entry_is_einval() {
+    run(1, Faults::default(), false, |fs, c| async move {
+        let d = fs.mkdir_path(c, "/d").await?.ino;
+        let root = fs.root();
+        for name in [".", ".."] {
+            assert!(matches!(
+                fs.unlink(c, d, name).await,
+                Err(FsError::Fs(Errno::Invalid(_)))
+            ));
+            assert!(matches!(
+                fs.rmdir(c, d, name).await,
+                Err(FsError::Fs(Errno::Invalid(_)))
+            ));
+            assert!(matches!(
+                fs.rename(c, d, name, root, "x").await,
+                Err(FsError::Fs(Errno::Invalid(_)))
+            ));
+        }
+        assert_eq!(fs.readdir(c, root).await?.len(), 1);
         Ok(())
     });
 }

@@ -32,6 +32,10 @@ pub enum WofsError {
 }
 
 impl fsapi::FsError for WofsError {
+    fn kind(&self) -> fsapi::ErrorKind {
+        fsapi::FsError::errno(self).map_or(fsapi::ErrorKind::Io, Errno::kind)
+    }
+
     fn errno(&self) -> Option<&Errno> {
         match self {
             WofsError::Fs(e) => Some(e),

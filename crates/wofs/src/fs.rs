@@ -157,7 +157,8 @@ impl Wofs {
     fn attr_of(p: &Ptl, ino: Ino) -> Result<Attr> {
         let i = p.inode(ino)?;
         let links = match i.ftype {
-            FileType::File => i.links.len() as u32,
+            // (No symlink or special file is ever made here.)
+            FileType::File | FileType::Symlink | FileType::Special => i.links.len() as u32,
             FileType::Dir => {
                 let subdirs = p.dirs.get(&ino).map_or(0, |d| {
                     d.values()

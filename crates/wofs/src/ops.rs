@@ -23,7 +23,7 @@ impl Wofs {
     async fn make(&self, ctx: Ctx, parent: Ino, name: &str, perm: u16, ftype: FileType) -> Result<Attr> {
         let _g = self.lock().await;
         let core = self.core(ctx)?;
-        check_name(name).map_err(Errno::Invalid)?;
+        valid_name(name)?;
         let ino = {
             let mut p = self.ptl();
             if p.dir(parent)?.contains_key(name) {
@@ -56,7 +56,7 @@ impl Wofs {
     pub async fn link(&self, ctx: Ctx, ino: Ino, parent: Ino, name: &str) -> Result<Attr> {
         let _g = self.lock().await;
         let core = self.core(ctx)?;
-        check_name(name).map_err(Errno::Invalid)?;
+        valid_name(name)?;
         let d = {
             let p = self.ptl_ref();
             let i = p.inode(ino)?;
@@ -90,6 +90,9 @@ impl Wofs {
     }
 
     async fn remove(&self, ctx: Ctx, parent: Ino, name: &str, want: FileType) -> Result<()> {
+        // `.` and `..` are no entries here, and may not be removed (EINVAL,
+        // not ENOENT).
+        valid_name(name)?;
         let _g = self.lock().await;
         let core = self.core(ctx)?;
         let e = {
@@ -136,7 +139,8 @@ impl Wofs {
     ) -> Result<()> {
         let _g = self.lock().await;
         let core = self.core(ctx)?;
-        check_name(to).map_err(Errno::Invalid)?;
+        valid_name(from)?;
+        valid_name(to)?;
         let (src, dst, d) = {
             let p = self.ptl_ref();
             let src = p.entry(from_parent, from)?;
@@ -181,4 +185,14 @@ impl Wofs {
         p.cancel_entry(from_parent, from, pkg.slot);
         Ok(())
     }
+}
+
+/// A name a call may store: [`Errno::NameTooLong`] past
+/// [`crate::package::NAME_MAX`] bytes, [`Errno::Invalid`] for what
+/// [`check_name`] refuses otherwise.
+fn valid_name(name: &str) -> std::result::Result<(), Errno> {
+    if name.len() > crate::package::NAME_MAX {
+        return Err(Errno::NameTooLong);
+    }
+    check_name(name).map_err(Errno::Invalid)
 }

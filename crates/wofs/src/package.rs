@@ -179,6 +179,10 @@ fn put_dentry(b: &mut Vec<u8>, d: &Dentry) {
     b.push(match d.ftype {
         FileType::File => 1,
         FileType::Dir => 2,
+        // No operation makes these (the trait has no symlink or mknod):
+        // codes the decoder refuses, as a package holding one is not WOFS's.
+        FileType::Symlink => 3,
+        FileType::Special => 4,
     });
     b.extend_from_slice(&d.perm.to_le_bytes());
     b.push(d.name.len() as u8);

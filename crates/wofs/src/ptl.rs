@@ -90,16 +90,17 @@ impl Ptl {
     pub fn dir(&self, ino: Ino) -> Result<&BTreeMap<String, Entry>> {
         match self.inode(ino)?.ftype {
             FileType::Dir => self.dirs.get(&ino).ok_or(WofsError::Fs(Errno::NotFound)),
-            FileType::File => Err(WofsError::Fs(Errno::NotDir)),
+            FileType::File | FileType::Symlink | FileType::Special => Err(WofsError::Fs(Errno::NotDir)),
         }
     }
 
     /// The entry `name` of directory `parent`.
     pub fn entry(&self, parent: Ino, name: &str) -> Result<Entry> {
-        self.dir(parent)?
-            .get(name)
-            .copied()
-            .ok_or(WofsError::Fs(Errno::NotFound))
+        let d = self.dir(parent)?;
+        if name.len() > crate::package::NAME_MAX {
+            return Err(WofsError::Fs(Errno::NameTooLong));
+        }
+        d.get(name).copied().ok_or(WofsError::Fs(Errno::NotFound))
     }
 
     /// Adds an entry (the inode must exist).

@@ -18,7 +18,7 @@ fn mount(img: PageStore, faults: Faults) -> Result<Tree, WofsError> {
 }
 
 fn formatted() -> (PageStore, Geometry) {
-    let img = Env::formatted(5).pm.persistent_image();
+    let img = Env::formatted(5).medium.persistent_image();
     (img, Geometry::for_size(SIZE, SLOTS).unwrap())
 }
 

@@ -13,8 +13,8 @@ use wofs::{Faults, Wofs};
 fn a_metadata_operation_costs_about_one_persist_and_mount_one_scan() {
     let env = Env::formatted(21);
     let sim = env.m.sim();
-    let write_latency = env.pm.profile().timing.write_latency;
-    let (m, pm) = (env.m.clone(), env.pm.clone());
+    let write_latency = env.medium.profile().timing.write_latency;
+    let (m, pm) = (env.m.clone(), env.medium.clone());
     let times = env
         .run(Faults::default(), move |fs: Wofs| async move {
             let mut t = Vec::new();
@@ -59,6 +59,6 @@ fn a_metadata_operation_costs_about_one_persist_and_mount_one_scan() {
     }
     assert!(get("write 4 KiB") > get("create"));
     let scan = get("mount after a power failure (scan of 64 slots, 16 KiB)");
-    let per_line = env.pm.profile().timing.read_latency_sequential;
+    let per_line = env.medium.profile().timing.read_latency_sequential;
     assert!(scan >= per_line * 200, "a cold scan reads the 256 slot lines");
 }

@@ -17,7 +17,7 @@ fn env() -> Env {
     Env::formatted(11)
 }
 
-fsapi::posix_tests!(W, NAME_MAX, MAX_SIZE, 999);
+fsapi::posix_tests!(W, NAME_MAX, MAX_SIZE, Some(999));
 
 #[test]
 fn setattr_sets_permissions_and_size() {
@@ -82,6 +82,33 @@ fn an_unlink_package_is_kept_until_its_create_is_overwritten() {
             assert_eq!(after.free_slots, before.free_slots, "create freed, unlink held");
             fs.create_path(CTX, "/b").await?;
             assert_eq!(fs.usage().held_slots, 0, "the create's slot was reused");
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Found by the shared `bad_names_and_dot_entries_are_einval_and_change_nothing`:
+/// unlink, rmdir and rename of `.` or `..` said ENOENT, not EINVAL.
+#[test]
+fn removing_or_renaming_a_dot_entry_is_einval() {
+    env()
+        .run(Faults::default(), |fs: Wofs| async move {
+            let d = fs.mkdir_path(CTX, "/d").await?.ino;
+            for name in [".", ".."] {
+                assert!(matches!(
+                    fs.unlink(CTX, d, name).await,
+                    Err(WofsError::Fs(Errno::Invalid(_)))
+                ));
+                assert!(matches!(
+                    fs.rmdir(CTX, d, name).await,
+                    Err(WofsError::Fs(Errno::Invalid(_)))
+                ));
+                assert!(matches!(
+                    fs.rename(CTX, d, name, ROOT, "x").await,
+                    Err(WofsError::Fs(Errno::Invalid(_)))
+                ));
+            }
+            assert_eq!(fs.readdir(CTX, ROOT).await?.len(), 1);
             Ok(())
         })
         .unwrap();

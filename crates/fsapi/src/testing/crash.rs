@@ -43,8 +43,13 @@ impl<A: Adapter> std::fmt::Debug for Recording<A> {
 
 /// Runs `ops` on a freshly formatted file system mounted with `how`, in
 /// `domain`, and records it.
-pub fn record<A: Adapter>(domain: PersistenceDomain, ops: &[Op], how: A::Mount, seed: u64) -> Recording<A> {
-    let base = Env::<A>::formatted(seed).pm.persistent_image();
+pub fn record<A: Adapter<Medium = Pmem>>(
+    domain: PersistenceDomain,
+    ops: &[Op],
+    how: A::Mount,
+    seed: u64,
+) -> Recording<A> {
+    let base = Env::<A>::formatted(seed).medium.persistent_image();
     let ex = Executor::new(seed);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
     let pm = Pmem::attach_with_image(&m, profile_in(domain), base.clone()).expect("attach the base image");
@@ -105,7 +110,7 @@ impl Report {
 /// the last returned operation or after the one in flight. A state's
 /// verdict is reused for equal content only where the same number of
 /// operations had returned. Stops at the first violation.
-pub fn check<A: Adapter>(rec: &Recording<A>, bound: u32) -> Report {
+pub fn check<A: Adapter<Medium = Pmem>>(rec: &Recording<A>, bound: u32) -> Report {
     let start = Instant::now();
     let ex = Executor::new(7);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Events);
@@ -143,7 +148,7 @@ pub fn check<A: Adapter>(rec: &Recording<A>, bound: u32) -> Report {
 
 /// Mounts `img` and compares its tree with the allowed ones; `None` if
 /// it is one of them.
-fn judge<A: Adapter>(
+fn judge<A: Adapter<Medium = Pmem>>(
     ex: &Executor,
     m: &Machine,
     img: PageStore,
@@ -202,7 +207,7 @@ pub fn bound_from_env(var: &str) -> u32 {
 
 /// Checks `rec` up to `bound`, prints what was checked under `label`, and
 /// asserts that no crash state broke the contract.
-pub fn must_pass<A: Adapter>(label: &str, rec: &Recording<A>, bound: u32) -> Report {
+pub fn must_pass<A: Adapter<Medium = Pmem>>(label: &str, rec: &Recording<A>, bound: u32) -> Report {
     let r = check(rec, bound);
     eprintln!(
         "{label}, bound {bound}: {} points, {} states ({} distinct mounts, {} points sampled past the bound) in {:.2?}: {:.0} states/s",
@@ -220,7 +225,7 @@ pub fn must_pass<A: Adapter>(label: &str, rec: &Recording<A>, bound: u32) -> Rep
 /// Records [`super::workload`] mounted with `how` and checks it; the
 /// check must find a violation (the canary: the switched-off mechanism is
 /// what the contract depends on). Returns the violation.
-pub fn must_fail<A: Adapter>(how: impl Into<A::Mount>) -> String {
+pub fn must_fail<A: Adapter<Medium = Pmem>>(how: impl Into<A::Mount>) -> String {
     let how = how.into();
     let rec = record::<A>(PersistenceDomain::Adr, &super::workload(), how.clone(), 1);
     let r = check(&rec, CANARY_BOUND);
@@ -234,7 +239,7 @@ pub fn must_fail<A: Adapter>(how: impl Into<A::Mount>) -> String {
 
 /// Two recordings of [`super::workload`] with the same seed are the same
 /// trace, marks and trees.
-pub fn recording_is_deterministic<A: Adapter>() {
+pub fn recording_is_deterministic<A: Adapter<Medium = Pmem>>() {
     let rec = || record::<A>(PersistenceDomain::Adr, &super::workload(), A::Mount::default(), 9);
     let (a, b) = (rec(), rec());
     assert_eq!(a.trace.hash(), b.trace.hash());

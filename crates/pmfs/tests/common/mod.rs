@@ -20,6 +20,7 @@ pub struct P;
 impl Adapter for P {
     type Fs = Pmfs;
     type Mount = Faults;
+    type Medium = Pmem;
 
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), PmfsError> {
         Pmfs::mkfs(m, pm, CTX, INODES).await.map(drop)
@@ -31,11 +32,11 @@ impl Adapter for P {
 
     type Usage = pmfs::Usage;
 
-    fn usage(fs: &Pmfs) -> pmfs::Usage {
+    async fn usage(fs: &Pmfs) -> pmfs::Usage {
         fs.usage()
     }
 
-    fn free_pages(fs: &Pmfs) -> u64 {
+    async fn free_pages(fs: &Pmfs) -> u64 {
         fs.usage().free_pages as u64
     }
 }

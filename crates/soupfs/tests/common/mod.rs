@@ -24,6 +24,7 @@ pub struct S;
 impl fsapi::testing::Adapter for S {
     type Fs = SoupFs;
     type Mount = Faults;
+    type Medium = Pmem;
 
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), FsError> {
         SoupFs::mkfs(m, pm.clone(), CTX, SoupProfile::default(), Faults::default())
@@ -40,13 +41,13 @@ impl fsapi::testing::Adapter for S {
     /// Free (pages, lines).
     type Usage = (usize, usize);
 
-    fn usage(fs: &SoupFs) -> (usize, usize) {
+    async fn usage(fs: &SoupFs) -> (usize, usize) {
         fs.try_free_space()
             .expect("no persister holds the state between calls")
     }
 
-    fn free_pages(fs: &SoupFs) -> u64 {
-        Self::usage(fs).0 as u64
+    async fn free_pages(fs: &SoupFs) -> u64 {
+        Self::usage(fs).await.0 as u64
     }
 }
 

@@ -20,6 +20,7 @@ pub struct W;
 impl Adapter for W {
     type Fs = Wofs;
     type Mount = Options;
+    type Medium = Pmem;
 
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), WofsError> {
         Wofs::mkfs(m, pm, CTX, SLOTS).await.map(drop)
@@ -31,11 +32,11 @@ impl Adapter for W {
 
     type Usage = wofs::Usage;
 
-    fn usage(fs: &Wofs) -> wofs::Usage {
+    async fn usage(fs: &Wofs) -> wofs::Usage {
         fs.usage()
     }
 
-    fn free_pages(fs: &Wofs) -> u64 {
+    async fn free_pages(fs: &Wofs) -> u64 {
         fs.usage().free_pages as u64
     }
 }
