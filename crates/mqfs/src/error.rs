@@ -156,6 +156,61 @@ impl FsError {
     }
 }
 
+/// The shared POSIX refusals (what `fsapi`'s path helpers refuse with) as
+/// MQFS's own variants.
+impl From<fsapi::Errno> for FsError {
+    fn from(e: fsapi::Errno) -> FsError {
+        use fsapi::Errno as E;
+        match e {
+            E::NotFound => FsError::NotFound,
+            E::Exists => FsError::Exists,
+            E::NotDir => FsError::NotDir,
+            E::IsDir => FsError::IsDir,
+            E::NotEmpty => FsError::NotEmpty,
+            E::Invalid(why) => FsError::Invalid(why.to_string()),
+            E::NameTooLong => FsError::NameTooLong,
+            E::TooLarge { .. } => FsError::TooBig,
+            E::NoSpace(_) => FsError::NoSpace,
+        }
+    }
+}
+
+/// The kind of each error, by its errno: MQFS has its own POSIX variants
+/// (no [`fsapi::Errno`] inside, so [`fsapi::FsError::errno`] is `None`).
+impl fsapi::FsError for FsError {
+    fn kind(&self) -> fsapi::ErrorKind {
+        use fsapi::ErrorKind as K;
+        match self {
+            FsError::NotFound => K::NotFound,
+            FsError::Exists => K::Exists,
+            FsError::NotDir => K::NotDir,
+            FsError::IsDir => K::IsDir,
+            FsError::NotEmpty => K::NotEmpty,
+            FsError::NameTooLong => K::NameTooLong,
+            FsError::NoSpace => K::NoSpace,
+            // EINVAL and EPERM.
+            FsError::Invalid(_) | FsError::Volume(_) | FsError::NotPermitted => K::Invalid,
+            FsError::TooBig => K::TooLarge,
+            FsError::TooManyLinks => K::TooManyLinks,
+            // EIO and EUCLEAN.
+            FsError::Io(_)
+            | FsError::Driver(_)
+            | FsError::Bus(_)
+            | FsError::Sim(_)
+            | FsError::NotMqfs
+            | FsError::Corrupt(_)
+            | FsError::LayoutVersion { .. } => K::Io,
+            FsError::Unsupported(_)
+            | FsError::ReadOnly
+            | FsError::NoData
+            | FsError::Range
+            | FsError::ArgTooBig
+            | FsError::NotRegular
+            | FsError::Access => K::Other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::FsError;
@@ -237,5 +292,46 @@ mod tests {
         assert!(names.contains(&(1, "EPERM")) && names.contains(&(19, "ENODEV")));
         assert!(names.contains(&(13, "EACCES")));
         assert_eq!(names.len(), 23);
+    }
+
+    #[test]
+    fn each_kind_agrees_with_the_errno() {
+        use fsapi::{ErrorKind as K, FsError as _};
+        for e in one_of_each() {
+            let want = match e.errno() {
+                2 => K::NotFound,
+                17 => K::Exists,
+                20 => K::NotDir,
+                21 => K::IsDir,
+                39 => K::NotEmpty,
+                36 => K::NameTooLong,
+                28 => K::NoSpace,
+                1 | 22 => K::Invalid,
+                27 => K::TooLarge,
+                31 => K::TooManyLinks,
+                5 | 117 => K::Io,
+                _ => K::Other,
+            };
+            assert_eq!(e.kind(), want, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn the_shared_errnos_become_the_same_errno() {
+        use fsapi::{Errno, FsError as _};
+        let all = [
+            Errno::NotFound,
+            Errno::Exists,
+            Errno::NotDir,
+            Errno::IsDir,
+            Errno::NotEmpty,
+            Errno::Invalid("x"),
+            Errno::NameTooLong,
+            Errno::TooLarge { size: 2, max: 1 },
+            Errno::NoSpace("x"),
+        ];
+        for e in all {
+            assert_eq!(FsError::from(e).kind(), e.kind(), "{e:?}");
+        }
     }
 }

@@ -23,19 +23,10 @@ use crate::volume::Submitted;
 /// An inode number.
 pub type Ino = u32;
 
-/// The calling simulated thread: the core it runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ctx {
-    /// Core index (its hardware queue and, in `mq` mode, journal area).
-    pub core: usize,
-}
-
-impl Ctx {
-    /// A thread on `core`.
-    pub fn on(core: usize) -> Ctx {
-        Ctx { core }
-    }
-}
+/// The calling simulated thread: the core it runs on (its hardware queue
+/// and, in `mq` mode, journal area). The one of the shared file-system
+/// interface.
+pub use fsapi::Ctx;
 
 /// In-memory state of an inode.
 #[derive(Debug)]

@@ -22,10 +22,15 @@
 //! ## The contract
 //!
 //! - Operations are inode-based ([`ops`]) so a FUSE adapter can sit on
-//!   top; path helpers are in [`paths`]. Permission rules (owner, group,
+//!   top; path helpers are in [`paths`]. [`Fs`] implements the shared
+//!   file-system interface, [`fsapi::FileSystem`] ([`file_system`]), whose
+//!   POSIX checks (`fsapi::testing::posix`) it runs in each mode as the
+//!   file systems on persistent memory do; the calling thread is
+//!   [`fsapi::Ctx`] ([`Ctx`]). Permission rules (owner, group,
 //!   mode, sticky and set-ID bits) are pure functions in [`perm`], for a
 //!   front end serving several users to ask. Errors are [`FsError`], each with
-//!   its POSIX errno; bad on-disk input is an error, never a panic.
+//!   its POSIX errno (and its [`fsapi::ErrorKind`]); bad on-disk input is an
+//!   error, never a panic.
 //! - fsync makes a file's data and metadata durable, and its names in
 //!   directories that are themselves durable; fdatasync skips a
 //!   timestamp-only inode change; a directory fsync makes its entries
@@ -58,6 +63,7 @@ pub mod dirty;
 pub mod error;
 pub mod extent_tree;
 pub mod falloc;
+pub mod file_system;
 pub mod flusher;
 pub mod fs;
 pub mod fsck;
