@@ -1,18 +1,20 @@
-//! The file-system interface the file systems on persistent memory share
-//! (WOFS, the PMFS-style baseline): the [`FileSystem`] trait of their
-//! primitive inode operations, the path helpers written once over it as
-//! provided methods, and the whole tree as a value ([`Tree`]) that crash
-//! tests compare.
+//! The file-system interface every file system here shares (WOFS, SoupFS,
+//! the PMFS-style baseline on persistent memory, and MQFS on its NVMe
+//! drive): the [`FileSystem`] trait of their primitive inode operations,
+//! the path helpers written once over it as provided methods, and the
+//! whole tree as a value ([`Tree`]) that crash tests compare.
 //!
 //! Code that drives any of these file systems goes through this trait:
-//! their tests (feature `testing`: the workloads, the reference model and
-//! the crash harness), and the future crashfuzz modes and FUSE serving of
-//! these file systems.
+//! their tests (feature `testing`: the POSIX checks every file system
+//! runs, the workloads, the reference model and the crash harness of the
+//! file systems on persistent memory), the benches, and the future
+//! crashfuzz modes and FUSE serving of these file systems.
 //!
-//! Each file system keeps its own error enum, which wraps the shared
-//! POSIX refusals ([`Errno`]) beside what is its own (its medium, its
-//! image format); the trait asks only that it is made from and tells its
-//! [`Errno`] ([`FsError`]).
+//! Each file system keeps its own error enum: those on persistent memory
+//! wrap the shared POSIX refusals ([`Errno`]) beside what is their own
+//! (their medium, their image format), MQFS has its own POSIX variants;
+//! the trait asks only that it is made from an [`Errno`] and tells its
+//! [`ErrorKind`] ([`FsError`]).
 
 mod api;
 mod errno;

@@ -4,6 +4,11 @@
 //! and `..` and sorts by name, as the interface asks. What the interface
 //! has no call for (symlinks, devices, extended attributes, fallocate,
 //! fatomic...) stays on [`Fs`].
+//!
+//! Where the trait is in scope, a call on an `Rc<Fs>` (what a mount hands
+//! out) finds the trait's method first, as `fsapi` implements the trait
+//! for `Rc<T>`: its `readdir` then lists no dot entries. Call
+//! `Fs::readdir` (or deref the `Rc`) for MQFS's own.
 
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino};

@@ -8,7 +8,8 @@ use fsapi::Errno;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {
     /// A POSIX call refused. A name over [`crate::layout::NAME_MAX`]
-    /// bytes is [`Errno::Invalid`]; a hard link to a directory too.
+    /// bytes is [`Errno::NameTooLong`]; a hard link to a directory is
+    /// [`Errno::Invalid`].
     #[error(transparent)]
     Fs(#[from] Errno),
     /// The image has no SoupFS superblock.

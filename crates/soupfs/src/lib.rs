@@ -59,8 +59,8 @@
 //! the path helpers (`create_path`, `rename_path`, ...) and
 //! [`FileSystem::snapshot`] come from the trait. POSIX refusals are
 //! [`FsError::Fs`] ([`fsapi::Errno`]; a name over
-//! [`layout::NAME_MAX`] bytes and a hard link to a directory are
-//! [`fsapi::Errno::Invalid`]); [`Attr`] is [`fsapi::Attr`], whose
+//! [`layout::NAME_MAX`] bytes is [`fsapi::Errno::NameTooLong`], a hard
+//! link to a directory [`fsapi::Errno::Invalid`]); [`Attr`] is [`fsapi::Attr`], whose
 //! `links` counts a directory's names only. Its calls are not durable at
 //! return (the contract above): a crash test's "the tree after the last
 //! returned call" does not hold, only what `fsync`/`sync` persisted.

@@ -15,9 +15,11 @@ use soupfs::{Faults, FsError};
 // last unlink to free the data at once (SoupFS frees it when the persister
 // has persisted the dirrem: checked in
 // `the_persisted_tree_mounts_to_the_latest_view_and_frees_everything_removed`);
-// nor `a_remount_rebuilds_the_same_tree_and_free_space`:
-// SoupFS's calls are not durable at return, so a remount without `sync`
-// rightly loses them (checked after `sync` below).
+// nor `a_remount_rebuilds_the_same_tree_and_free_space`, which compares
+// the free space before the unmount (the adapter's is a `sync`) with the
+// remount's: SoupFS's calls are not durable at return, and what they free
+// is freed when the persister persists them (checked after `sync` below).
+// `operations_survive_a_remount` fits: the remount follows the sync.
 
 #[test]
 fn errors_are_typed() {
@@ -66,6 +68,12 @@ fn a_name_too_long_is_enametoolong_and_changes_nothing() {
 #[test]
 fn a_zero_length_write_past_the_end_changes_nothing() {
     posix::a_zero_length_write_past_the_end_changes_nothing::<S>();
+}
+
+/// The adapter's unmount is a sync.
+#[test]
+fn operations_survive_a_remount() {
+    posix::operations_survive_a_remount::<S>();
 }
 
 #[test]

@@ -38,6 +38,12 @@ impl fsapi::testing::Adapter for S {
             .0)
     }
 
+    /// A sync: the calls are not durable at return (the persister is not
+    /// running), so a remount sees what a sync persisted.
+    async fn unmount(fs: SoupFs) -> Result<(), FsError> {
+        fs.sync(CTX).await
+    }
+
     /// Free (pages, lines).
     type Usage = (usize, usize);
 
