@@ -3,14 +3,18 @@
 //! (the tree and the adapter's usage are the same after it), and that a
 //! remount rebuilds the same tree and free space. Each runs on a fresh
 //! [`Env`] (seed 11) and panics on a failed check; each holds for any
-//! POSIX file system, and every file system here runs them (the
-//! [`posix_tests!`](crate::posix_tests) macro declares them).
+//! POSIX file system. The [`posix_tests!`](crate::posix_tests) macro
+//! declares them for a file system; WOFS, PMFS and MQFS (each mode) run
+//! it whole, SoupFS runs by hand those that fit its contract (its
+//! tests/posix.rs says which not, and why).
 //!
 //! Where the file systems part ways within what POSIX allows, a check
-//! takes the limit as a parameter (the longest name, the largest file) or
-//! accepts each answer (a hard link to a directory: POSIX's EPERM, which
-//! the persistent-memory file systems give as [`ErrorKind::Invalid`], or
-//! MQFS's EISDIR; creating `.` or `..`: EEXIST, as Linux says, or EINVAL).
+//! takes the limit as a parameter (the longest name, the largest file,
+//! whether a getattr of an inode no entry names is ENOENT) or accepts
+//! each answer (a hard link to a directory: POSIX's EPERM, which the
+//! persistent-memory file systems give as [`ErrorKind::Invalid`], or
+//! MQFS's EISDIR; creating `.` or `..`: EEXIST, as Linux says, or
+//! EINVAL).
 
 use std::fmt::Debug;
 use std::future::Future;
