@@ -15,6 +15,7 @@
 //! [`Errno`] ([`FsError`]).
 
 mod api;
+mod cost;
 mod errno;
 mod tree;
 
@@ -22,5 +23,6 @@ mod tree;
 pub mod testing;
 
 pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError};
+pub use cost::{CpuCosts, Meter, Work};
 pub use errno::Errno;
 pub use tree::{Node, Tree};
