@@ -17,6 +17,7 @@
 //! [`ErrorKind`] ([`FsError`]).
 
 mod api;
+mod cost;
 mod errno;
 mod tree;
 
@@ -24,5 +25,6 @@ mod tree;
 pub mod testing;
 
 pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError};
+pub use cost::{CpuCosts, Meter, Work};
 pub use errno::Errno;
 pub use tree::{Node, Tree};

@@ -7,7 +7,7 @@
 
 use pcie_sim::{Core, PmAddr, Pmem, Purpose};
 
-use fsapi::{Ctx, Errno};
+use fsapi::{Ctx, Errno, Work};
 
 use crate::error::FsError;
 use crate::fs::SoupFs;
@@ -119,6 +119,7 @@ impl SoupFs {
             // `a_zero_length_write_past_the_end_changes_nothing`).
             return Ok(0);
         }
+        let blocks = file(&st, ino)?.blocks.len();
         if off > size {
             resize(self, core, &mut st, ino, off).await?;
         }
@@ -134,6 +135,12 @@ impl SoupFs {
         .await?;
         let now = self.now_ns();
         let i = st.inode_mut(ino)?;
+        // The inode, and the blocks the write attached.
+        self.meter().count(Work {
+            inodes: 1,
+            allocs: (i.blocks.len() - blocks) as u64,
+            ..Work::default()
+        });
         i.size = i.size.max(end);
         i.mtime = now;
         st.push_op(ino, OpKind::SizeChg, Vec::new())?;
@@ -171,6 +178,10 @@ impl SoupFs {
         let core = &self.core(ctx)?;
         too_large(size)?;
         let mut st = self.lock().await;
+        self.meter().count(Work {
+            inodes: 1,
+            ..Work::default()
+        });
         resize(self, core, &mut st, ino, size).await
     }
 }
