@@ -10,9 +10,9 @@ use pcie_sim::{Core, Cycles, Machine, SimDuration};
 
 use crate::Ctx;
 
-/// What a file system's DRAM work costs on a core. The defaults are the
-/// ones `mqfs::FsProfile` charges for the same work (the ccNVMe paper's
-/// 2.5 GHz Haswell, `pcie_sim::CpuProfile::clock`).
+/// What a file system's DRAM work costs on a core, one table for every
+/// file system of the workspace (`mqfs::FsProfile::cpu` is one too): the
+/// ccNVMe paper's 2.5 GHz Haswell (`pcie_sim::CpuProfile::clock`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuCosts {
     /// System call entry, VFS and exit, once per call (~0.5 us on a

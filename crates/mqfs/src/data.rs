@@ -75,7 +75,7 @@ impl Fs {
 
     /// Reads up to `len` bytes at `off`.
     pub async fn read(&self, ctx: Ctx, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         let st = self.regular_file(ctx, ino).await?;
         let _g = st.lock.lock().await;
         self.read_inner(ctx, &st, off, len).await

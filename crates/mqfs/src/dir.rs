@@ -68,7 +68,7 @@ impl Fs {
     async fn read_entries(&self, ctx: Ctx, b: u64) -> Result<Vec<DirEntry>, FsError> {
         let buf = self.meta(ctx, b).await?;
         let entries = decode_dir_block(&buf.data()[..])?;
-        self.cycles(ctx, self.profile.dirent_cycles * entries.len().max(1) as u64)
+        self.cycles(ctx, self.profile.cpu.dirent_cycles * entries.len().max(1) as u64)
             .await;
         Ok(entries)
     }

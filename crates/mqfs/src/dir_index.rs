@@ -77,7 +77,7 @@ impl Fs {
             let leaf = entries[at].block;
             (Some((child.block, entries, at)), leaf)
         };
-        self.cycles(ctx, self.profile.dirent_cycles * cycles).await;
+        self.cycles(ctx, self.profile.cpu.dirent_cycles * cycles).await;
         Ok(Probe {
             root,
             root_at,

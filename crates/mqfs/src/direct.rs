@@ -57,7 +57,7 @@ impl Fs {
     /// file): writes the range's dirty pages home and waits. No metadata,
     /// no FLUSH: it promises nothing.
     pub async fn sync_file_range(&self, ctx: Ctx, ino: Ino, off: u64, len: u64) -> Result<(), FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         self.writeback(ctx, ino, off, len).await
     }
 

@@ -515,7 +515,7 @@ impl Fs {
     /// Tree edits took their blocks before they changed anything
     /// ([`Fs::map_new`], `install_extents`), so this needs no new block.
     pub(crate) async fn write_inode(&self, ctx: Ctx, st: &InodeState) -> Result<(), FsError> {
-        self.cycles(ctx, self.profile.inode_cycles).await;
+        self.cycles(ctx, self.profile.cpu.inode_cycles).await;
         let (blk, off) = self.sb.borrow().inode_location(st.ino)?;
         self.write_tree(ctx, st).await?;
         let buf = self.meta(ctx, blk).await?;
@@ -539,7 +539,7 @@ impl Fs {
         b: u64,
         was_meta: bool,
     ) -> Result<(), FsError> {
-        self.cycles(ctx, self.profile.alloc_cycles).await;
+        self.cycles(ctx, self.profile.cpu.alloc_cycles).await;
         let sb = self.sb.borrow().clone();
         let g = sb
             .group_of(b)
@@ -569,7 +569,7 @@ impl Fs {
 
     /// Allocates an inode number in the group of `near` (or after).
     pub(crate) async fn alloc_ino(&self, ctx: Ctx, owner: &InodeState) -> Result<Ino, FsError> {
-        self.cycles(ctx, self.profile.alloc_cycles).await;
+        self.cycles(ctx, self.profile.cpu.alloc_cycles).await;
         let sb = self.sb.borrow().clone();
         let ipg = sb.inodes_per_group;
         let start = self.next_ino.get().max(crate::layout::FIRST_INO);
@@ -601,7 +601,7 @@ impl Fs {
 
     /// Frees inode number `ino` on behalf of `owner`.
     pub(crate) async fn free_ino(&self, ctx: Ctx, owner: &InodeState, ino: Ino) -> Result<(), FsError> {
-        self.cycles(ctx, self.profile.alloc_cycles).await;
+        self.cycles(ctx, self.profile.cpu.alloc_cycles).await;
         let sb = self.sb.borrow().clone();
         let ipg = sb.inodes_per_group;
         let g = (ino - 1) / ipg;

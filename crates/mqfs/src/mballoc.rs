@@ -583,7 +583,7 @@ impl Fs {
     /// Marks block `b` (claimed) in its on-disk bitmap on behalf of `owner`
     /// (`ext4_mb_mark_diskspace_used`).
     async fn mark_used(&self, ctx: Ctx, owner: &InodeState, b: u64) -> Result<(), FsError> {
-        self.cycles(ctx, self.profile.alloc_cycles).await;
+        self.cycles(ctx, self.profile.cpu.alloc_cycles).await;
         let sb: Superblock = self.sb.borrow().clone();
         let g = sb
             .group_of(b)

@@ -153,7 +153,7 @@ async fn lock2<'a>(
 impl Fs {
     /// Enters an operation: charges the system call and holds the gate.
     pub(crate) async fn begin(&self, ctx: Ctx) -> Result<crate::fs::OpGuard<'_>, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         Ok(self.enter_gate().await)
     }
 
@@ -168,13 +168,13 @@ impl Fs {
 
     /// Attributes of `ino`.
     pub async fn getattr(&self, ctx: Ctx, ino: Ino) -> Result<Attr, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         self.peek_attr(ctx, ino).await
     }
 
     /// Looks `name` up in directory `parent`.
     pub async fn lookup(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Attr, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         self.peek_lookup(ctx, parent, name).await
     }
 
@@ -819,7 +819,7 @@ impl Fs {
 
     /// The target of a symbolic link.
     pub async fn readlink(&self, ctx: Ctx, ino: Ino) -> Result<String, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         let st = self.iget(ctx, ino).await?;
         if st.inode.borrow().file_type() != Some(FileType::Symlink) {
             return Err(FsError::Invalid("not a symlink".into()));
@@ -838,7 +838,7 @@ impl Fs {
 
     /// The entries of a directory: (name, inode, type), "." and ".." first.
     pub async fn readdir(&self, ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, FileType)>, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
         let mut v: Vec<(String, Ino, FileType)> = self
@@ -857,7 +857,7 @@ impl Fs {
 
     /// Usage counts, from the bitmaps.
     pub async fn statfs(&self, ctx: Ctx) -> Result<StatFs, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         let sb = self.sb.borrow().clone();
         let mut blocks = 0;
         let mut free_blocks = 0;

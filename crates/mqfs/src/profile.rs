@@ -1,22 +1,21 @@
 //! CPU costs of file-system code, charged to the core of the calling
 //! thread. Sources beside each number.
 
+use fsapi::CpuCosts;
 use pcie_sim::{Cycles, SimDuration};
 
 /// Costs and knobs of the file system.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FsProfile {
-    /// System call entry, VFS and exit per operation (~0.5 us on a 2.5 GHz
-    /// Haswell with mitigations of the paper's era).
-    pub syscall: SimDuration,
-    /// Scanning one directory entry.
-    pub dirent_cycles: Cycles,
-    /// Updating an in-memory inode and its table block.
-    pub inode_cycles: Cycles,
-    /// Allocating or freeing one block or inode in a bitmap (for a block
-    /// allocation: marking it on disk, `ext4_mb_mark_diskspace_used`).
-    /// Estimate, not measured.
-    pub alloc_cycles: Cycles,
+    /// What the DRAM work of a call costs: the system call (entry, VFS and
+    /// exit, ~0.5 us on a 2.5 GHz Haswell with the mitigations of the
+    /// paper's era), scanning one directory entry, updating an in-memory
+    /// inode and its table block, allocating or freeing one block or inode
+    /// in a bitmap (for a block allocation: marking it on disk,
+    /// `ext4_mb_mark_diskspace_used`; an estimate). One table for every
+    /// file system of the workspace ([`fsapi::CpuCosts`]: the file systems
+    /// on persistent memory charge the same figures).
+    pub cpu: CpuCosts,
     /// One group scanned by a run of the block allocator's regular search
     /// (`ext4_mb_regular_allocator`: the group's buddy under its lock;
     /// [`crate::mballoc`]). Estimate, not measured: three times a bitmap
@@ -120,10 +119,7 @@ pub struct FsProfile {
 impl Default for FsProfile {
     fn default() -> Self {
         FsProfile {
-            syscall: SimDuration::from_ns(500),
-            dirent_cycles: Cycles(20),
-            inode_cycles: Cycles(300),
-            alloc_cycles: Cycles(300),
+            cpu: CpuCosts::default(),
             mb_search_cycles: Cycles(900),
             mb_window_cycles: Cycles(100),
             mb_prealloc: true,

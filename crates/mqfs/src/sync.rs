@@ -66,7 +66,7 @@ impl Fs {
             Journal::Jbd(j) if j.is_horae() => j,
             _ => return self.sync_file(ctx, ino, data_only).await,
         };
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         self.check_writable()?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
@@ -102,7 +102,7 @@ impl Fs {
     }
 
     async fn sync_kind(&self, ctx: Ctx, ino: Ino, kind: SyncKind) -> Result<(), FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         self.check_writable()?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
@@ -295,7 +295,7 @@ impl Fs {
 
     /// Makes everything durable (and, with a journal, checkpointed).
     pub async fn sync(&self, ctx: Ctx) -> Result<(), FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         self.check_writable()?;
         // In inode order: the transactions sync issues are deterministic.
         let mut inodes: Vec<Rc<InodeState>> = self.inodes.borrow().values().cloned().collect();

@@ -117,7 +117,7 @@ impl Fs {
     /// The value of attribute `name` of `ino` (getxattr(2)); `NoData` if
     /// absent. The FUSE adapter applies the size-probe protocol.
     pub async fn getxattr(&self, ctx: Ctx, ino: Ino, name: &str) -> Result<Vec<u8>, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         check_name(name)?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
@@ -127,7 +127,7 @@ impl Fs {
 
     /// The names of `ino`'s attributes, sorted (listxattr(2)).
     pub async fn listxattr(&self, ctx: Ctx, ino: Ino) -> Result<Vec<String>, FsError> {
-        self.cpu(ctx, self.profile.syscall).await;
+        self.cpu(ctx, self.profile.cpu.syscall).await;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
         let attrs = self.load_xattrs(ctx, &st).await?;

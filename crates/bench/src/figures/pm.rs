@@ -23,7 +23,7 @@
 //!   log, in-place update, commit) in the persistent-memory trace.
 //!
 //! Every call is charged its CPU time from one table of costs
-//! (`fsapi::CpuCosts`, the figures `mqfs::FsProfile` charges); a side
+//! (`fsapi::CpuCosts`, the table `mqfs::FsProfile::cpu` charges too); a side
 //! experiment with the table zeroed gives the persistent-memory part alone,
 //! and the notes say where that part decides a verdict.
 
@@ -531,8 +531,8 @@ pub fn figure(p: &Params) -> BenchResult<(Rc<Results>, FigureOut)> {
              in 4 KiB appends (no fsync), creates {} files in the root directory, and creates then \
              removes {} files, each on a fresh 16 MiB Optane DC PMem profile (`pcie_sim::PmemProfile`, \
              ADR). {}. {}. {}. Every call is charged its CPU time on the calling core from one table \
-             of costs for every file system here (`fsapi::CpuCosts`, the same figures as \
-             `mqfs::FsProfile`: {:.1} us per system call, then cycles per in-memory inode, allocation \
+             of costs for every file system here (`fsapi::CpuCosts`, the table MQFS charges too, \
+             `mqfs::FsProfile::cpu`: {:.1} us per system call, then cycles per in-memory inode, allocation \
              and directory entry the call touches, counted by each file system as it does the work); \
              the `_no_cpu` columns are the side experiment with that table zeroed \
              (`CpuCosts::none`), the persistent-memory part alone.",
