@@ -5,9 +5,11 @@
 //! tests compare.
 //!
 //! Code that drives any of these file systems goes through this trait:
-//! their tests (feature `testing`: the workloads, the reference model and
-//! the crash harness), and the future crashfuzz modes and FUSE serving of
-//! these file systems.
+//! the crash harness (feature `crash`: [`crash`], with the [`crash::PmFs`]
+//! trait that formats and mounts one on persistent memory), which their
+//! crash tests and crashfuzz's PM modes drive; their tests (feature
+//! `testing`: the workloads, the reference model); and the future FUSE
+//! serving of these file systems.
 //!
 //! Each file system keeps its own error enum, which wraps the shared
 //! POSIX refusals ([`Errno`]) beside what is its own (its medium, its
@@ -15,6 +17,8 @@
 //! [`Errno`] ([`FsError`]).
 
 mod api;
+#[cfg(feature = "crash")]
+pub mod crash;
 mod errno;
 mod tree;
 

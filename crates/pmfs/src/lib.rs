@@ -91,6 +91,7 @@
 //! from the trait.
 
 pub mod cost;
+mod crash;
 pub mod data;
 pub mod error;
 pub mod faults;
@@ -100,6 +101,7 @@ pub mod layout;
 pub mod ops;
 
 pub use cost::Cost;
+pub use crash::CRASH_INODES;
 pub use error::{PmfsError, Result};
 pub use faults::Faults;
 pub use fs::{Attr, Ctx, Pmfs, Usage};

@@ -116,6 +116,7 @@
 //!   name left is freed.
 
 mod alloc;
+mod crash;
 mod data;
 pub mod error;
 mod fs;
