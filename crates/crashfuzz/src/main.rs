@@ -587,6 +587,12 @@ fn record_one(one: &OneRun) -> Result<(Workload, RunConfig, crashfuzz::Recording
 
 /// The configuration `one` names (mode, profile, seed, fault).
 fn run_config(one: &OneRun) -> Result<RunConfig, Error> {
+    if PmMode::from_name(&one.mode).is_some() {
+        return Err(Error::Failed(format!(
+            "PM mode `{}` runs under `explore` and `replay` only (save, trace and show are for the drive modes)",
+            one.mode
+        )));
+    }
     let mode = ModeName::parse(&one.mode)?;
     let fault = one.fault.as_deref().map(Fault::parse).transpose()?;
     if let Some(f) = fault {
