@@ -285,7 +285,9 @@ pub trait FileSystem {
 /// Implements [`FileSystem`] for `$fs` by delegating every primitive to
 /// the inherent method of the same name (inherent methods win a path
 /// lookup on the type), with `$ino` its inode numbers and `$err` its error;
-/// a trailing `lookup_ino` delegates that one too.
+/// a trailing `lookup_ino` delegates that one too. After each call the
+/// file system's [`crate::Meter`] (its inherent `meter()`) charges the
+/// call's CPU time: one system call and the DRAM work counted.
 #[macro_export]
 macro_rules! delegate_file_system {
     ($fs:ty, $ino:ty, $err:ty $(, $lookup_ino:ident)?) => {
@@ -296,48 +298,48 @@ macro_rules! delegate_file_system {
                 <$fs>::root(self)
             }
             async fn getattr(&self, ctx: $crate::Ctx, ino: $ino) -> ::core::result::Result<$crate::Attr<$ino>, $err> {
-                <$fs>::getattr(self, ctx, ino).await
+                { let r = <$fs>::getattr(self, ctx, ino).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn lookup(&self, ctx: $crate::Ctx, parent: $ino, name: &str) -> ::core::result::Result<$crate::Attr<$ino>, $err> {
-                <$fs>::lookup(self, ctx, parent, name).await
+                { let r = <$fs>::lookup(self, ctx, parent, name).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             $(
                 async fn $lookup_ino(&self, ctx: $crate::Ctx, parent: $ino, name: &str) -> ::core::result::Result<$ino, $err> {
-                    <$fs>::$lookup_ino(self, ctx, parent, name).await
+                    { let r = <$fs>::$lookup_ino(self, ctx, parent, name).await; <$fs>::meter(self).charge(ctx).await; r }
                 }
             )?
             async fn create(&self, ctx: $crate::Ctx, parent: $ino, name: &str, perm: u16) -> ::core::result::Result<$crate::Attr<$ino>, $err> {
-                <$fs>::create(self, ctx, parent, name, perm).await
+                { let r = <$fs>::create(self, ctx, parent, name, perm).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn mkdir(&self, ctx: $crate::Ctx, parent: $ino, name: &str, perm: u16) -> ::core::result::Result<$crate::Attr<$ino>, $err> {
-                <$fs>::mkdir(self, ctx, parent, name, perm).await
+                { let r = <$fs>::mkdir(self, ctx, parent, name, perm).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn link(&self, ctx: $crate::Ctx, ino: $ino, parent: $ino, name: &str) -> ::core::result::Result<$crate::Attr<$ino>, $err> {
-                <$fs>::link(self, ctx, ino, parent, name).await
+                { let r = <$fs>::link(self, ctx, ino, parent, name).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn unlink(&self, ctx: $crate::Ctx, parent: $ino, name: &str) -> ::core::result::Result<(), $err> {
-                <$fs>::unlink(self, ctx, parent, name).await
+                { let r = <$fs>::unlink(self, ctx, parent, name).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn rmdir(&self, ctx: $crate::Ctx, parent: $ino, name: &str) -> ::core::result::Result<(), $err> {
-                <$fs>::rmdir(self, ctx, parent, name).await
+                { let r = <$fs>::rmdir(self, ctx, parent, name).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn rename(&self, ctx: $crate::Ctx, from: $ino, from_name: &str, to: $ino, to_name: &str) -> ::core::result::Result<(), $err> {
-                <$fs>::rename(self, ctx, from, from_name, to, to_name).await
+                { let r = <$fs>::rename(self, ctx, from, from_name, to, to_name).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn read(&self, ctx: $crate::Ctx, ino: $ino, off: u64, len: usize) -> ::core::result::Result<Vec<u8>, $err> {
-                <$fs>::read(self, ctx, ino, off, len).await
+                { let r = <$fs>::read(self, ctx, ino, off, len).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn write(&self, ctx: $crate::Ctx, ino: $ino, off: u64, data: &[u8]) -> ::core::result::Result<usize, $err> {
-                <$fs>::write(self, ctx, ino, off, data).await
+                { let r = <$fs>::write(self, ctx, ino, off, data).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn truncate(&self, ctx: $crate::Ctx, ino: $ino, size: u64) -> ::core::result::Result<(), $err> {
-                <$fs>::truncate(self, ctx, ino, size).await
+                { let r = <$fs>::truncate(self, ctx, ino, size).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn fsync(&self, ctx: $crate::Ctx, ino: $ino) -> ::core::result::Result<(), $err> {
-                <$fs>::fsync(self, ctx, ino).await
+                { let r = <$fs>::fsync(self, ctx, ino).await; <$fs>::meter(self).charge(ctx).await; r }
             }
             async fn readdir(&self, ctx: $crate::Ctx, ino: $ino) -> ::core::result::Result<Vec<(String, $ino, $crate::FileType)>, $err> {
-                <$fs>::readdir(self, ctx, ino).await
+                { let r = <$fs>::readdir(self, ctx, ino).await; <$fs>::meter(self).charge(ctx).await; r }
             }
         }
     };

@@ -17,6 +17,7 @@
 //! [`Errno`] ([`FsError`]).
 
 mod api;
+mod cost;
 #[cfg(feature = "crash")]
 pub mod crash;
 mod errno;
@@ -26,5 +27,6 @@ mod tree;
 pub mod testing;
 
 pub use api::{Attr, Ctx, ErrorKind, FileSystem, FileType, FsError};
+pub use cost::{CpuCosts, Meter, Work};
 pub use errno::Errno;
 pub use tree::{Node, Tree};

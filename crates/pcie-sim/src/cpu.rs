@@ -171,7 +171,7 @@ impl Core {
     }
 
     /// Simulated time of `c` cycles of this core.
-    pub(crate) fn time_of(&self, c: Cycles) -> SimDuration {
+    pub fn time_of(&self, c: Cycles) -> SimDuration {
         self.machine.profile.cpu.clock.time_of(c)
     }
 

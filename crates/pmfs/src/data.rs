@@ -39,13 +39,19 @@ impl Pmfs {
     pub async fn read(&self, ctx: Ctx, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
-        let i = Self::file_inode(&tx, ino).await?;
+        let r = Self::read_in(&tx, ino, off, len).await;
+        self.count(&tx);
+        r
+    }
+
+    async fn read_in(tx: &Tx<'_>, ino: Ino, off: u64, len: usize) -> Result<Vec<u8>> {
+        let i = Self::file_inode(tx, ino).await?;
         let end = off.saturating_add(len as u64).min(i.size);
         let mut out = Vec::new();
         let mut at = off;
         while at < end {
             let k = (at / PAGE) as usize;
-            let page = Self::page_of(&tx, &i, k).await?;
+            let page = Self::page_of(tx, &i, k).await?;
             let from = (at % PAGE) as usize;
             let to = ((end - k as u64 * PAGE).min(PAGE)) as usize;
             out.extend_from_slice(&page[from..to]);

@@ -2,7 +2,7 @@
 //! tree that rebuilds the free sets), transactions, and the read-only
 //! queries.
 
-use fsapi::Errno;
+use fsapi::{Errno, Meter};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -15,6 +15,7 @@ use crate::journal::{self, DirOp, Recovered, Tx, TxStats};
 use crate::layout::{
     decode_dentry, word, FileType, Geometry, Ino, Inode, LINE, MAX_PAGES, MAX_SIZE, PAGE, ROOT,
 };
+use crate::options::Options;
 
 pub use fsapi::Ctx;
 
@@ -68,6 +69,8 @@ struct Inner {
     pm: Pmem,
     geo: Geometry,
     faults: Faults,
+    /// Counts the DRAM work of each call and charges it.
+    meter: Meter,
     recovered: Recovered,
     state: RefCell<State>,
     /// One operation at a time.
@@ -123,6 +126,12 @@ impl Pmfs {
     /// ([`journal::recover`]), then walks the tree, checking it and
     /// rebuilding the free inode and page sets.
     pub async fn mount(machine: &Machine, pm: &Pmem, ctx: Ctx, faults: Faults) -> Result<Pmfs> {
+        Self::mount_with(machine, pm, ctx, Options::from(faults)).await
+    }
+
+    /// [`Pmfs::mount`] with every option.
+    pub async fn mount_with(machine: &Machine, pm: &Pmem, ctx: Ctx, options: Options) -> Result<Pmfs> {
+        let Options { faults, cpu } = options;
         let core = machine.core(ctx.core)?;
         let mut sb = [0u8; LINE as usize];
         pm.load(&core, PmAddr(0), &mut sb).await?;
@@ -135,6 +144,7 @@ impl Pmfs {
                 pm: pm.clone(),
                 geo,
                 faults,
+                meter: Meter::new(machine, cpu),
                 recovered,
                 state: RefCell::new(State {
                     free_pages,
@@ -223,6 +233,7 @@ impl Pmfs {
     /// allocations; otherwise commits it (durable and atomic at return)
     /// and then frees what it freed.
     pub(crate) async fn finish<T>(&self, tx: Tx<'_>, r: Result<T>) -> Result<T> {
+        self.count(&tx);
         let r = match r {
             Ok(v) => {
                 let gen = self.inner.state.borrow().next_gen;
@@ -266,6 +277,17 @@ impl Pmfs {
         r
     }
 
+    /// Counts the DRAM work of `tx` for the call it belongs to (charged
+    /// when the call returns, [`fsapi::Meter`]).
+    pub(crate) fn count(&self, tx: &Tx<'_>) {
+        self.inner.meter.count(tx.work());
+    }
+
+    /// The meter of DRAM work.
+    pub(crate) fn meter(&self) -> &Meter {
+        &self.inner.meter
+    }
+
     /// The entries of a directory whose inode is `dir`.
     pub(crate) async fn dentries(tx: &Tx<'_>, dir: &Inode) -> Result<Dentries> {
         let mut out = Vec::new();
@@ -292,6 +314,7 @@ impl Pmfs {
     /// dentry cache).
     pub(crate) async fn find(&self, tx: &Tx<'_>, parent: Ino, name: &str) -> Result<(PmAddr, Ino)> {
         tx.dir_inode(parent).await?;
+        tx.probe();
         self.inner
             .state
             .borrow()
@@ -322,15 +345,22 @@ impl Pmfs {
     pub async fn getattr(&self, ctx: Ctx, ino: Ino) -> Result<Attr> {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
-        Ok(attr_of(ino, &tx.live_inode(ino).await?))
+        let r = tx.live_inode(ino).await.map(|i| attr_of(ino, &i));
+        self.count(&tx);
+        r
     }
 
     /// The attributes of entry `name` in `parent`.
     pub async fn lookup(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Attr> {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
-        let (_, ino) = self.find(&tx, parent, name).await?;
-        Ok(attr_of(ino, &tx.live_inode(ino).await?))
+        let r = async {
+            let (_, ino) = self.find(&tx, parent, name).await?;
+            Ok(attr_of(ino, &tx.live_inode(ino).await?))
+        }
+        .await;
+        self.count(&tx);
+        r
     }
 
     /// The inode of entry `name` in `parent`, from the dentry cache
@@ -338,16 +368,21 @@ impl Pmfs {
     pub async fn lookup_ino(&self, ctx: Ctx, parent: Ino, name: &str) -> Result<Ino> {
         let core = self.core(ctx)?;
         let tx = self.tx(&core);
-        Ok(self.find(&tx, parent, name).await?.1)
+        let r = self.find(&tx, parent, name).await.map(|e| e.1);
+        self.count(&tx);
+        r
     }
 
     /// The entries of directory `ino` (without `.` and `..`), by name.
     pub async fn readdir(&self, ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, FileType)>> {
         let core = self.core(ctx)?;
-        let tx = self.tx(&core);
-        tx.dir_inode(ino).await?;
-        Ok(self
-            .entries(ino)
+        let mut tx = self.tx(&core);
+        let r = tx.dir_inode(ino).await;
+        let entries = self.entries(ino);
+        tx.work.dirents += entries.len() as u64;
+        self.count(&tx);
+        r?;
+        Ok(entries
             .into_iter()
             .map(|(name, _, i)| {
                 let ftype = if self.is_cached_dir(i) {

@@ -28,7 +28,8 @@
 //! Generations are 32 bits and not reset: after 2^32 transactions the
 //! newest would no longer be the largest (no image here comes near).
 
-use fsapi::Errno;
+use fsapi::{Errno, Work};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use pcie_sim::{Core, PmAddr, Pmem, Purpose};
@@ -89,6 +90,12 @@ pub struct Tx<'a> {
     pub(crate) free_inos: Vec<Ino>,
     /// Dentry-cache changes.
     pub(crate) dir_ops: Vec<DirOp>,
+    /// In-memory inodes staged and directory slots examined so far (the
+    /// allocations and dentry-cache changes are counted from the lists
+    /// above): the DRAM work the operation is charged for.
+    pub(crate) work: Work,
+    /// Dentry-cache lookups (made through a shared borrow).
+    probes: Cell<u64>,
 }
 
 impl<'a> Tx<'a> {
@@ -103,7 +110,28 @@ impl<'a> Tx<'a> {
             alloc_inos: Vec::new(),
             free_inos: Vec::new(),
             dir_ops: Vec::new(),
+            work: Work::default(),
+            probes: Cell::new(0),
         }
+    }
+
+    /// Counts one lookup in the dentry cache.
+    pub(crate) fn probe(&self) {
+        self.probes.set(self.probes.get() + 1);
+    }
+
+    /// The DRAM work of the operation so far: inodes staged, pages and
+    /// inodes allocated or freed, dentry-cache lookups, slots examined and
+    /// entries changed.
+    pub(crate) fn work(&self) -> Work {
+        let allocs =
+            self.alloc_pages.len() + self.free_pages.len() + self.alloc_inos.len() + self.free_inos.len();
+        self.work
+            + Work {
+                allocs: allocs as u64,
+                dirents: self.probes.get() + self.dir_ops.len() as u64,
+                ..Work::default()
+            }
     }
 
     /// `len` bytes at `at` as this transaction sees them: loaded, with
@@ -178,6 +206,7 @@ impl<'a> Tx<'a> {
 
     /// Stages inode `ino`.
     pub fn put_inode(&mut self, ino: Ino, inode: &Inode) {
+        self.work.inodes += 1;
         let at = self.geo.inode_addr(ino);
         self.put_line(at, &inode.encode());
     }

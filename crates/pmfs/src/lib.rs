@@ -76,9 +76,12 @@
 //! - No timestamps, owners, symlinks or device files; no memory-mapped
 //!   (XIP) access; no write protection of the PM mapping (PMFS's
 //!   protection against stray writes); one operation at a time (a gate).
-//! - Only the persistent-memory instructions take simulated time; the
-//!   DRAM work (staging, the free sets, the dentry cache) is not charged.
-//!   The dentry cache stands for Linux's dcache in front of PMFS: a
+//! - A call's CPU time is one system call and the DRAM work its
+//!   transaction counts (inodes staged, pages and inodes allocated or
+//!   freed, dentry-cache lookups and changes, and the directory slots
+//!   examined in order for a free one, PMFS's linear directory), at the
+//!   shared cost table ([`fsapi::CpuCosts`], set in [`Options::cpu`]);
+//!   building the log is not counted. The dentry cache stands for Linux's dcache in front of PMFS: a
 //!   lookup loads the directory's inode but no directory block; inodes
 //!   and the lines a transaction logs are loaded from the persistent
 //!   memory, as PMFS reads them.
@@ -99,6 +102,7 @@ pub mod fs;
 pub mod journal;
 pub mod layout;
 pub mod ops;
+pub mod options;
 
 pub use cost::Cost;
 pub use crash::CRASH_INODES;
@@ -108,3 +112,4 @@ pub use fs::{Attr, Ctx, Pmfs, Usage};
 pub use fsapi::{FileSystem, Node, Tree};
 pub use journal::{Recovered, TxStats};
 pub use layout::{FileType, Geometry, Ino, MAX_SIZE, NAME_MAX, ROOT};
+pub use options::Options;

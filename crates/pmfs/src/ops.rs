@@ -76,10 +76,15 @@ impl Pmfs {
                 });
             }
             let at = tx.geo.page_addr(p - 1);
-            if let Some(slot) = (0..PAGE / LINE)
+            // PMFS's linear directory: the slots are examined in order
+            // until a free one (SoupFS 4.2: its "cost of directory lookup
+            // grows linearly with the increasing number of directory
+            // entries").
+            let free = (0..PAGE / LINE)
                 .map(|k| at + k * LINE)
-                .find(|s| !used.contains(&s.0))
-            {
+                .position(|s| !used.contains(&s.0));
+            tx.work.dirents += free.map_or(PAGE / LINE, |k| k as u64 + 1);
+            if let Some(slot) = free.map(|k| at + k as u64 * LINE) {
                 tx.put_line(slot, &encode_dentry(ino, name));
                 Self::set_added_slot(tx, slot);
                 return Ok(());

@@ -103,3 +103,52 @@ fn a_metadata_operation_waits_at_three_fences_and_the_journal_is_most_of_its_wri
         assert!(p.journaling_share_of_writes() > 0.5, "{p:?}");
     }
 }
+
+/// PMFS's linear directory: a create examines the directory's slots in
+/// order until a free one, so its CPU time grows with the entries before
+/// it (SoupFS 4.2); with the cost table zeroed the growth is gone.
+#[test]
+fn a_create_pays_for_every_slot_before_the_free_one() {
+    use fsapi::CpuCosts;
+    use pmfs::Options;
+    let grows = |cpu: CpuCosts| {
+        let env = Env::formatted(5);
+        let (m, pm, sim) = (env.m.clone(), env.pm.clone(), env.m.sim());
+        env.ex
+            .block_on(async move {
+                let fs = Pmfs::mount_with(
+                    &m,
+                    &pm,
+                    CTX,
+                    Options {
+                        cpu,
+                        ..Options::default()
+                    },
+                )
+                .await?;
+                let mut took = Vec::new();
+                for i in 0..40 {
+                    let t0 = sim.now();
+                    fs.create_path(CTX, &format!("/f{i}")).await?;
+                    took.push(sim.now().since(t0));
+                }
+                Ok::<_, pmfs::PmfsError>(took)
+            })
+            .unwrap()
+            .unwrap()
+    };
+    let with = grows(CpuCosts::default());
+    let bare = grows(CpuCosts::none());
+    let slot = pcie_sim::Frequency::from_mhz(2_500).time_of(CpuCosts::default().dirent_cycles);
+    // The 40th create examines 38 used slots more than the second (both
+    // in the root's first directory block, which the first create added);
+    // the persistent-memory part does not grow with them.
+    let extra = |t: &[SimDuration]| t[39].as_ns_f64() - t[1].as_ns_f64();
+    eprintln!(
+        "40th create over the second: {:.0} ns with CPU, {:.0} ns without",
+        extra(&with),
+        extra(&bare)
+    );
+    let grown = extra(&with) - extra(&bare);
+    assert!((grown - 38.0 * slot.as_ns_f64()).abs() < 2.0, "{grown:.0} ns");
+}

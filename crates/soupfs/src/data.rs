@@ -7,7 +7,7 @@
 
 use pcie_sim::{Core, PmAddr, Pmem, Purpose};
 
-use fsapi::{Ctx, Errno};
+use fsapi::{Ctx, Errno, Work};
 
 use crate::error::FsError;
 use crate::fs::SoupFs;
@@ -113,6 +113,7 @@ impl SoupFs {
         too_large(end)?;
         let mut st = self.lock().await;
         let size = file(&st, ino)?.size;
+        let blocks = file(&st, ino)?.blocks.len();
         if off > size {
             resize(self, core, &mut st, ino, off).await?;
         }
@@ -128,6 +129,12 @@ impl SoupFs {
         .await?;
         let now = self.now_ns();
         let i = st.inode_mut(ino)?;
+        // The inode, and the blocks the write attached.
+        self.meter().count(Work {
+            inodes: 1,
+            allocs: (i.blocks.len() - blocks) as u64,
+            ..Work::default()
+        });
         i.size = i.size.max(end);
         i.mtime = now;
         st.push_op(ino, OpKind::SizeChg, Vec::new())?;
@@ -165,6 +172,10 @@ impl SoupFs {
         let core = &self.core(ctx)?;
         too_large(size)?;
         let mut st = self.lock().await;
+        self.meter().count(Work {
+            inodes: 1,
+            ..Work::default()
+        });
         resize(self, core, &mut st, ino, size).await
     }
 }

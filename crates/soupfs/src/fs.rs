@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use fsapi::Ctx;
+use fsapi::{CpuCosts, Ctx, Meter};
 use pcie_sim::{Core, JoinHandle, Machine, Pmem, Sim, SimDuration};
 use tokio::sync::{Mutex, MutexGuard};
 
@@ -30,12 +30,16 @@ pub struct SoupProfile {
     /// rounds (Linux's periodic write-back, the disk soft-updates analogue,
     /// is 5 s: `vm.dirty_writeback_centisecs` = 500).
     pub persister_interval: SimDuration,
+    /// What the DRAM work of a system call costs on its core (the
+    /// persister's work is not charged: it runs on a core of its own).
+    pub cpu: CpuCosts,
 }
 
 impl Default for SoupProfile {
     fn default() -> Self {
         SoupProfile {
             persister_interval: SimDuration::from_us(1_000),
+            cpu: CpuCosts::default(),
         }
     }
 }
@@ -51,6 +55,8 @@ pub(crate) struct Inner {
     pub faults: Faults,
     pub state: Mutex<State>,
     pub stop: Cell<bool>,
+    /// Charges each system call its DRAM work.
+    pub meter: Meter,
 }
 
 /// A mounted SoupFS. Cheap to clone (a handle).
@@ -78,6 +84,7 @@ impl SoupFs {
     ) -> SoupFs {
         SoupFs {
             inner: Rc::new(Inner {
+                meter: Meter::new(machine, profile.cpu),
                 machine: machine.clone(),
                 pmem,
                 sim: machine.sim(),
@@ -88,6 +95,11 @@ impl SoupFs {
                 stop: Cell::new(false),
             }),
         }
+    }
+
+    /// The meter of the system calls' DRAM work.
+    pub(crate) fn meter(&self) -> &Meter {
+        &self.inner.meter
     }
 
     /// The core `ctx` names.

@@ -108,9 +108,12 @@
 //!   inside a directory's rename across directories can leave it with
 //!   two names (counted in [`MountReport::multi_named_dirs`]), as the
 //!   link-count ordering of soft updates allows.
-//! - A call's DRAM work costs no simulated CPU time (only its PM loads
-//!   and stores, and waits for the lock, do), so call latencies are lower
-//!   bounds: the paper's 3 µs create (S4) is not reproduced.
+//! - A system call's CPU time is one system call and the DRAM work it
+//!   counts (entries probed or changed, inodes, lines and pages
+//!   allocated), at the shared cost table ([`fsapi::CpuCosts`], set in
+//!   [`SoupProfile::cpu`]); the persister's DRAM work is not charged (it
+//!   runs on a core of its own). The table itemizes less than Linux's
+//!   create path, so the paper's 3 µs create (S4) is not reached.
 //! - `fsync` finds a file's directories by scanning the DRAM directories
 //!   (the paper does not say how); no open-file handles: an inode with no
 //!   name left is freed.

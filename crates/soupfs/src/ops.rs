@@ -2,7 +2,7 @@
 //! and appends a diradd or dirrem to the directory's operation list
 //! (paper L198-L212): no persistent-memory write on the critical path.
 
-use fsapi::{Ctx, Errno};
+use fsapi::{Ctx, Errno, Meter, Work};
 
 use crate::error::FsError;
 use crate::fs::SoupFs;
@@ -53,19 +53,34 @@ fn lines(st: &mut State, n: usize) -> Result<Vec<u64>, FsError> {
     Ok(out)
 }
 
+/// The system call a namespace change belongs to: the meter its DRAM work
+/// is counted on, and its time (ns).
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    meter: &'a Meter,
+    now: u64,
+}
+
 /// A new dentry for `name` -> `ino` in `dir`: lines allocated in DRAM
 /// only (the persister writes them), the latest view updated, a diradd
 /// queued. Returns the diradd's seq.
 fn add_entry(
     st: &mut State,
+    call: Call<'_>,
     dir: Ino,
     name: &str,
     ino: Ino,
     replaces: Option<Dentry>,
     after: Vec<(Ino, u64)>,
-    now: u64,
 ) -> Result<u64, FsError> {
+    let Call { meter, now } = call;
     let mut lines = lines(st, 1 + name_lines(name.len()))?;
+    // The lines, the parent's entry and mtime, the inode's link count.
+    meter.count(Work {
+        inodes: 2,
+        allocs: lines.len() as u64,
+        dirents: 1,
+    });
     let addr = lines.remove(0);
     let names = lines;
     let d = Dentry {
@@ -91,12 +106,19 @@ fn add_entry(
 /// is persisted).
 fn remove_entry(
     st: &mut State,
+    call: Call<'_>,
     dir: Ino,
     name: &str,
     mut after: Vec<(Ino, u64)>,
-    now: u64,
     c3: bool,
 ) -> Result<Dentry, FsError> {
+    let Call { meter, now } = call;
+    // The parent's entry and mtime, the inode's link count.
+    meter.count(Work {
+        inodes: 2,
+        dirents: 1,
+        ..Work::default()
+    });
     let parent = st.inode_mut(dir)?;
     let d = parent.entries.remove(name).ok_or(FsError::Fs(Errno::NotFound))?;
     parent.mtime = now;
@@ -110,6 +132,13 @@ fn remove_entry(
 }
 
 impl SoupFs {
+    fn call(&self, now: u64) -> Call<'_> {
+        Call {
+            meter: self.meter(),
+            now,
+        }
+    }
+
     /// The attributes of `ino`.
     pub async fn getattr(&self, _ctx: Ctx, ino: Ino) -> Result<Attr, FsError> {
         attr(&*self.lock().await, ino)
@@ -118,6 +147,7 @@ impl SoupFs {
     /// The inode `name` names in `parent`.
     pub async fn lookup(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<Attr, FsError> {
         let st = self.lock().await;
+        self.meter().count(Work::dirents(1));
         let ino = st.entry(parent, name)?.ino;
         attr(&st, ino)
     }
@@ -126,6 +156,7 @@ impl SoupFs {
     pub async fn readdir(&self, _ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, Kind)>, FsError> {
         let st = self.lock().await;
         let d = st.dir(ino)?;
+        self.meter().count(Work::dirents(d.entries.len() as u64));
         d.entries
             .iter()
             .map(|(n, e)| Ok((n.clone(), e.ino, st.inode(e.ino)?.kind)))
@@ -136,6 +167,7 @@ impl SoupFs {
         check_name(name)?;
         let now = self.now_ns();
         let mut st = self.lock().await;
+        self.meter().count(Work::dirents(1));
         if st.dir(parent)?.entries.contains_key(name) {
             return Err(FsError::Fs(Errno::Exists));
         }
@@ -144,10 +176,16 @@ impl SoupFs {
             Kind::Dir => st.alloc.page().inspect_err(|_| st.alloc.free_line(ino))?,
             Kind::File => 0,
         };
+        // The inode's line (and a directory's bucket page), the inode.
+        self.meter().count(Work {
+            inodes: 1,
+            allocs: 1 + u64::from(root != 0),
+            ..Work::default()
+        });
         let mut inode = Inode::new(kind, perm & 0o7777, parent, root, now);
         inode.cons.root = root;
         st.inodes.insert(ino, inode);
-        if let Err(e) = add_entry(&mut st, parent, name, ino, None, Vec::new(), now) {
+        if let Err(e) = add_entry(&mut st, self.call(now), parent, name, ino, None, Vec::new()) {
             st.inodes.remove(&ino);
             st.alloc.free_line(ino);
             if root != 0 {
@@ -173,11 +211,12 @@ impl SoupFs {
     pub async fn unlink(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
+        self.meter().count(Work::dirents(1));
         let e = st.entry(parent, name)?;
         if st.inode(e.ino)?.kind == Kind::Dir {
             return Err(FsError::Fs(Errno::IsDir));
         }
-        remove_entry(&mut st, parent, name, Vec::new(), now, true)?;
+        remove_entry(&mut st, self.call(now), parent, name, Vec::new(), true)?;
         Ok(())
     }
 
@@ -187,13 +226,14 @@ impl SoupFs {
     pub async fn rmdir(&self, _ctx: Ctx, parent: Ino, name: &str) -> Result<(), FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
+        self.meter().count(Work::dirents(1));
         let ino = st.entry(parent, name)?.ino;
         let d = st.dir(ino)?;
         if !d.entries.is_empty() {
             return Err(FsError::Fs(Errno::NotEmpty));
         }
         let after = d.ops.back().map(|o| vec![(ino, o.seq)]).unwrap_or_default();
-        remove_entry(&mut st, parent, name, after, now, true)?;
+        remove_entry(&mut st, self.call(now), parent, name, after, true)?;
         Ok(())
     }
 
@@ -205,10 +245,11 @@ impl SoupFs {
         if st.inode(ino)?.kind == Kind::Dir {
             return Err(FsError::Fs(Errno::Invalid("hard link to a directory")));
         }
+        self.meter().count(Work::dirents(1));
         if st.dir(newparent)?.entries.contains_key(newname) {
             return Err(FsError::Fs(Errno::Exists));
         }
-        add_entry(&mut st, newparent, newname, ino, None, Vec::new(), now)?;
+        add_entry(&mut st, self.call(now), newparent, newname, ino, None, Vec::new())?;
         st.inode_mut(ino)?.parent = newparent;
         attr(&st, ino)
     }
@@ -228,6 +269,7 @@ impl SoupFs {
         check_name(newname)?;
         let now = self.now_ns();
         let mut st = self.lock().await;
+        self.meter().count(Work::dirents(2));
         let ino = st.entry(parent, name)?.ino;
         let kind = st.inode(ino)?.kind;
         let target = st.dir(newparent)?.entries.get(newname).cloned();
@@ -262,15 +304,30 @@ impl SoupFs {
             }
             after.extend(ti.adds.iter().copied());
         }
-        let seq = add_entry(&mut st, newparent, newname, ino, target.clone(), after, now)?;
+        let seq = add_entry(
+            &mut st,
+            self.call(now),
+            newparent,
+            newname,
+            ino,
+            target.clone(),
+            after,
+        )?;
         if let Some(t) = &target {
             let ti = st.inode_mut(t.ino)?;
             ti.nlink = ti.nlink.saturating_sub(1);
         }
         if self.inner.faults.rename_remove_first {
-            remove_entry(&mut st, parent, name, Vec::new(), now, false)?;
+            remove_entry(&mut st, self.call(now), parent, name, Vec::new(), false)?;
         } else {
-            remove_entry(&mut st, parent, name, vec![(newparent, seq)], now, true)?;
+            remove_entry(
+                &mut st,
+                self.call(now),
+                parent,
+                name,
+                vec![(newparent, seq)],
+                true,
+            )?;
         }
         st.inode_mut(ino)?.parent = newparent;
         Ok(())
@@ -280,6 +337,10 @@ impl SoupFs {
     pub async fn chmod(&self, _ctx: Ctx, ino: Ino, perm: u16) -> Result<Attr, FsError> {
         let now = self.now_ns();
         let mut st = self.lock().await;
+        self.meter().count(Work {
+            inodes: 1,
+            ..Work::default()
+        });
         let i = st.inode_mut(ino)?;
         i.perm = perm & 0o7777;
         i.mtime = now;

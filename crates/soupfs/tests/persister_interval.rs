@@ -42,6 +42,7 @@ fn run(interval_us: u64, write_ns: u64) -> Row {
     let sim = m.sim();
     let profile = SoupProfile {
         persister_interval: SimDuration::from_us(interval_us),
+        ..SoupProfile::default()
     };
     ex.block_on(async move {
         let fs = SoupFs::mkfs(&m, pm.clone(), core, profile, Faults::default()).await?;

@@ -10,7 +10,7 @@
 //! file are always zero in the pages of a package: a page that holds the
 //! old end of file is copied with them zeroed when the file grows.
 
-use fsapi::Errno;
+use fsapi::{Errno, Work};
 use pcie_sim::Core;
 
 use crate::error::{Result, WofsError};
@@ -171,6 +171,10 @@ impl Wofs {
         for pg in dropped {
             p.space.free_page(pg);
         }
+        p.count(Work {
+            inodes: 1,
+            ..Work::default()
+        });
         if let Some(i) = p.inodes.get_mut(&ino) {
             i.size = size;
             i.perm = perm;

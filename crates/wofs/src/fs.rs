@@ -1,7 +1,7 @@
 //! The mounted file system: mkfs, mount (recovery), the commit of one
 //! package, and the read-only queries.
 
-use fsapi::Errno;
+use fsapi::{Errno, Meter, Work};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -28,6 +28,8 @@ struct Inner {
     geo: Geometry,
     options: Options,
     ptl: RefCell<Ptl>,
+    /// Charges each call its DRAM work (counted in the [`Ptl`]).
+    meter: Meter,
     /// One operation at a time: an operation's packages and PTL changes
     /// are never interleaved with another's.
     gate: tokio::sync::Mutex<()>,
@@ -92,6 +94,7 @@ impl Wofs {
                 geo,
                 options,
                 ptl: RefCell::new(ptl),
+                meter: Meter::new(machine, options.cpu),
                 gate: tokio::sync::Mutex::new(()),
             }),
         })
@@ -121,6 +124,14 @@ impl Wofs {
 
     pub(crate) fn ptl(&self) -> std::cell::RefMut<'_, Ptl> {
         self.inner.ptl.borrow_mut()
+    }
+
+    /// The meter, with the work the table counted since the last call
+    /// moved into it.
+    pub(crate) fn meter(&self) -> &Meter {
+        let work = self.ptl().take_work();
+        self.inner.meter.count(work);
+        &self.inner.meter
     }
 
     pub(crate) fn ptl_ref(&self) -> std::cell::Ref<'_, Ptl> {
@@ -193,6 +204,7 @@ impl Wofs {
     pub async fn readdir(&self, _ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, FileType)>> {
         let p = self.ptl_ref();
         let d = p.dir(ino)?;
+        p.count(Work::dirents(d.len() as u64));
         Ok(d.iter()
             .map(|(n, e)| {
                 (

@@ -74,8 +74,10 @@
 //!   than the largest any valid package names).
 //! - No timestamps, owners, symlinks or device files; one operation at a
 //!   time (a gate), as the simulated machine runs one program.
-//! - Only the persistent-memory instructions take simulated time; the
-//!   DRAM work (PTL lookups, allocation, CRC) is not charged to the core.
+//! - A call's CPU time is one system call and the DRAM work the PTL and
+//!   the allocator count (entries probed or changed, inodes, slots and
+//!   pages), at the shared cost table ([`fsapi::CpuCosts`], set in
+//!   [`Options::cpu`]); the CRC and the package encoding are not counted.
 //!
 //! ## Interface
 //!

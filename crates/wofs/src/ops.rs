@@ -7,7 +7,7 @@ use crate::error::{Result, WofsError};
 use crate::fs::{Attr, Ctx, Wofs};
 use crate::package::{check_name, Body, Dentry, FileType, Ino};
 use crate::ptl::{Entry, Inode};
-use fsapi::Errno;
+use fsapi::{Errno, Work};
 
 impl Wofs {
     /// Creates regular file `name` in `parent`.
@@ -31,6 +31,10 @@ impl Wofs {
             }
             let ino = p.next_ino;
             p.next_ino += 1;
+            p.count(Work {
+                allocs: 1,
+                ..Work::default()
+            });
             ino
         };
         let d = Dentry {
@@ -44,6 +48,10 @@ impl Wofs {
         {
             let mut p = self.ptl();
             p.inodes.insert(ino, Inode::new(ftype, perm & 0o7777));
+            p.count(Work {
+                inodes: 1,
+                ..Work::default()
+            });
             if ftype == FileType::Dir {
                 p.dirs.insert(ino, Default::default());
             }

@@ -1,5 +1,7 @@
 //! Mount options: how packages are written, and the fault switches.
 
+use fsapi::CpuCosts;
+
 use crate::faults::Faults;
 
 /// How a package's lines reach the persistent memory (both idioms end in
@@ -21,6 +23,8 @@ pub struct Options {
     pub package_write: PackageWrite,
     /// Mechanisms switched off (tests).
     pub faults: Faults,
+    /// What the DRAM work of a call costs on its core.
+    pub cpu: CpuCosts,
 }
 
 impl From<Faults> for Options {

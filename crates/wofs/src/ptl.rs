@@ -4,7 +4,8 @@
 //! PTL provides "compatible services"). Nothing here is persistent; mount
 //! rebuilds it from the packages ([`crate::recovery`]).
 
-use fsapi::Errno;
+use fsapi::{Errno, Work};
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Result, WofsError};
@@ -64,6 +65,9 @@ pub struct Ptl {
     pub next_seq: u64,
     /// The next inode number.
     pub next_ino: Ino,
+    /// The DRAM work done since it was last taken ([`Ptl::take_work`]):
+    /// what the calls are charged for ([`fsapi::Meter`]).
+    work: Cell<Work>,
 }
 
 impl Ptl {
@@ -75,6 +79,7 @@ impl Ptl {
             space,
             next_seq: 1,
             next_ino: ROOT + 1,
+            work: Cell::new(Work::default()),
         };
         p.inodes.insert(ROOT, Inode::new(FileType::Dir, root_perm));
         p.dirs.insert(ROOT, BTreeMap::new());
@@ -86,8 +91,23 @@ impl Ptl {
         self.inodes.get(&ino).ok_or(WofsError::Fs(Errno::NotFound))
     }
 
-    /// The entries of directory `ino`.
+    /// Counts DRAM work done on the table.
+    pub fn count(&self, w: Work) {
+        self.work.set(self.work.get() + w);
+    }
+
+    /// The work counted since the last call, the allocator's included.
+    pub fn take_work(&mut self) -> Work {
+        self.work.take()
+            + Work {
+                allocs: self.space.take_ops(),
+                ..Work::default()
+            }
+    }
+
+    /// The entries of directory `ino` (one probe of the directory index).
     pub fn dir(&self, ino: Ino) -> Result<&BTreeMap<String, Entry>> {
+        self.count(Work::dirents(1));
         match self.inode(ino)?.ftype {
             FileType::Dir => self.dirs.get(&ino).ok_or(WofsError::Fs(Errno::NotFound)),
             FileType::File => Err(WofsError::Fs(Errno::NotDir)),
@@ -104,6 +124,11 @@ impl Ptl {
 
     /// Adds an entry (the inode must exist).
     pub fn add_entry(&mut self, parent: Ino, name: &str, e: Entry) {
+        self.count(Work {
+            inodes: 1,
+            dirents: 1,
+            ..Work::default()
+        });
         self.dirs.entry(parent).or_default().insert(name.to_string(), e);
         if let Some(i) = self.inodes.get_mut(&e.ino) {
             i.links.insert((parent, name.to_string()));
@@ -114,6 +139,11 @@ impl Ptl {
     /// and held by `canceller`; an inode left without entries is dropped
     /// with its attribute package and data pages.
     pub fn cancel_entry(&mut self, parent: Ino, name: &str, canceller: u32) {
+        self.count(Work {
+            inodes: 1,
+            dirents: 1,
+            ..Work::default()
+        });
         let Some(e) = self.dirs.get_mut(&parent).and_then(|d| d.remove(name)) else {
             return;
         };

@@ -38,6 +38,8 @@ pub struct Space {
     free_pages: Vec<u32>,
     /// Fault switch: free cancellers at once ([`crate::Faults::early_unlink_reclaim`]).
     early_reclaim: bool,
+    /// Slots and pages taken or given back since [`Space::take_ops`].
+    ops: u64,
 }
 
 /// How the slots and pages are used (for tests and reports).
@@ -68,6 +70,7 @@ impl Space {
 
     /// Takes a free slot.
     pub fn alloc_slot(&mut self) -> Result<u32> {
+        self.ops += 1;
         self.free_slots
             .pop()
             .ok_or(WofsError::Fs(Errno::NoSpace("package slots")))
@@ -75,6 +78,7 @@ impl Space {
 
     /// Gives back a slot whose new package was never made persistent.
     pub fn unalloc_slot(&mut self, slot: u32) {
+        self.ops += 1;
         self.free_slots.push(slot);
     }
 
@@ -109,6 +113,7 @@ impl Space {
     /// The package in `slot` has no role of its own any more: freed now,
     /// or when its last cancelled target is overwritten.
     pub fn retire(&mut self, slot: u32) {
+        self.ops += 1;
         if self.waiting.contains_key(&slot) {
             self.retired.insert(slot);
         } else {
@@ -118,6 +123,7 @@ impl Space {
 
     /// Takes a free data page.
     pub fn alloc_page(&mut self) -> Result<u32> {
+        self.ops += 1;
         self.free_pages
             .pop()
             .ok_or(WofsError::Fs(Errno::NoSpace("data pages")))
@@ -125,9 +131,16 @@ impl Space {
 
     /// Frees data page `page` (0, a hole, is ignored).
     pub fn free_page(&mut self, page: u32) {
+        self.ops += 1;
         if page != 0 {
             self.free_pages.push(page);
         }
+    }
+
+    /// Slots and pages taken or given back since the last call (the
+    /// allocator's share of a call's DRAM work).
+    pub fn take_ops(&mut self) -> u64 {
+        std::mem::take(&mut self.ops)
     }
 
     /// How the space is used.

@@ -133,6 +133,7 @@ fn packages_written_with_non_temporal_stores_pass_and_need_their_sfence() {
     let nt = |faults| Options {
         package_write: PackageWrite::NonTemporal,
         faults,
+        ..Options::default()
     };
     let rec = record_with(PersistenceDomain::Adr, &churn(), nt(Faults::default()), 3);
     assert!(rec.trace.entries().iter().all(|e| e.kind != PmEventKind::Clwb));
