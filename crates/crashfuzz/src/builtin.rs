@@ -666,6 +666,47 @@ pub fn dir_index() -> Workload {
     Workload::single("dir_index", setup, ops)
 }
 
+/// The PM modes' canary (`crashfuzz::pm`): one thread, every operation
+/// the file systems on persistent memory have, inodes and pages reused, a
+/// file replaced by rename, fsyncs (SoupFS promises at fsync only) and
+/// pauses for SoupFS's persister. Each PM fault switch is caught on it.
+pub fn pm_canary() -> Workload {
+    let ops = vec![
+        Op::Mkdir(s("/d")),
+        Op::Create(s("/d/a")),
+        Op::Write(s("/d/a"), 0, 5000, 1),
+        Op::Fsync(s("/d/a")),
+        Op::Create(s("/b")),
+        Op::Link(s("/d/a"), s("/c")),
+        Op::Write(s("/b"), 100, 100, 2),
+        Op::Sleep(1500),
+        Op::Mkdir(s("/e")),
+        // A file fsynced before moves to another directory after a sync:
+        // the old name or the new one must hold it at every crash.
+        Op::Sync,
+        Op::Create(s("/d/tmp")),
+        Op::Rename(s("/d/a"), s("/e/a2")),
+        Op::Sleep(1500),
+        Op::Rename(s("/e/a2"), s("/b")),
+        Op::Unlink(s("/c")),
+        Op::Truncate(s("/b"), 10),
+        Op::Write(s("/b"), 4090, 20, 3),
+        Op::Truncate(s("/b"), 9000),
+        Op::Fsync(s("/b")),
+        Op::Mkdir(s("/d/x")),
+        Op::Mkdir(s("/h")),
+        Op::Rename(s("/h"), s("/d/x")),
+        Op::Rmdir(s("/d/x")),
+        Op::Rename(s("/d"), s("/f")),
+        Op::Unlink(s("/b")),
+        Op::Create(s("/f/g")),
+        Op::Write(s("/f/g"), 0, 64, 4),
+        Op::Fsync(s("/f/g")),
+        Op::Sleep(1500),
+    ];
+    Workload::single("pm_canary", Vec::new(), ops)
+}
+
 /// Every built-in workload by name: the Table 4 four, `ace1`, `ace2`,
 /// `random`, `m9_cross_queue` (and `ace1-*` / `ace2-*` for one member).
 pub fn by_name(name: &str) -> Option<Vec<Workload>> {
@@ -689,6 +730,7 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "xattrs" => Some(vec![xattrs()]),
         "extent_split" => Some(vec![extent_split()]),
         "dir_index" => Some(vec![dir_index()]),
+        "pm_canary" => Some(vec![pm_canary()]),
         n if n.starts_with("ace1-") => ace_seq1().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("ace2-") => ace_seq2().into_iter().find(|w| w.name == n).map(|w| vec![w]),
         n if n.starts_with("random-") => {
@@ -747,6 +789,7 @@ pub fn names() -> Vec<String> {
             "xattrs",
             "extent_split",
             "dir_index",
+            "pm_canary",
             "table4",
         ]
         .map(String::from),

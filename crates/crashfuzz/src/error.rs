@@ -14,10 +14,10 @@ pub enum Error {
     #[error("unknown workload `{0}` (see `crashfuzz list`, or give a workload file)")]
     UnknownWorkload(String),
     /// No mode has this name.
-    #[error("unknown mode `{0}` (one of: none, classic, horae, mq, mq-atomic, mq-literal, horae2)")]
+    #[error("unknown mode `{0}` (one of: none, classic, horae, mq, mq-atomic, mq-literal, horae2; PM: wofs, soupfs, pmfs)")]
     UnknownMode(String),
     /// No fault has this name.
-    #[error("unknown fault `{0}` (one of: no-flush-read, no-fence, no-entry-fence, no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack, horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr)")]
+    #[error("unknown fault `{0}` (one of: no-flush-read, no-fence, no-entry-fence, no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack, horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr; or a PM mode's switch, MODE-SWITCH: see `crashfuzz list`)")]
     UnknownFault(String),
     /// A fault that switches off a mechanism the mode does not have: the
     /// run would test nothing.
@@ -86,6 +86,17 @@ pub enum Error {
     /// The controller's crash model refused the recorded run.
     #[error("crash model: {0}")]
     Crash(#[from] nvme_ctrl::CtrlError),
+    /// A workload the PM modes cannot run as it is (`crate::pm`).
+    #[error("workload `{workload}` is refused for the PM modes: {why}")]
+    PmRefused {
+        /// The workload.
+        workload: String,
+        /// What they lack.
+        why: String,
+    },
+    /// A PM run could not be recorded or checked ([`fsapi::crash`]).
+    #[error("PM: {0}")]
+    Pm(#[from] fsapi::crash::CrashError),
     /// A report could not be written as JSON.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -25,6 +25,11 @@
 //! bounded enumeration, violations with replay ids) is one module below
 //! both, `pipeline`.
 //!
+//! The PM modes ([`pm`]: `wofs`, `soupfs`, `pmfs`, with the PM profiles
+//! `pm-adr` and `pm-eadr`) run the same workloads on the file systems on
+//! persistent memory through their crash harness (`fsapi::crash`), and
+//! report into the same [`ExploreReport`]s.
+//!
 //! A recording can be kept in a file ([`saved`]: a built-in workload's, or
 //! one recorded elsewhere, e.g. by a FUSE mount of MQFS) and explored or
 //! replayed from it, and exported as a Chrome/Perfetto timeline
@@ -62,6 +67,7 @@ pub mod model;
 pub mod observe;
 pub mod oracle;
 mod pipeline;
+pub mod pm;
 pub mod promises;
 pub mod record;
 pub mod replay;

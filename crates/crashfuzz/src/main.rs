@@ -1,7 +1,8 @@
 //! `crashfuzz`: the command line. With no arguments it runs the default
 //! campaign (the Table 4 workloads, the cross-queue workload and a random
-//! multi-threaded one, under every safe mode and Ext4-NJ) and prints a
-//! summary. Exit status: 0 when every safe mode passed (and Ext4-NJ was
+//! multi-threaded one, under every safe mode and Ext4-NJ; the PM modes
+//! `wofs`, `soupfs` and `pmfs` on Table 4, ACE seq-1 and a one-thread
+//! random workload under ADR and eADR) and prints a summary. Exit status: 0 when every safe mode passed (and Ext4-NJ was
 //! caught at least once), 1 when a check failed, 2 on bad input.
 
 use std::io::Write;
@@ -13,13 +14,14 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use crashfuzz::builtin::{names, resolve};
 use crashfuzz::explore::explore_saved;
+use crashfuzz::pm::{self, PmCampaign, PmFault, PmMode, PmOptions};
 use crashfuzz::record::Fault;
 use crashfuzz::replay::{replay, replay_saved};
 use crashfuzz::shard::{merge, ReportFile, SelfCheckReport, Shard};
 use crashfuzz::workload::Outcome;
 use crashfuzz::{
     timeline, Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, SavedConfig, SavedRun,
-    SelfCheck, Workload, SELF_CHECKS,
+    Workload, SELF_CHECKS,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -129,15 +131,23 @@ struct RunArgs {
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
     workload: Vec<String>,
     /// Modes, comma-separated (none, classic, horae, mq, mq-atomic,
-    /// mq-literal, horae2 (HoraeFS striped over two drives), or `default`).
+    /// mq-literal, horae2 (HoraeFS striped over two drives); the PM modes
+    /// wofs, soupfs, pmfs (the file systems on persistent memory); or
+    /// `default`, which has the PM modes too).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
     mode: Vec<String>,
-    /// Drive profiles, comma-separated.
+    /// Drive profiles, comma-separated; for the PM modes, the persistence
+    /// domain: pm-adr, pm-eadr (both when none is given).
     #[arg(long, short, default_value = "optane-905p,flash-vwc", value_delimiter = ',')]
     profile: Vec<String>,
     /// Simulation seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// PM modes: pending stores and lines enumerated per crash point
+    /// (2^N subsets, sampled past it; default 4, and 1 for the ACE
+    /// workloads, whose large writes leave hundreds pending).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
+    pm_bound: Option<u32>,
     /// Write-combining lines enumerated per crash point (2^N subsets).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=16))]
     bound_lines: u32,
@@ -155,8 +165,9 @@ struct RunArgs {
     shard: Option<String>,
     /// Switch off one ordering mechanism (no-flush-read, no-fence, no-entry-fence,
     /// no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack,
-    /// horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr) to see
-    /// crashfuzz catch it.
+    /// horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr; for a
+    /// PM mode, MODE-SWITCH: wofs-skip-clwb, pmfs-skip-commit, ...,
+    /// `crashfuzz list` names them all) to see crashfuzz catch it.
     #[arg(long)]
     fault: Option<String>,
     /// Enumeration bound for both write-combining lines and cache blocks
@@ -237,11 +248,23 @@ fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
     Ok(opts)
 }
 
-fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions), Error> {
+/// The PM part of a campaign: its runs, and the workloads it left out
+/// (refused by [`pm::translate`], under the `default` modes only; named
+/// PM modes refuse the whole campaign).
+struct PmPart {
+    campaign: PmCampaign,
+    refused: Vec<String>,
+}
+
+fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions, Option<PmPart>), Error> {
     let mut workloads: Vec<Workload> = Vec::new();
     let mut canaries: Vec<Workload> = Vec::new();
+    let mut pm_workloads: Vec<Workload> = Vec::new();
     for name in &a.workload {
         if name == "default" || name == "all" {
+            for d in pm::DEFAULT_PM_WORKLOADS {
+                pm_workloads.extend(resolve(d)?);
+            }
             for d in DEFAULT_WORKLOADS {
                 workloads.extend(resolve(d)?);
             }
@@ -254,29 +277,89 @@ fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions), Error> {
                 }
             }
         } else {
-            workloads.extend(resolve(name)?);
+            let w = resolve(name)?;
+            pm_workloads.extend(w.iter().cloned());
+            workloads.extend(w);
         }
     }
     let mut modes = Vec::new();
+    let mut pm_modes = Vec::new();
+    let mut pm_named = false;
     for m in &a.mode {
         if m == "default" {
             modes.extend(ModeName::DEFAULT);
+            pm_modes.extend(PmMode::ALL);
         } else if m == "all" {
             modes.extend(ModeName::ALL);
+            pm_modes.extend(PmMode::ALL);
+        } else if let Some(p) = PmMode::from_name(m) {
+            pm_modes.push(p);
+            pm_named = true;
         } else {
             modes.push(ModeName::parse(m)?);
         }
     }
-    let profiles = a
-        .profile
-        .iter()
+    let (pm_profiles, drive_profiles): (Vec<&String>, Vec<&String>) =
+        a.profile.iter().partition(|p| pm::is_pm_profile(p));
+    let profiles = drive_profiles
+        .into_iter()
         .map(|p| RunConfig::profile_by_name(p))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut domains: Vec<_> = pm_profiles
+        .into_iter()
+        .filter_map(|p| pm::domain_by_name(p))
+        .collect();
+    if domains.is_empty() {
+        domains = pm::DEFAULT_PM_PROFILES
+            .iter()
+            .filter_map(|p| pm::domain_by_name(p))
+            .collect();
+    }
     let opts = explore_options(a)?;
-    let fault = a.fault.as_deref().map(Fault::parse).transpose()?;
+    let pm_fault = a.fault.as_deref().and_then(PmFault::parse);
+    let fault = match (&a.fault, pm_fault) {
+        (Some(f), None) => Some(Fault::parse(f)?),
+        _ => None,
+    };
     if let Some(f) = fault {
         f.check_modes(&modes)?;
+        if let Some(m) = pm_modes.first() {
+            return Err(Error::FaultNotApplicable {
+                fault: f.name().into(),
+                mode: m.name().into(),
+            });
+        }
     }
+    if let Some(f) = pm_fault {
+        if let Some(m) = modes.first() {
+            return Err(Error::FaultNotApplicable {
+                fault: f.name(),
+                mode: m.name().into(),
+            });
+        }
+    }
+    let pm_part = if pm_modes.is_empty() {
+        None
+    } else {
+        let mut refused = Vec::new();
+        let mut kept = Vec::new();
+        for w in pm_workloads {
+            match pm::translate(&w) {
+                Ok(_) => kept.push(w),
+                Err(e) if !pm_named => refused.push(e.to_string()),
+                Err(e) => return Err(e),
+            }
+        }
+        let campaign = PmCampaign {
+            workloads: kept,
+            modes: pm_modes,
+            domains,
+            seed: a.seed,
+            fault: pm_fault,
+        };
+        campaign.validate()?;
+        Some(PmPart { campaign, refused })
+    };
     let mut out = vec![Campaign {
         workloads,
         modes: modes.clone(),
@@ -293,7 +376,63 @@ fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions), Error> {
             fault,
         });
     }
-    Ok((out, opts))
+    Ok((out, opts, pm_part))
+}
+
+/// The PM options `a` sets.
+fn pm_options(a: &RunArgs, opts: &ExploreOptions) -> PmOptions {
+    PmOptions {
+        bound: a.pm_bound,
+        jobs: opts.jobs,
+        max_violations: opts.max_violations,
+    }
+}
+
+/// The self-checks of the default campaign: the block side's
+/// ([`SELF_CHECKS`]), then one per PM fault switch; `k` numbers them in
+/// that order.
+fn self_check_count() -> usize {
+    SELF_CHECKS.len() + pm::pm_self_checks().len()
+}
+
+/// Runs self-check `k`.
+fn run_self_check(
+    k: usize,
+    opts: &ExploreOptions,
+    pm_opts: &PmOptions,
+) -> Result<(ExploreReport, Option<usize>), Error> {
+    match SELF_CHECKS.get(k) {
+        Some(sc) => sc.run(opts),
+        None => pm::pm_self_checks()
+            .get(k - SELF_CHECKS.len())
+            .ok_or_else(|| Error::Failed(format!("no self-check {k}")))?
+            .run(pm_opts),
+    }
+}
+
+/// What self-check `k` switches off, and where: `FAULT off on WORKLOAD
+/// MODE PROFILE`.
+fn self_check_label(k: usize) -> Option<String> {
+    match SELF_CHECKS.get(k) {
+        Some(sc) => Some(format!(
+            "{} off on {} {} {}",
+            sc.fault.name(),
+            sc.workload,
+            sc.mode.name(),
+            sc.profile
+        )),
+        None => pm::pm_self_checks().get(k - SELF_CHECKS.len()).map(|c| {
+            let run = c.run_config();
+            format!(
+                "{} off on {} {} {} (bound {})",
+                c.fault.name(),
+                c.workload,
+                run.mode.name(),
+                pm::domain_name(run.domain),
+                c.bound
+            )
+        }),
+    }
 }
 
 /// True for the modes that are expected to lose promises.
@@ -320,15 +459,17 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
     if !a.trace.is_empty() {
         return run_saved(a);
     }
-    let (cs, opts) = campaigns(a)?;
+    let (cs, opts, pm_part) = campaigns(a)?;
+    let pm_opts = pm_options(a, &opts);
     let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
-    let total: usize = cs.iter().map(Campaign::runs).sum();
+    let block_runs: usize = cs.iter().map(Campaign::runs).sum();
+    let total = block_runs + pm_part.as_ref().map_or(0, |p| p.campaign.runs());
     // The default campaign also checks the explorer itself: each ordering
     // mechanism switched off must break a promise.
     let default_set = a.workload.iter().any(|w| w == "default" || w == "all");
     let self_checked = !strict && default_set && a.fault.is_none();
     let mine = |run: usize| shard.is_none_or(|s| s.takes(run));
-    let checks_mine: Vec<usize> = (0..SELF_CHECKS.len())
+    let checks_mine: Vec<usize> = (0..self_check_count())
         .filter(|k| self_checked && mine(total + k))
         .collect();
     let bar = campaign_bar((0..total).filter(|&i| mine(i)).count() + checks_mine.len());
@@ -351,9 +492,12 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
         reports.extend(c.run(&opts, first, shard, &progress)?);
         first += c.runs();
     }
+    if let Some(p) = &pm_part {
+        reports.extend(p.campaign.run(&pm_opts, first, shard, &progress)?);
+    }
     let mut self_checks = Vec::new();
     for k in checks_mine {
-        let (report, caught) = SELF_CHECKS[k].run(&opts)?;
+        let (report, caught) = run_self_check(k, &opts, &pm_opts)?;
         progress(&report);
         self_checks.push(SelfCheckReport {
             check: k,
@@ -362,6 +506,15 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
         });
     }
     bar.finish_and_clear();
+    if let Some(p) = pm_part.as_ref().filter(|p| !p.refused.is_empty()) {
+        println!(
+            "PM modes: {} workload(s) left out (the default modes run the PM modes only on what they can run):",
+            p.refused.len()
+        );
+        for r in p.refused.iter().take(a.show.max(1)) {
+            println!("  {r}");
+        }
+    }
     let file = ReportFile {
         shard,
         strict,
@@ -434,6 +587,12 @@ fn record_one(one: &OneRun) -> Result<(Workload, RunConfig, crashfuzz::Recording
 
 /// The configuration `one` names (mode, profile, seed, fault).
 fn run_config(one: &OneRun) -> Result<RunConfig, Error> {
+    if PmMode::from_name(&one.mode).is_some() {
+        return Err(Error::Failed(format!(
+            "PM mode `{}` runs under `explore` and `replay` only (save, trace and show are for the drive modes)",
+            one.mode
+        )));
+    }
     let mode = ModeName::parse(&one.mode)?;
     let fault = one.fault.as_deref().map(Fault::parse).transpose()?;
     if let Some(f) = fault {
@@ -498,10 +657,10 @@ fn trace_cmd(one: &OneRun, trace: Option<&Path>, output: Option<&Path>) -> Resul
 /// status (of a shard: only what its own runs decide).
 fn summarize(file: &ReportFile, show: usize) -> ExitCode {
     let (reports, strict) = (&file.runs, file.strict);
-    let checks: Vec<(SelfCheck, &ExploreReport, Option<usize>)> = file
+    let checks: Vec<(String, &ExploreReport, Option<usize>)> = file
         .self_checks
         .iter()
-        .filter_map(|c| SELF_CHECKS.get(c.check).map(|sc| (*sc, &c.report, c.caught)))
+        .filter_map(|c| self_check_label(c.check).map(|l| (l, &c.report, c.caught)))
         .collect();
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
@@ -658,7 +817,7 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
         return ExitCode::from(1);
     }
     let mut missed = 0usize;
-    for (sc, r, found) in checks {
+    for (label, r, found) in checks {
         let what = match found {
             Some(i) => {
                 let v = &r.violations[i];
@@ -669,14 +828,7 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
                 format!("NOT CAUGHT by a broken promise in {} states", r.states_checked)
             }
         };
-        let _ = writeln!(
-            out,
-            "self-check: {} off on {} {} {}: {what}",
-            sc.fault.name(),
-            sc.workload,
-            sc.mode.name(),
-            sc.profile
-        );
+        let _ = writeln!(out, "self-check: {label}: {what}");
     }
     if missed > 0 {
         let _ = writeln!(
@@ -705,6 +857,11 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
 }
 
 fn replay_cmd(id: &str, context: usize, trace: Option<&Path>) -> Result<ExitCode, Error> {
+    if trace.is_none() {
+        if let Some(r) = pm::replay_pm(id)? {
+            return Ok(print_pm_replay(&r));
+        }
+    }
     let r = match trace {
         Some(path) => replay_saved(path, id, context)?,
         None => replay(id, context)?,
@@ -730,6 +887,64 @@ fn replay_cmd(id: &str, context: usize, trace: Option<&Path>) -> Result<ExitCode
         let _ = writeln!(out, "result: {} failed: {}", f.check, f.detail);
     }
     Ok(ExitCode::from(1))
+}
+
+/// Prints a replayed PM crash state: the run, the operations (`>>` at the
+/// one in flight), the recovered tree and the verdict.
+fn print_pm_replay(r: &pm::PmReplay) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{} on {} (seed {}), promise: {}; {} pending item(s) at the crash point",
+        r.run.label(),
+        pm::domain_name(r.run.domain),
+        r.run.seed,
+        r.promise.name(),
+        r.pending
+    );
+    let _ = writeln!(
+        out,
+        "operations ({} returned; >> marks the one in flight):",
+        r.returned
+    );
+    for (i, op) in r.ops.iter().enumerate() {
+        let mark = if i == r.returned { ">>" } else { "  " };
+        let _ = writeln!(out, "  {mark} {op}");
+    }
+    for f in &r.refused {
+        let _ = writeln!(out, "  refused: {f}");
+    }
+    let _ = writeln!(out, "recovered tree:");
+    match &r.tree {
+        Ok(t) => {
+            if t.is_empty() {
+                let _ = writeln!(out, "  (empty)");
+            }
+            for (p, n) in t {
+                let _ = writeln!(
+                    out,
+                    "  {p}: {:?} {:o} links {} {} bytes",
+                    n.ftype,
+                    n.perm,
+                    n.links,
+                    n.data.len()
+                );
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "  none: {e}");
+        }
+    }
+    match &r.verdict {
+        Ok(()) => {
+            let _ = writeln!(out, "result: the state keeps the promise");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            let _ = writeln!(out, "result: pm-{} failed: {why}", r.promise.name());
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn show_cmd(one: &OneRun) -> Result<ExitCode, Error> {
@@ -785,6 +1000,12 @@ fn main() -> ExitCode {
             println!("modes: {}", modes.join(", "));
             let profiles: Vec<&str> = nvme_ctrl::SsdProfile::all().iter().map(|p| p.name).collect();
             println!("profiles: {}", profiles.join(", "));
+            let pm_modes: Vec<&str> = PmMode::ALL.iter().map(|m| m.name()).collect();
+            println!("PM modes: {}", pm_modes.join(", "));
+            let pm_profiles: Vec<&str> = pm::PM_PROFILES.iter().map(|p| p.0).collect();
+            println!("PM profiles: {}", pm_profiles.join(", "));
+            let pm_faults: Vec<String> = PmFault::all().iter().map(PmFault::name).collect();
+            println!("PM fault switches: {}", pm_faults.join(", "));
             Ok(ExitCode::SUCCESS)
         }
     };

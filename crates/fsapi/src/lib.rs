@@ -5,10 +5,12 @@
 //! whole tree as a value ([`Tree`]) that crash tests compare.
 //!
 //! Code that drives any of these file systems goes through this trait:
-//! their tests (feature `testing`: the POSIX checks every file system
-//! runs, the workloads, the reference model and the crash harness of the
-//! file systems on persistent memory), the benches, and the future
-//! crashfuzz modes and FUSE serving of these file systems.
+//! the crash harness of those on persistent memory (feature `crash`:
+//! [`crash`], with the [`crash::PmFs`] trait that formats and mounts one
+//! on persistent memory), which their crash tests and crashfuzz's PM modes
+//! drive; their tests (feature `testing`: the POSIX checks every file
+//! system runs, the workloads, the reference model); the benches; and the
+//! future FUSE serving of these file systems.
 //!
 //! Each file system keeps its own error enum: those on persistent memory
 //! wrap the shared POSIX refusals ([`Errno`]) beside what is their own
@@ -18,6 +20,8 @@
 
 mod api;
 mod cost;
+#[cfg(feature = "crash")]
+pub mod crash;
 mod errno;
 mod tree;
 

@@ -94,6 +94,7 @@
 //! from the trait.
 
 pub mod cost;
+mod crash;
 pub mod data;
 pub mod error;
 pub mod faults;
@@ -104,6 +105,7 @@ pub mod ops;
 pub mod options;
 
 pub use cost::Cost;
+pub use crash::CRASH_INODES;
 pub use error::{PmfsError, Result};
 pub use faults::Faults;
 pub use fs::{Attr, Ctx, Pmfs, Usage};

@@ -34,7 +34,7 @@ fn every_crash_state_of_namespace_churn_recovers_a_tree_the_run_had() {
 
 /// The shared canary ([`testing::must_fail`]) with `faults`.
 fn must_fail(faults: Faults) -> String {
-    testing::must_fail::<common::P>(faults)
+    testing::must_fail::<pmfs::Pmfs>(faults)
 }
 
 #[test]
@@ -151,7 +151,7 @@ fn what_a_create_an_unlink_and_a_write_cost() {
 
 #[test]
 fn a_recording_is_deterministic() {
-    testing::recording_is_deterministic::<common::P>();
+    testing::recording_is_deterministic::<pmfs::Pmfs>();
 }
 
 /// A crash after a create's in-place fence, before its commit, with

@@ -119,6 +119,7 @@
 //!   name left is freed.
 
 mod alloc;
+mod crash;
 mod data;
 pub mod error;
 mod fs;

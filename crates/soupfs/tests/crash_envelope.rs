@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::crash::{explore, random_workload, record, record_in, record_with};
+use common::crash::{check, random_workload, record, workload};
 use pcie_sim::PersistenceDomain;
 use soupfs::Faults;
 
@@ -23,17 +23,17 @@ fn bound() -> u32 {
 
 #[test]
 fn every_crash_state_mounts_to_a_valid_tree_with_only_leaks() {
-    let rec = record(1, Faults::default());
-    let out = explore(&rec, bound(), false);
+    let rec = record(&workload(), Faults::default(), PersistenceDomain::Adr, 1);
+    let out = check(&rec, bound(), false);
     eprintln!(
-        "soupfs crash: {} points, {} states, {} distinct images mounted ({} states with leaks; {} points sampled past the bound), {:.2} s, {:.0} states/s",
+        "soupfs crash: {} points, {} states, {} distinct images mounted ({} states with leaks; {} points sampled past the bound), {:.2?}, {:.0} states/s",
         out.points,
         out.states,
-        out.mounted,
+        out.judged,
         out.leaked_states,
         out.sampled_points,
-        out.secs,
-        out.states as f64 / out.secs
+        out.elapsed,
+        out.per_second()
     );
     assert!(
         out.violations.is_empty(),
@@ -45,13 +45,24 @@ fn every_crash_state_mounts_to_a_valid_tree_with_only_leaks() {
         "some crash states leak (and the collector frees them)"
     );
     assert_eq!(rec.synced.len(), 3);
+    let renamed = rec
+        .synced
+        .iter()
+        .find(|s| s.path == "/d/a")
+        .expect("/d/a fsynced");
+    assert_eq!(renamed.alts, ["/e/a2"], "the rename is followed");
+    assert_eq!(renamed.until, usize::MAX);
 }
 
 fn caught(faults: Faults) -> String {
-    let rec = record(1, faults);
-    let out = explore(&rec, bound(), true);
+    let rec = record(&workload(), faults, PersistenceDomain::Adr, 1);
+    let out = check(&rec, bound(), true);
     eprintln!("{faults:?}: {} states to the first violation", out.states);
-    out.violations.into_iter().next().unwrap_or_default()
+    out.violations
+        .into_iter()
+        .next()
+        .map(|v| v.to_string())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -99,8 +110,8 @@ fn freeing_before_the_unpublish_is_caught() {
 
 #[test]
 fn random_workloads_leave_only_valid_trees() {
-    // Seeds and steps: `SOUPFS_CRASH_SEEDS` (default 1 in a debug build,
-    // 3 optimized), 30 calls each.
+    // Seeds: `SOUPFS_CRASH_SEEDS` (default 1 in a debug build, 3
+    // optimized), 30 operations each.
     let default = if cfg!(debug_assertions) { 1 } else { 3 };
     let seeds: u64 = std::env::var("SOUPFS_CRASH_SEEDS")
         .ok()
@@ -108,16 +119,20 @@ fn random_workloads_leave_only_valid_trees() {
         .unwrap_or(default);
     let b = bound().min(6);
     for seed in 0..seeds {
-        let rec = record_with(seed, Faults::default(), move |fs, c, log, sim| {
-            random_workload(fs, c, log, sim, seed, 30)
-        });
-        let out = explore(&rec, b, false);
+        let rec = record(
+            &random_workload(seed, 30),
+            Faults::default(),
+            PersistenceDomain::Adr,
+            seed,
+        );
+        let out = check(&rec, b, false);
         eprintln!(
-            "random seed {seed}: {} points, {} states, {} fsyncs, {:.0} states/s",
+            "random seed {seed}: {} points, {} states, {} fsyncs, {} refused, {:.0} states/s",
             out.points,
             out.states,
             rec.synced.len(),
-            out.states as f64 / out.secs
+            rec.refused.len(),
+            out.per_second()
         );
         assert!(
             out.violations.is_empty(),
@@ -135,14 +150,16 @@ fn under_eadr_a_missing_clwb_is_harmless_and_a_dropped_edge_is_not() {
         skip_clwb: true,
         ..Faults::default()
     };
-    let out = explore(&record_in(PersistenceDomain::Eadr, skip), bound().min(4), true);
+    let rec = record(&workload(), skip, PersistenceDomain::Eadr, 1);
+    let out = check(&rec, bound().min(4), true);
     assert!(out.violations.is_empty(), "{:?}", out.violations);
     // ...but an edge dropped from the order is still a bug.
     let early = Faults {
         publish_before_init: true,
         ..Faults::default()
     };
-    let out = explore(&record_in(PersistenceDomain::Eadr, early), bound().min(4), true);
+    let rec = record(&workload(), early, PersistenceDomain::Eadr, 1);
+    let out = check(&rec, bound().min(4), true);
     assert!(
         !out.violations.is_empty(),
         "the early publish is caught under eADR too"

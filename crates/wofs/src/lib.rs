@@ -86,6 +86,7 @@
 //! (`create_path`, `rename_path`, ...) and [`FileSystem::snapshot`] come
 //! from the trait.
 
+mod crash;
 pub mod data;
 pub mod error;
 pub mod faults;
@@ -99,6 +100,7 @@ pub mod ptl;
 pub mod reclaim;
 pub mod recovery;
 
+pub use crash::CRASH_SLOTS;
 pub use data::{SetAttr, MAX_SIZE};
 pub use error::{Result, WofsError};
 pub use faults::Faults;

@@ -43,7 +43,7 @@ fn reclaiming_early_under_churn_resurrects_an_entry() {
 
 /// The shared canary ([`testing::must_fail`]) with `faults`.
 fn must_fail(faults: Faults) -> String {
-    testing::must_fail::<common::W>(faults)
+    testing::must_fail::<wofs::Wofs>(faults)
 }
 
 #[test]
@@ -151,5 +151,5 @@ fn packages_written_with_non_temporal_stores_pass_and_need_their_sfence() {
 
 #[test]
 fn a_recording_is_deterministic() {
-    testing::recording_is_deterministic::<common::W>();
+    testing::recording_is_deterministic::<wofs::Wofs>();
 }

@@ -1,83 +1,22 @@
-//! The crash harness: record a workload's persistent-memory trace with the
-//! trace length and the tree after each operation, then mount every crash
-//! state ([`pcie_sim::pmem::explore()`]) and compare its tree with the ones
-//! the run allows.
+//! The crash tests' thin wrappers over the crash harness ([`crate::crash`]):
+//! record a fixed workload, check it under the file system's own promise,
+//! stop at the first violation, and panic where a test must fail.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use pcie_sim::pmem::explore;
-use pcie_sim::{
-    Executor, Machine, MachineProfile, PageStore, PersistenceDomain, PmTrace, Pmem, PmemCursor, TraceMode,
-};
+use pcie_sim::PersistenceDomain;
 
-use super::{profile, profile_in, Adapter, Env, Error, Op, CTX};
-use crate::{FileSystem, Tree};
+use super::Op;
+use crate::crash::{self, CheckOptions, PmFs};
 
-/// A recorded run: the image it began from, its PM trace, the trace
-/// length when each operation returned, and the tree before the first
-/// operation and after each.
-pub struct Recording<A: Adapter> {
-    /// The persistent image before the first operation.
-    pub base: PageStore,
-    /// The run's persistent-memory trace.
-    pub trace: PmTrace,
-    /// The trace length when each operation returned.
-    pub marks: Vec<usize>,
-    /// The tree before the first operation and after each.
-    pub trees: Vec<Tree>,
-    /// How the run mounted (and how each crash state is mounted).
-    pub how: A::Mount,
-    /// The persistence domain of the run.
-    pub domain: PersistenceDomain,
-}
-
-impl<A: Adapter> std::fmt::Debug for Recording<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recording")
-            .field("marks", &self.marks)
-            .field("trees", &self.trees.len())
-            .field("domain", &self.domain)
-            .finish()
-    }
-}
+/// A recorded run ([`crate::crash::Recording`]).
+pub type Recording<F> = crash::Recording<F>;
 
 /// Runs `ops` on a freshly formatted file system mounted with `how`, in
-/// `domain`, and records it.
-pub fn record<A: Adapter<Medium = Pmem>>(
-    domain: PersistenceDomain,
-    ops: &[Op],
-    how: A::Mount,
-    seed: u64,
-) -> Recording<A> {
-    let base = Env::<A>::formatted(seed).medium.persistent_image();
-    let ex = Executor::new(seed);
-    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Full);
-    let pm = Pmem::attach_with_image(&m, profile_in(domain), base.clone()).expect("attach the base image");
-    let ops = ops.to_vec();
-    let (m2, pm2, how2) = (m.clone(), pm.clone(), how.clone());
-    let (marks, trees) = ex
-        .block_on(async move {
-            let fs = A::mount(&m2, &pm2, how2).await?;
-            let mut trees = vec![fs.snapshot(CTX).await?];
-            let mut marks = Vec::new();
-            for op in &ops {
-                op.run(&fs).await?;
-                marks.push(pm2.trace().entries().len());
-                trees.push(fs.snapshot(CTX).await?);
-            }
-            Ok::<_, Error<A>>((marks, trees))
-        })
-        .expect("the executor runs the workload")
-        .expect("the workload runs");
-    let trace = pm.trace().clone();
-    Recording {
-        base,
-        trace,
-        marks,
-        trees,
-        how,
-        domain,
-    }
+/// `domain`, and records it (no setup). Panics if the run fails.
+pub fn record<F: PmFs>(domain: PersistenceDomain, ops: &[Op], how: F::Mount, seed: u64) -> Recording<F> {
+    let ops: Vec<crash::Op> = ops.iter().map(crash::Op::from).collect();
+    crash::record::<F>(&[], &ops, how, domain, seed).expect("the workload records")
 }
 
 /// What the checker did.
@@ -104,89 +43,23 @@ impl Report {
     }
 }
 
-/// Every crash state after every trace entry (all subsets of the pending
-/// items up to `bound`, sampled past it; [`pcie_sim::pmem::explore()`]):
-/// materialize, mount (recovery), and compare the tree with the one after
-/// the last returned operation or after the one in flight. A state's
-/// verdict is reused for equal content only where the same number of
-/// operations had returned. Stops at the first violation.
-pub fn check<A: Adapter<Medium = Pmem>>(rec: &Recording<A>, bound: u32) -> Report {
-    let start = Instant::now();
-    let ex = Executor::new(7);
-    let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Events);
-    let wc = m.profile().cpu.wc_buffers;
-    let mut cur =
-        PmemCursor::new(&rec.trace, rec.base.clone(), rec.domain, wc).expect("a cursor over the trace");
-    let returned = |k: usize| rec.marks.iter().filter(|&&mk| mk <= k + 1).count();
-    let points = 0..cur.len();
-    let out = explore(
-        &mut cur,
-        points,
+/// Checks `rec` under `F`'s promise up to `bound` ([`crate::crash::check`]),
+/// stopping at the first violation. Panics if the check cannot run.
+pub fn check<F: PmFs>(rec: &Recording<F>, bound: u32) -> Report {
+    let opts = CheckOptions {
         bound,
-        true,
-        returned,
-        |k, img| {
-            let done = returned(k);
-            let allowed = &rec.trees[done..(done + 2).min(rec.trees.len())];
-            judge::<A>(&ex, &m, img, &rec.how, allowed).map_or(Ok(()), Err)
-        },
-        |_| {},
-    )
-    .expect("the crash states are explored");
+        first_only: true,
+        promise: F::PROMISE,
+    };
+    let r = crash::check(rec, &opts).expect("the crash states are explored");
     Report {
-        points: out.points,
-        states: out.states,
-        mounts: out.judged,
-        sampled_points: out.sampled_points,
-        elapsed: start.elapsed(),
-        violation: out.violations.first().map(|v| {
-            let done = returned(v.point);
-            format!("{v} ({done} ops returned)")
-        }),
+        points: r.points,
+        states: r.states,
+        mounts: r.judged,
+        sampled_points: r.sampled_points,
+        elapsed: r.elapsed,
+        violation: r.violations.first().map(ToString::to_string),
     }
-}
-
-/// Mounts `img` and compares its tree with the allowed ones; `None` if
-/// it is one of them.
-fn judge<A: Adapter<Medium = Pmem>>(
-    ex: &Executor,
-    m: &Machine,
-    img: PageStore,
-    how: &A::Mount,
-    allowed: &[Tree],
-) -> Option<String> {
-    let pm = Pmem::attach_with_image(m, profile(), img).expect("attach the crash image");
-    let (m2, how) = (m.clone(), how.clone());
-    let got = ex
-        .block_on(async move {
-            let fs = A::mount(&m2, &pm, how).await?;
-            fs.snapshot(CTX).await
-        })
-        .expect("the executor runs the mount");
-    match got {
-        Err(e) => Some(format!("mount failed: {e}")),
-        Ok(t) if allowed.contains(&t) => None,
-        Ok(t) => Some(format!(
-            "recovered tree {:?} is none of the allowed {:?}",
-            summary(&t),
-            allowed.iter().map(summary).collect::<Vec<_>>()
-        )),
-    }
-}
-
-/// A tree in one line: path, type, links and a digest of the content.
-fn summary(t: &Tree) -> Vec<String> {
-    t.iter()
-        .map(|(p, n)| {
-            let nonzero = n.data.iter().filter(|&&b| b != 0).count();
-            format!(
-                "{p}:{:?}/{}/{}B({nonzero} nonzero)",
-                n.ftype,
-                n.links,
-                n.data.len()
-            )
-        })
-        .collect()
 }
 
 /// All crash states up to 2^8 per crash point, sampled past it (2^6 in a
@@ -207,7 +80,7 @@ pub fn bound_from_env(var: &str) -> u32 {
 
 /// Checks `rec` up to `bound`, prints what was checked under `label`, and
 /// asserts that no crash state broke the contract.
-pub fn must_pass<A: Adapter<Medium = Pmem>>(label: &str, rec: &Recording<A>, bound: u32) -> Report {
+pub fn must_pass<F: PmFs>(label: &str, rec: &Recording<F>, bound: u32) -> Report {
     let r = check(rec, bound);
     eprintln!(
         "{label}, bound {bound}: {} points, {} states ({} distinct mounts, {} points sampled past the bound) in {:.2?}: {:.0} states/s",
@@ -225,9 +98,9 @@ pub fn must_pass<A: Adapter<Medium = Pmem>>(label: &str, rec: &Recording<A>, bou
 /// Records [`super::workload`] mounted with `how` and checks it; the
 /// check must find a violation (the canary: the switched-off mechanism is
 /// what the contract depends on). Returns the violation.
-pub fn must_fail<A: Adapter<Medium = Pmem>>(how: impl Into<A::Mount>) -> String {
+pub fn must_fail<F: PmFs>(how: impl Into<F::Mount>) -> String {
     let how = how.into();
-    let rec = record::<A>(PersistenceDomain::Adr, &super::workload(), how.clone(), 1);
+    let rec = record::<F>(PersistenceDomain::Adr, &super::workload(), how.clone(), 1);
     let r = check(&rec, CANARY_BOUND);
     eprintln!("{how:?}: {} states in {:.2?}", r.states, r.elapsed);
     let v = r
@@ -239,8 +112,8 @@ pub fn must_fail<A: Adapter<Medium = Pmem>>(how: impl Into<A::Mount>) -> String 
 
 /// Two recordings of [`super::workload`] with the same seed are the same
 /// trace, marks and trees.
-pub fn recording_is_deterministic<A: Adapter<Medium = Pmem>>() {
-    let rec = || record::<A>(PersistenceDomain::Adr, &super::workload(), A::Mount::default(), 9);
+pub fn recording_is_deterministic<F: PmFs>() {
+    let rec = || record::<F>(PersistenceDomain::Adr, &super::workload(), F::Mount::default(), 9);
     let (a, b) = (rec(), rec());
     assert_eq!(a.trace.hash(), b.trace.hash());
     assert_eq!(a.marks, b.marks);

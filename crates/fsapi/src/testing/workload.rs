@@ -29,6 +29,22 @@ pub enum Op {
     Rename(&'static str, &'static str),
 }
 
+impl From<&Op> for crate::crash::Op {
+    fn from(op: &Op) -> crate::crash::Op {
+        use crate::crash::Op as C;
+        match *op {
+            Op::Mkdir(p) => C::Mkdir(p.into()),
+            Op::Create(p) => C::Create(p.into()),
+            Op::Write(p, off, len, b) => C::Write(p.into(), off, vec![b; len]),
+            Op::Truncate(p, s) => C::Truncate(p.into(), s),
+            Op::Link(a, b) => C::Link(a.into(), b.into()),
+            Op::Unlink(p) => C::Unlink(p.into()),
+            Op::Rmdir(p) => C::Rmdir(p.into()),
+            Op::Rename(a, b) => C::Rename(a.into(), b.into()),
+        }
+    }
+}
+
 impl Op {
     /// Runs the operation on `fs`.
     pub async fn run<F: FileSystem>(&self, fs: &F) -> Result<(), F::Error> {

@@ -425,6 +425,9 @@ impl<'t> PmemCursor<'t> {
     /// Closes a set of items under rule M1: a word of a line's store `j`
     /// implies every word of the line's pending stores before `j`.
     fn close(pending: &PmPending, set: &BTreeSet<usize>) -> BTreeSet<usize> {
+        if set.len() == pending.items.len() {
+            return set.clone(); // everything landed: closed already
+        }
         let mut top: BTreeMap<u64, usize> = BTreeMap::new();
         for &i in set {
             if let Some(PmItem::Word { line, group, .. }) = pending.items.get(i) {
@@ -433,6 +436,9 @@ impl<'t> PmemCursor<'t> {
             }
         }
         let mut out = set.clone();
+        if top.is_empty() {
+            return out;
+        }
         for (i, it) in pending.items.iter().enumerate() {
             if let PmItem::Word { line, group, .. } = it {
                 if top.get(line).is_some_and(|t| group < t) {
@@ -448,12 +454,18 @@ impl<'t> PmemCursor<'t> {
     /// [`crate::subsets::subsets`]), each closed under rule M1, without
     /// duplicates; and how many subsets were left out.
     pub fn choices(&self, bound: u32, seed: u64) -> (Vec<PmChoice>, u64) {
-        let pending = self.pending();
+        self.choices_of(&self.pending(), bound, seed)
+    }
+
+    /// [`PmemCursor::choices`] of `pending`, this point's
+    /// [`PmemCursor::pending`] (computed once by a caller that needs it
+    /// too).
+    pub(crate) fn choices_of(&self, pending: &PmPending, bound: u32, seed: u64) -> (Vec<PmChoice>, u64) {
         let (subs, left) = crate::subsets::subsets(pending.items.len(), bound, seed);
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for s in subs {
-            let closed = Self::close(&pending, &s.into_iter().collect());
+            let closed = Self::close(pending, &s.into_iter().collect());
             let c = PmChoice {
                 landed: closed.into_iter().collect(),
             };
@@ -487,6 +499,13 @@ impl<'t> PmemCursor<'t> {
     pub fn materialize(&self, choice: &PmChoice) -> Result<PageStore, PcieError> {
         let pending = self.pending();
         self.validate(&pending, choice)?;
+        Ok(self.materialize_of(&pending, choice))
+    }
+
+    /// [`PmemCursor::materialize`] of a choice [`PmemCursor::choices_of`]
+    /// made from `pending` (this point's; valid by construction, so not
+    /// validated again).
+    pub(crate) fn materialize_of(&self, pending: &PmPending, choice: &PmChoice) -> PageStore {
         let mut writes: Vec<(usize, u64, &[u8], u64)> = Vec::new();
         for ls in self.lines.values() {
             for g in ls.folded..ls.durable {
@@ -497,8 +516,8 @@ impl<'t> PmemCursor<'t> {
                 writes.push((r.seq, r.line.addr, &r.line.data, r.line.mask));
             }
         }
-        for &i in &choice.landed {
-            match &pending.items[i] {
+        for item in choice.landed.iter().filter_map(|&i| pending.items.get(i)) {
+            match item {
                 PmItem::Word { addr, value, seq, .. } => writes.push((*seq, *addr, value, u64::MAX)),
                 PmItem::NtLine { line, seq, .. } => writes.push((*seq, line.addr, &line.data, line.mask)),
             }
@@ -508,7 +527,7 @@ impl<'t> PmemCursor<'t> {
         for (_, addr, data, mask) in writes {
             img.write_masked(addr, data, mask);
         }
-        Ok(img)
+        img
     }
 
     /// The content every crash state at this point has in common: only

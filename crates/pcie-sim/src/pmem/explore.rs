@@ -88,13 +88,16 @@ pub fn explore<K: Ord + Clone, V: Clone>(
     for k in points {
         cursor.advance_past(k)?;
         r.points += 1;
-        let (choices, left) = cursor.choices(bound, k as u64);
+        // The pending items once per point: the choices, their images and
+        // the count all come from them.
+        let items = cursor.pending();
+        let (choices, left) = cursor.choices_of(&items, bound, k as u64);
         r.sampled_points += usize::from(left > 0);
         r.left_out = r.left_out.saturating_add(left);
-        let pending = cursor.pending().items.len();
+        let pending = items.items.len();
         let promise = promised(k);
         for c in choices {
-            let mut image = cursor.materialize(&c)?;
+            let mut image = cursor.materialize_of(&items, &c);
             r.states += 1;
             let key = (image.content_hash(), promise.clone());
             let verdict = match verdicts.get(&key) {

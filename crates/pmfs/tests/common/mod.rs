@@ -11,7 +11,7 @@ use pmfs::{Faults, Pmfs, PmfsError};
 pub use fsapi::testing::{check, churn, profile, workload, Op, CTX, SIZE};
 
 /// Inode slots of the tests.
-pub const INODES: u32 = 64;
+pub const INODES: u32 = pmfs::CRASH_INODES;
 
 /// PMFS as the shared tests see it.
 #[derive(Debug)]
@@ -44,7 +44,7 @@ impl Adapter for P {
 /// A machine with a formatted PMFS.
 pub type Env = testing::Env<P>;
 /// A recorded PMFS run.
-pub type Recording = testing::Recording<P>;
+pub type Recording = testing::Recording<Pmfs>;
 
 /// Records `ops` under ADR with `faults`.
 pub fn record(ops: &[Op], faults: Faults, seed: u64) -> Recording {

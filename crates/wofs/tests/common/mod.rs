@@ -11,7 +11,7 @@ use wofs::{Faults, Options, Wofs, WofsError};
 pub use fsapi::testing::{check, churn, profile, workload, Op, CTX, SIZE};
 
 /// Package slots of the tests.
-pub const SLOTS: u32 = 64;
+pub const SLOTS: u32 = wofs::CRASH_SLOTS;
 
 /// WOFS as the shared tests see it.
 #[derive(Debug)]
@@ -44,7 +44,7 @@ impl Adapter for W {
 /// A machine with a formatted WOFS.
 pub type Env = testing::Env<W>;
 /// A recorded WOFS run.
-pub type Recording = testing::Recording<W>;
+pub type Recording = testing::Recording<Wofs>;
 
 /// Records `ops` under ADR with `faults`.
 pub fn record(ops: &[Op], faults: Faults, seed: u64) -> Recording {
