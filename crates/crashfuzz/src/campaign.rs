@@ -223,39 +223,53 @@ impl Campaign {
         // hold most of a campaign's states (create_delete mq-atomic on a
         // cached drive: 0.6 M of 1.06 M), and on one thread it alone
         // would set the wall time. Runs in flight share the cores.
-        let next = Mutex::new(0usize);
-        let results: Mutex<Vec<Option<Result<ExploreReport, Error>>>> =
-            Mutex::new((0..n).map(|_| None).collect());
-        std::thread::scope(|s| {
-            for _ in 0..jobs {
-                s.spawn(|| loop {
-                    let i = {
-                        let mut g = next.lock().unwrap_or_else(|p| p.into_inner());
-                        let i = *g;
-                        *g += 1;
-                        i
-                    };
-                    if i >= n {
-                        return;
-                    }
-                    let r = explore_at(i);
-                    if let Ok(r) = &r {
-                        done(r);
-                    }
-                    let failed = r.is_err();
-                    results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
-                    if failed {
-                        // Let the other workers finish their runs; no new ones.
-                        *next.lock().unwrap_or_else(|p| p.into_inner()) = n;
-                    }
-                });
-            }
-        });
-        let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
-        let mut out = Vec::with_capacity(n);
-        for r in results.into_iter().flatten() {
-            out.push(r?);
-        }
+        let out = on_workers(n, jobs, explore_at, done)?;
         Ok(out)
     }
+}
+
+/// Runs `run(0..n)` on `jobs` worker threads, each taking the next index
+/// as it finishes one; `done` sees each report as it is made. The reports
+/// come back in index order. After a failure no new run starts (the
+/// others finish theirs) and the first failure by index is returned.
+pub(crate) fn on_workers(
+    n: usize,
+    jobs: usize,
+    run: impl Fn(usize) -> Result<ExploreReport, Error> + Sync,
+    done: impl Fn(&ExploreReport) + Sync,
+) -> Result<Vec<ExploreReport>, Error> {
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<Result<ExploreReport, Error>>>> =
+        Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, n.max(1)) {
+            s.spawn(|| loop {
+                let i = {
+                    let mut g = next.lock().unwrap_or_else(|p| p.into_inner());
+                    let i = *g;
+                    *g += 1;
+                    i
+                };
+                if i >= n {
+                    return;
+                }
+                let r = run(i);
+                if let Ok(r) = &r {
+                    done(r);
+                }
+                let failed = r.is_err();
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+                if failed {
+                    // Let the other workers finish their runs; no new ones.
+                    *next.lock().unwrap_or_else(|p| p.into_inner()) = n;
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut out = Vec::with_capacity(n);
+    for r in results.into_iter().flatten() {
+        out.push(r?);
+    }
+    Ok(out)
 }

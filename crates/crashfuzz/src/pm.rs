@@ -27,7 +27,6 @@
 //! records the run again (deterministic), rebuilds that state, mounts it
 //! and prints the recovered tree and the verdict.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
 use fsapi::crash::{self, CheckOptions, PmFs, Promise};
@@ -38,6 +37,7 @@ use soupfs::SoupFs;
 use wofs::Wofs;
 
 use crate::builtin::resolve;
+use crate::campaign::on_workers;
 use crate::error::Error;
 use crate::pipeline::{ExploreReport, Violation};
 use crate::shard::Shard;
@@ -539,43 +539,14 @@ impl PmCampaign {
                 }
             }
         }
-        let n = mine.len();
-        let next = Mutex::new(0usize);
-        let results: Mutex<Vec<Option<Result<ExploreReport, Error>>>> =
-            Mutex::new((0..n).map(|_| None).collect());
-        std::thread::scope(|s| {
-            for _ in 0..opts.jobs.clamp(1, n.max(1)) {
-                s.spawn(|| loop {
-                    let k = {
-                        let mut g = next.lock().unwrap_or_else(|p| p.into_inner());
-                        let k = *g;
-                        *g += 1;
-                        k
-                    };
-                    if k >= n {
-                        return;
-                    }
-                    let (w, run) = self.run_at(mine[k]);
-                    let r = explore_pm(w, &run, opts).map(|r| ExploreReport {
-                        run: first + mine[k],
-                        ..r
-                    });
-                    if let Ok(r) = &r {
-                        done(r);
-                    }
-                    let failed = r.is_err();
-                    results.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(r);
-                    if failed {
-                        *next.lock().unwrap_or_else(|p| p.into_inner()) = n;
-                    }
-                });
-            }
-        });
-        let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
-        let mut checked = Vec::with_capacity(n);
-        for r in results.into_iter().flatten() {
-            checked.push(r?);
-        }
+        let explore_at = |k: usize| {
+            let (w, run) = self.run_at(mine[k]);
+            explore_pm(w, &run, opts).map(|r| ExploreReport {
+                run: first + mine[k],
+                ..r
+            })
+        };
+        let checked = on_workers(mine.len(), opts.jobs, explore_at, done)?;
         // Back in campaign order, the repeated runs filled in from theirs.
         let mut checked = checked.into_iter();
         let mut out: Vec<ExploreReport> = Vec::with_capacity(all.len());

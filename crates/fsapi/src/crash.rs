@@ -449,17 +449,7 @@ pub struct Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.landed.len() <= 16 {
-            write!(f, "after trace entry {}, landed {:?}", self.point, self.landed)?;
-        } else {
-            write!(
-                f,
-                "after trace entry {}, {} of {} pending items landed",
-                self.point,
-                self.landed.len(),
-                self.pending
-            )?;
-        }
+        explore::write_state(f, self.point, &self.landed, self.pending)?;
         write!(f, ": {} ({} ops returned)", self.why, self.returned)
     }
 }

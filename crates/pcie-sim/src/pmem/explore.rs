@@ -35,18 +35,28 @@ pub struct PmViolation {
 
 impl std::fmt::Display for PmViolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.landed.len() <= 16 {
-            write!(f, "after trace entry {}, landed {:?}", self.point, self.landed)?;
-        } else {
-            write!(
-                f,
-                "after trace entry {}, {} of {} pending items landed",
-                self.point,
-                self.landed.len(),
-                self.pending
-            )?;
-        }
+        write_state(f, self.point, &self.landed, self.pending)?;
         write!(f, ": {}", self.why)
+    }
+}
+
+/// Writes where a crash state is: the trace entry it follows and the
+/// pending items that landed (listed up to 16, counted past that), as
+/// every report of a persistent-memory crash state says it.
+pub fn write_state(
+    f: &mut std::fmt::Formatter<'_>,
+    point: usize,
+    landed: &[usize],
+    pending: usize,
+) -> std::fmt::Result {
+    if landed.len() <= 16 {
+        write!(f, "after trace entry {point}, landed {landed:?}")
+    } else {
+        write!(
+            f,
+            "after trace entry {point}, {} of {pending} pending items landed",
+            landed.len()
+        )
     }
 }
 
