@@ -5,7 +5,7 @@
 use std::fmt::Debug;
 
 use crate::errno::Errno;
-use crate::tree::{Node, Tree};
+use crate::tree::{FileType, Node, Tree};
 
 /// The calling thread: the core its instructions run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,20 +19,6 @@ impl Ctx {
     pub fn on(core: usize) -> Ctx {
         Ctx { core }
     }
-}
-
-/// A file's type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FileType {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symbolic link (only some file systems have them; the trait
-    /// neither makes nor reads one).
-    Symlink,
-    /// A fifo, a device or a socket (only some file systems have them).
-    Special,
 }
 
 /// Attributes of an inode whose number is an `I`.
