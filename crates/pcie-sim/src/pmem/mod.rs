@@ -174,7 +174,13 @@ struct State {
     /// What programs read before writing, by 64-byte line (`None`: not
     /// logging; see [`Pmem::log_access`]).
     access: Option<AccessLog>,
+    /// Sees every write into the persistence domain ([`Pmem::set_persist_hook`]).
+    persist_hook: Option<PersistHook>,
 }
+
+/// Sees every write into the persistence domain as it happens: the address
+/// and the bytes the domain now holds there (see [`Pmem::set_persist_hook`]).
+pub type PersistHook = Rc<dyn Fn(u64, &[u8])>;
 
 struct PmemInner {
     machine: Rc<Inner>,
@@ -205,6 +211,14 @@ struct Op {
 }
 
 impl State {
+    /// Writes `data` at `addr` into the persistence domain.
+    fn persist(&mut self, addr: u64, data: &[u8]) {
+        self.domain.write(addr, data);
+        if let Some(hook) = &self.persist_hook {
+            hook(addr, data);
+        }
+    }
+
     fn record(&mut self, op: &Op, kind: PmEventKind, addr: u64, len: u32, purpose: Purpose, payload: &[u8]) {
         self.trace.record(
             PmEntry {
@@ -228,7 +242,7 @@ impl State {
     fn write_back(&mut self, p: &PmemProfile, op: &Op, line: u64, source: Option<u8>) -> SimTime {
         let mut bytes = [0u8; LINE];
         self.visible.read(line, &mut bytes);
-        self.domain.write(line, &bytes);
+        self.persist(line, &bytes);
         let w = self.media.write_line(op.now, line, &p.timing);
         let c = self.trace.counters_mut();
         c.wpq_lines += 1;
@@ -254,6 +268,11 @@ impl State {
     /// A non-temporal line leaves core `op.core` for the memory controller.
     fn nt_line_out(&mut self, p: &PmemProfile, op: &Op, l: &WcLine) {
         self.domain.write_masked(l.addr, &l.data, l.mask);
+        if let Some(hook) = &self.persist_hook {
+            let mut bytes = [0u8; LINE];
+            self.domain.read(l.addr, &mut bytes);
+            hook(l.addr, &bytes);
+        }
         let w = self.media.write_line(op.now, l.addr, &p.timing);
         let c = self.trace.counters_mut();
         c.wpq_lines += 1;
@@ -346,6 +365,7 @@ impl Pmem {
             cores,
             trace: PmTrace::new(mode),
             access: None,
+            persist_hook: None,
         };
         Ok(Pmem {
             inner: Rc::new(PmemInner {
@@ -390,6 +410,16 @@ impl Pmem {
     /// goes on with a fresh log. `None` if not logging.
     pub fn take_access(&self) -> Option<AccessLog> {
         self.inner.state.borrow_mut().access.as_mut().map(std::mem::take)
+    }
+
+    /// Shows `hook` every write into the persistence domain from now on
+    /// (a line written back or flushed into the write pending queue, a
+    /// non-temporal line leaving its write-combining buffer, and under
+    /// eADR every store), so that a file behind the persistent memory holds
+    /// what a power failure would leave at every instant; `None` removes
+    /// it.
+    pub fn set_persist_hook(&self, hook: Option<PersistHook>) {
+        self.inner.state.borrow_mut().persist_hook = hook;
     }
 
     /// The counters so far.
@@ -477,7 +507,7 @@ impl Pmem {
             let miss = st.fill(p, sim, &op, line, true);
             st.visible.write(addr.0, data);
             if p.domain == PersistenceDomain::Eadr {
-                st.domain.write(addr.0, data);
+                st.persist(addr.0, data);
             }
             st.record(&op, PmEventKind::Store, addr.0, data.len() as u32, purpose, data);
             if let Some(log) = st.access.as_mut() {

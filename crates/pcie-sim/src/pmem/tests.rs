@@ -187,3 +187,50 @@ fn a_full_cache_writes_back_a_seeded_victim() {
     assert_eq!(wb[0].1, NO_CORE);
     assert!(wb[0].0 < 128, "one of the two lines stored first");
 }
+
+/// A copy kept by the persist hook holds, after every instruction, what
+/// the persistence domain holds: under ADR (and not the cache's stores),
+/// and under eADR (every store).
+#[test]
+fn the_persist_hook_sees_every_write_into_the_domain() {
+    for domain in [PersistenceDomain::Adr, PersistenceDomain::Eadr] {
+        let profile = PmemProfile {
+            domain,
+            writeback_per_store: 0.5,
+            cache_lines: 4,
+            ..quiet()
+        };
+        let (ex, m, pm) = setup(profile);
+        let copy = Rc::new(RefCell::new(PageStore::zeroed(pm.size())));
+        let c2 = copy.clone();
+        pm.set_persist_hook(Some(Rc::new(move |addr: u64, data: &[u8]| {
+            c2.borrow_mut().write(addr, data)
+        })));
+        let c = m.core(0).unwrap();
+        let (p, seen) = (pm.clone(), copy.clone());
+        let steps = ex
+            .block_on(async move {
+                let mut steps = 0;
+                for i in 0..64u64 {
+                    let addr = PmAddr((i * 72) % (1 << 12));
+                    match i % 4 {
+                        0 => p.store(&c, addr, &[i as u8; 16], Purpose::UNTAGGED).await?,
+                        1 => p.nt_store(&c, addr, &[i as u8; 8], Purpose::UNTAGGED).await?,
+                        2 => p.clwb(&c, addr).await?,
+                        _ => p.sfence(&c).await?,
+                    }
+                    assert_eq!(
+                        seen.borrow().to_vec(),
+                        p.persistent_image().to_vec(),
+                        "after step {i}"
+                    );
+                    steps += 1;
+                }
+                Ok::<_, PcieError>(steps)
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(steps, 64);
+        assert_ne!(copy.borrow().to_vec(), vec![0; pm.size() as usize], "something persisted");
+    }
+}
