@@ -4,6 +4,7 @@
 //! ```text
 //! # mqfs image header
 //! format = mqfs-image-1
+//! fs = mqfs
 //! mode = mq
 //! profile = optane-905p
 //! queues = 4
@@ -11,17 +12,26 @@
 //! pmr_bytes = 2097152
 //! ```
 //!
-//! Blank lines and lines starting with `#` are ignored; every key is
-//! required once and no other key is allowed. `mode` is the file system's
-//! consistency mode (`none`, `classic`, `horae`, `mq`; it decides how the
-//! driver probes: ccNVMe queues in the PMR for `mq`, the Horae ordering
-//! queue for `horae`), `profile` a built-in drive profile of nvme-ctrl,
-//! `queues` the hardware queue pairs (one per simulated core), `blocks` the
-//! media size in 4 KiB blocks (the size of `IMAGE`) and `pmr_bytes` the
-//! size of the PMR (the size of `IMAGE.pmr`).
+//! Blank lines and lines starting with `#` are ignored; no key may be
+//! given twice and no other key is allowed. `fs` is the file system
+//! (`mqfs`, or one of the file systems on persistent memory: `wofs`,
+//! `soupfs`, `pmfs`); a header without it is MQFS's (the images made
+//! before the others existed). For `mqfs`, `mode` is the consistency
+//! mode (`none`, `classic`, `horae`, `mq`; it decides how the driver
+//! probes: ccNVMe queues in the PMR for `mq`, the Horae ordering queue for
+//! `horae`), `profile` a built-in drive profile of nvme-ctrl and
+//! `pmr_bytes` the size of its PMR (the size of `IMAGE.pmr`); on
+//! persistent memory there is no `mode`, `profile` is the persistence
+//! domain (`pm-adr` or `pm-eadr`) and `pmr_bytes` is 0 (`IMAGE.pmr` is
+//! empty). `queues` is the number of simulated cores (on the drive, one
+//! hardware queue pair each) and `blocks` the medium's size in 4 KiB
+//! blocks (the size of `IMAGE`: the drive's media, or the persistent
+//! memory's bytes).
 
+use crashfuzz::pm::{domain_by_name, PmMode, DEFAULT_PM_PROFILES};
 use mqfs::Mode;
 use nvme_ctrl::SsdProfile;
+use pcie_sim::PersistenceDomain;
 
 /// The format tag of this version.
 pub const FORMAT: &str = "mqfs-image-1";
@@ -29,27 +39,59 @@ pub const FORMAT: &str = "mqfs-image-1";
 /// Most hardware queues (simulated cores) an image may ask for.
 pub const MAX_QUEUES: u32 = 64;
 
+/// The file system an image holds, and with it the medium.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFs {
+    /// MQFS in a consistency mode, on the NVMe drive.
+    Mqfs(Mode),
+    /// A file system on persistent memory.
+    Pm(PmMode),
+}
+
+impl ImageFs {
+    /// The `fs` line's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageFs::Mqfs(_) => "mqfs",
+            ImageFs::Pm(m) => m.name(),
+        }
+    }
+
+    /// The file system named `s` (`mqfs` in `mode`).
+    pub fn by_name(s: &str, mode: Mode) -> Option<ImageFs> {
+        match s {
+            "mqfs" => Some(ImageFs::Mqfs(mode)),
+            _ => PmMode::from_name(s).map(ImageFs::Pm),
+        }
+    }
+}
+
 /// What an image was made with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// Consistency mode.
-    pub mode: Mode,
-    /// Drive profile name (`SsdProfile::by_name`).
+    /// The file system (MQFS's with its consistency mode).
+    pub fs: ImageFs,
+    /// Drive profile name (`SsdProfile::by_name`), or on persistent
+    /// memory the persistence domain (`pm-adr`, `pm-eadr`).
     pub profile: String,
-    /// Hardware queue pairs (= simulated cores).
+    /// Simulated cores (on the drive, hardware queue pairs).
     pub queues: u32,
-    /// Media size in 4 KiB blocks.
+    /// Medium size in 4 KiB blocks.
     pub blocks: u64,
-    /// PMR size in bytes.
+    /// PMR size in bytes (0 on persistent memory).
     pub pmr_bytes: u64,
 }
 
 impl Header {
     /// The header text.
     pub fn render(&self) -> String {
+        let mode = match self.fs {
+            ImageFs::Mqfs(mode) => format!("mode = {}\n", mode.name()),
+            ImageFs::Pm(_) => String::new(),
+        };
         format!(
-            "# mqfs image header (see the mqfs-cli crate docs)\nformat = {FORMAT}\nmode = {}\nprofile = {}\nqueues = {}\nblocks = {}\npmr_bytes = {}\n",
-            self.mode.name(),
+            "# mqfs image header (see the mqfs-cli crate docs)\nformat = {FORMAT}\nfs = {}\n{mode}profile = {}\nqueues = {}\nblocks = {}\npmr_bytes = {}\n",
+            self.fs.name(),
             self.profile,
             self.queues,
             self.blocks,
@@ -59,8 +101,8 @@ impl Header {
 
     /// Parses header text; the error says which line is wrong and why.
     pub fn parse(text: &str) -> Result<Header, String> {
-        let mut fields: [Option<&str>; 6] = [None; 6];
-        const KEYS: [&str; 6] = ["format", "mode", "profile", "queues", "blocks", "pmr_bytes"];
+        let mut fields: [Option<&str>; 7] = [None; 7];
+        const KEYS: [&str; 7] = ["format", "mode", "profile", "queues", "blocks", "pmr_bytes", "fs"];
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -82,15 +124,25 @@ impl Header {
         if get(0)? != FORMAT {
             return Err(format!("format {:?} (this mqfs reads {FORMAT})", get(0)?));
         }
-        let mode_name = get(1)?;
-        let mode = Mode::from_name(mode_name).ok_or_else(|| format!("unknown mode {mode_name:?}"))?;
+        let fs_name = fields[6].unwrap_or("mqfs");
+        let fs = match ImageFs::by_name(fs_name, Mode::Mq) {
+            Some(ImageFs::Mqfs(_)) => {
+                let mode_name = get(1)?;
+                ImageFs::Mqfs(
+                    Mode::from_name(mode_name).ok_or_else(|| format!("unknown mode {mode_name:?}"))?,
+                )
+            }
+            Some(pm) if fields[1].is_none() => pm,
+            Some(_) => return Err(format!("a mode line, but {fs_name} has no modes")),
+            None => return Err(format!("unknown fs {fs_name:?} (mqfs, wofs, soupfs, pmfs)")),
+        };
         let num = |i: usize| -> Result<u64, String> {
             get(i)?
                 .parse::<u64>()
                 .map_err(|_| format!("{} is not a number", KEYS[i]))
         };
         let h = Header {
-            mode,
+            fs,
             profile: get(2)?.to_string(),
             queues: u32::try_from(num(3)?).map_err(|_| "queues out of range".to_string())?,
             blocks: num(4)?,
@@ -102,20 +154,52 @@ impl Header {
 
     /// Checks the values against each other and the profile.
     pub fn validate(&self) -> Result<(), String> {
-        let p = self.ssd_profile()?;
+        let (pmr_bytes, profile) = match self.fs {
+            ImageFs::Mqfs(_) => {
+                let p = self.ssd_profile()?;
+                (p.pmr_bytes, p.name)
+            }
+            ImageFs::Pm(_) => (0, self.profile.as_str()),
+        };
+        if let ImageFs::Pm(_) = self.fs {
+            self.domain()?;
+        }
         if self.queues == 0 || self.queues > MAX_QUEUES {
             return Err(format!("queues {} (1..={MAX_QUEUES})", self.queues));
         }
         if self.blocks == 0 || self.blocks > (1 << 40) / 4096 {
             return Err(format!("blocks {} (1 to 2^28)", self.blocks));
         }
-        if self.pmr_bytes != p.pmr_bytes {
+        if self.pmr_bytes != pmr_bytes {
             return Err(format!(
-                "pmr_bytes {} but profile {} has {}",
-                self.pmr_bytes, p.name, p.pmr_bytes
+                "pmr_bytes {} but profile {profile} has {pmr_bytes}",
+                self.pmr_bytes
             ));
         }
         Ok(())
+    }
+
+    /// MQFS's consistency mode, or why this image has none (it holds a
+    /// file system on persistent memory).
+    pub fn mqfs_mode(&self) -> Result<Mode, String> {
+        match self.fs {
+            ImageFs::Mqfs(mode) => Ok(mode),
+            ImageFs::Pm(m) => Err(format!(
+                "the image holds {} on persistent memory, not MQFS",
+                m.name()
+            )),
+        }
+    }
+
+    /// The persistence domain a persistent-memory image's profile names.
+    pub fn domain(&self) -> Result<PersistenceDomain, String> {
+        domain_by_name(&self.profile).ok_or_else(|| {
+            format!(
+                "unknown persistent-memory profile {:?} (one of {})",
+                self.profile,
+                DEFAULT_PM_PROFILES.join(", ")
+            )
+        })
     }
 
     /// The drive profile.
@@ -141,7 +225,7 @@ mod tests {
 
     fn sample() -> Header {
         Header {
-            mode: Mode::Mq,
+            fs: ImageFs::Mqfs(Mode::Mq),
             profile: "optane-905p".into(),
             queues: 4,
             blocks: 65536,
@@ -153,6 +237,30 @@ mod tests {
     fn render_then_parse_round_trips() {
         let h = sample();
         assert_eq!(Header::parse(&h.render()), Ok(h));
+    }
+
+    #[test]
+    fn a_header_without_fs_is_mqfs_and_a_pm_header_round_trips() {
+        let old = sample().render().replace("fs = mqfs\n", "");
+        assert_eq!(Header::parse(&old), Ok(sample()));
+        let pm = Header {
+            fs: ImageFs::Pm(PmMode::Soupfs),
+            profile: "pm-eadr".into(),
+            queues: 2,
+            blocks: 1024,
+            pmr_bytes: 0,
+        };
+        let text = pm.render();
+        assert!(!text.contains("mode ="), "{text}");
+        assert_eq!(Header::parse(&text), Ok(pm.clone()));
+        assert_eq!(pm.domain(), Ok(PersistenceDomain::Eadr));
+        assert!(pm.mqfs_mode().unwrap_err().contains("soupfs"));
+        let bad = text.replace("pm-eadr", "optane-905p");
+        assert!(Header::parse(&bad)
+            .unwrap_err()
+            .contains("persistent-memory profile"));
+        let bad = text.replace("pmr_bytes = 0", "pmr_bytes = 4096");
+        assert!(Header::parse(&bad).unwrap_err().contains("pmr_bytes"));
     }
 
     #[test]
@@ -168,6 +276,8 @@ mod tests {
             (text.replace("optane-905p", "floppy"), "unknown profile"),
             (text.replace("pmr_bytes = ", "pmr_bytes = 1"), "pmr_bytes"),
             ("garbage\n".to_string(), "not `key = value`"),
+            (text.replace("fs = mqfs", "fs = ext9"), "unknown fs"),
+            (text.replace("fs = mqfs", "fs = wofs"), "has no modes"),
             (String::new(), "no format line"),
         ];
         for (t, want) in cases {

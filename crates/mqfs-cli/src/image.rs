@@ -1,6 +1,8 @@
-//! The image files on the host: `IMAGE` (media), `IMAGE.pmr` (PMR bytes)
-//! and `IMAGE.hdr` (the [`Header`]), the lock that keeps one `mqfs`
-//! process per image, and the PMR write-through.
+//! The image files on the host: `IMAGE` (the drive's media, or the
+//! persistent memory's bytes), `IMAGE.pmr` (PMR bytes; empty on persistent
+//! memory) and `IMAGE.hdr` (the [`Header`]), the lock that keeps one
+//! `mqfs` process per image, and the write-through of the PMR and of the
+//! persistent memory.
 
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -203,34 +205,64 @@ impl LockedImage {
     }
 
     /// The PMR file, open for the write-through.
-    pub fn pmr_file(&self) -> Result<Rc<PmrFile>, CliError> {
-        let file = OpenOptions::new()
-            .write(true)
-            .open(&self.paths.pmr)
-            .map_err(|e| CliError::io(&self.paths.pmr, e))?;
-        Ok(Rc::new(PmrFile {
-            file,
-            len: self.header.pmr_bytes,
-            path: self.paths.pmr.clone(),
-            error: RefCell::new(None),
-        }))
+    pub fn pmr_file(&self) -> Result<Rc<WriteThrough>, CliError> {
+        WriteThrough::open(&self.paths.pmr, self.header.pmr_bytes)
+    }
+
+    /// The persistent memory's bytes as `IMAGE` holds them (only the 4 KiB
+    /// pages that are not all zero are stored).
+    pub fn pm_store(&self) -> Result<PageStore, CliError> {
+        let path = &self.paths.media;
+        let len = self.header.blocks * BLOCK as u64;
+        let file = File::open(path).map_err(|e| CliError::open(path, e))?;
+        let mut store = PageStore::zeroed(len);
+        let mut page = vec![0u8; BLOCK];
+        for at in (0..len).step_by(BLOCK) {
+            file.read_exact_at(&mut page, at)
+                .map_err(|e| CliError::io(path, e))?;
+            if page.iter().any(|&b| b != 0) {
+                store.write(at, &page);
+            }
+        }
+        Ok(store)
+    }
+
+    /// `IMAGE`, open for the persistent memory's write-through.
+    pub fn pm_file(&self) -> Result<Rc<WriteThrough>, CliError> {
+        WriteThrough::open(&self.paths.media, self.header.blocks * BLOCK as u64)
     }
 }
 
-/// `IMAGE.pmr` receiving every PMR write as it lands (see
-/// `Machine::set_pmr_write_hook`). Each write is a `pwrite`, so it is in
-/// the host's page cache, and survives this process, before the simulated
-/// machine goes on.
+/// A file receiving every write into a persistent part of the simulated
+/// machine as it happens: `IMAGE.pmr` the PMR's (see
+/// `Machine::set_pmr_write_hook`), `IMAGE` of a persistent-memory image
+/// the persistence domain's (see `Pmem::set_persist_hook`). Each write is
+/// a `pwrite`, so it is in the host's page cache, and survives this
+/// process, before the simulated machine goes on.
 #[derive(Debug)]
-pub struct PmrFile {
+pub struct WriteThrough {
     file: File,
     len: u64,
     path: PathBuf,
-    /// The first write that failed (reported by [`PmrFile::check`]).
+    /// The first write that failed (reported by [`WriteThrough::check`]).
     error: RefCell<Option<std::io::Error>>,
 }
 
-impl PmrFile {
+impl WriteThrough {
+    /// `path` (of `len` bytes), open for writing through.
+    pub fn open(path: &Path, len: u64) -> Result<Rc<WriteThrough>, CliError> {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| CliError::io(path, e))?;
+        Ok(Rc::new(WriteThrough {
+            file,
+            len,
+            path: path.to_path_buf(),
+            error: RefCell::new(None),
+        }))
+    }
+
     /// The hook to give the machine.
     pub fn hook(self: &Rc<Self>) -> PmrWriteHook {
         let me = self.clone();
@@ -238,7 +270,7 @@ impl PmrFile {
     }
 
     fn write(&self, offset: u64, data: &[u8]) {
-        // The PMR store drops bytes past its end; so does the file.
+        // The stores drop bytes past their end; so does the file.
         let n = self.len.saturating_sub(offset).min(data.len() as u64) as usize;
         if n == 0 {
             return;
@@ -277,7 +309,7 @@ mod tests {
 
     fn header() -> Header {
         Header {
-            mode: Mode::Classic,
+            fs: crate::header::ImageFs::Mqfs(Mode::Classic),
             profile: "optane-905p".into(),
             queues: 2,
             blocks: 64,

@@ -132,6 +132,7 @@ pub mod fuse;
 pub mod header;
 pub mod image;
 pub mod ioctl;
+pub mod pm;
 pub mod record;
 pub mod rig;
 pub mod stats;

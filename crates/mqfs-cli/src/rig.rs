@@ -1,6 +1,7 @@
-//! The simulated machine under an image: one core per hardware queue, the
-//! drive over the image's media and PMR, the driver and the file system;
-//! and running operations on it to completion.
+//! The simulated machine under an image: one core per hardware queue, and
+//! the drive over the image's media and PMR (the driver and MQFS on it),
+//! or persistent memory holding the image's bytes; and running operations
+//! on it to completion.
 
 use std::future::Future;
 use std::rc::Rc;
@@ -9,11 +10,13 @@ use std::sync::Arc;
 use ccnvme::BlockDevice;
 use mqfs::{Ctx, Fs, FsError, FsProfile, Mode};
 use nvme_ctrl::{Controller, ControllerConfig, Image, Media};
-use pcie_sim::{Executor, Machine, MachineProfile, PageStore, RunError, SimDuration, TraceMode};
+use pcie_sim::{
+    Executor, Machine, MachineProfile, PageStore, Pmem, PmemProfile, RunError, SimDuration, TraceMode,
+};
 
 use crate::error::CliError;
 use crate::header::Header;
-use crate::image::{LockedImage, PmrFile};
+use crate::image::{LockedImage, WriteThrough};
 
 /// Simulated time one operation may take before it counts as hung (a
 /// recovery, an unmount that writes back everything, one FUSE request).
@@ -27,21 +30,42 @@ pub const SEED: u64 = 1;
 /// pages live there (sparse, so only what is touched costs memory).
 pub const DRAM_BYTES: u64 = 512 << 20;
 
-/// A booted machine with the image's drive attached.
+/// What holds the image's file system.
+pub enum Medium {
+    /// The NVMe drive, with MQFS's consistency mode (how the driver
+    /// probes).
+    Drive {
+        /// The drive.
+        ctrl: Rc<Controller>,
+        /// The image's consistency mode.
+        mode: Mode,
+    },
+    /// Persistent memory on the memory bus.
+    Pmem(Pmem),
+}
+
+/// A booted machine with the image's medium attached.
 pub struct Rig {
     /// The executor (single-threaded; drop it last).
     pub ex: Executor,
     /// The machine.
     pub machine: Machine,
-    /// The drive.
-    pub ctrl: Rc<Controller>,
-    /// The image's consistency mode.
-    pub mode: Mode,
+    /// The drive or the persistent memory.
+    pub medium: Medium,
+}
+
+impl std::fmt::Debug for Medium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Medium::Drive { mode, .. } => write!(f, "drive ({} mode)", mode.name()),
+            Medium::Pmem(pm) => write!(f, "{pm:?}"),
+        }
+    }
 }
 
 impl std::fmt::Debug for Rig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rig").field("mode", &self.mode).finish()
+        f.debug_struct("Rig").field("medium", &self.medium).finish()
     }
 }
 
@@ -79,14 +103,86 @@ impl Rig {
         Ok(Rig {
             ex,
             machine,
-            ctrl,
-            mode: header.mode,
+            medium: Medium::Drive {
+                ctrl,
+                mode: header.mqfs_mode().map_err(CliError::Usage)?,
+            },
         })
+    }
+
+    /// Boots over a persistent-memory image for real: persistent memory of
+    /// the image's size in the header's persistence domain (the other
+    /// fields as `PmemProfile::default`), holding `IMAGE`'s bytes, every
+    /// write into the persistence domain going to `IMAGE` as it happens
+    /// (so a killed process leaves what a power failure would).
+    pub fn on_pm_image(image: &LockedImage) -> Result<(Rig, Rc<WriteThrough>), CliError> {
+        let rig = Rig::pm_sandbox(image)?;
+        let file = image.pm_file()?;
+        rig.pmem()?.set_persist_hook(Some(file.hook()));
+        Ok((rig, file))
+    }
+
+    /// Boots over a persistent-memory image as [`Rig::on_pm_image`] does,
+    /// but nothing reaches the file.
+    pub fn pm_sandbox(image: &LockedImage) -> Result<Rig, CliError> {
+        let header = &image.header;
+        let profile = PmemProfile {
+            size: header.blocks * nvme_ctrl::BLOCK as u64,
+            domain: header.domain().map_err(CliError::Usage)?,
+            ..PmemProfile::default()
+        };
+        let ex = Executor::new(SEED);
+        let machine = Machine::new(&ex, Rig::machine_profile(header), TraceMode::Off);
+        let pm = Pmem::attach_with_image(&machine, profile, image.pm_store()?).map_err(FsError::Bus)?;
+        Ok(Rig {
+            ex,
+            machine,
+            medium: Medium::Pmem(pm),
+        })
+    }
+
+    /// The drive (an error for a persistent-memory image).
+    pub fn ctrl(&self) -> Result<&Rc<Controller>, CliError> {
+        match &self.medium {
+            Medium::Drive { ctrl, .. } => Ok(ctrl),
+            Medium::Pmem(_) => Err(CliError::Usage(
+                "the image is on persistent memory, not a drive".into(),
+            )),
+        }
+    }
+
+    /// The persistent memory (an error for a drive image).
+    pub fn pmem(&self) -> Result<&Pmem, CliError> {
+        match &self.medium {
+            Medium::Pmem(pm) => Ok(pm),
+            Medium::Drive { .. } => Err(CliError::Usage(
+                "the image is on a drive, not persistent memory".into(),
+            )),
+        }
+    }
+
+    /// MQFS's consistency mode (an error for a persistent-memory image).
+    fn mode(&self) -> Result<Mode, CliError> {
+        match &self.medium {
+            Medium::Drive { mode, .. } => Ok(*mode),
+            Medium::Pmem(_) => Err(CliError::Usage(
+                "the image is on persistent memory, not MQFS".into(),
+            )),
+        }
+    }
+
+    /// Makes the medium's files durable on the host (the drive's media
+    /// file; persistent memory writes through on its own).
+    pub fn sync_files(&self) -> Result<(), CliError> {
+        match &self.medium {
+            Medium::Drive { ctrl, .. } => Ok(ctrl.backend().sync()?),
+            Medium::Pmem(_) => Ok(()),
+        }
     }
 
     /// Boots over the image's files for real: media writes go to `IMAGE`,
     /// PMR writes to `IMAGE.pmr` as they land.
-    pub fn on_image(image: &LockedImage) -> Result<(Rig, Rc<PmrFile>), CliError> {
+    pub fn on_image(image: &LockedImage) -> Result<(Rig, Rc<WriteThrough>), CliError> {
         let rig = Rig::boot(
             &image.header,
             image.media_rw()?,
@@ -105,7 +201,7 @@ impl Rig {
     pub fn recording(
         image: &LockedImage,
         machine: MachineProfile,
-    ) -> Result<(Rig, Rc<PmrFile>, PageStore, Arc<Image>), CliError> {
+    ) -> Result<(Rig, Rc<WriteThrough>, PageStore, Arc<Image>), CliError> {
         let media = image.media_rw()?;
         let base_media = Arc::new(media.freeze());
         let pmr_store = image.pmr_store()?;
@@ -139,7 +235,7 @@ impl Rig {
 
     /// Probes the drive the way the image's mode needs.
     pub fn probe(&self) -> Result<Rc<BlockDevice>, CliError> {
-        let (m, opts) = (self.machine.clone(), mqfs::probe_options(self.mode));
+        let (m, opts) = (self.machine.clone(), mqfs::probe_options(self.mode()?));
         Ok(self.run(async move { BlockDevice::probe(&m, 0, opts).await })??)
     }
 
@@ -159,10 +255,11 @@ impl Rig {
         for damage in fs.journal_damage() {
             eprintln!("mqfs: journal recovery: {damage}");
         }
-        if fs.mode() != self.mode {
+        let mode = self.mode()?;
+        if fs.mode() != mode {
             return Err(CliError::Fs(FsError::Corrupt(format!(
                 "the header says {} but the file system is {}",
-                self.mode.name(),
+                mode.name(),
                 fs.mode().name()
             ))));
         }
@@ -177,7 +274,7 @@ mod tests {
     #[test]
     fn the_machine_is_the_one_a_saved_run_describes() {
         let header = Header {
-            mode: Mode::Mq,
+            fs: crate::header::ImageFs::Mqfs(Mode::Mq),
             profile: "flash-vwc".into(),
             queues: 3,
             blocks: 4096,

@@ -46,7 +46,7 @@ pub fn run(path: &Path) -> Result<String, CliError> {
             out.push_str(
                 "not unmounted cleanly: checked after journal recovery in memory (the image is unchanged)\n",
             );
-            mqfs::fsck(&**rig.ctrl.backend())?
+            mqfs::fsck(&**rig.ctrl()?.backend())?
         }
         Err(e) => {
             let what = if sb.clean {
@@ -85,7 +85,7 @@ pub fn repair(path: &Path) -> Result<String, CliError> {
     let plan = {
         let rig = Rig::sandbox(&image)?;
         rig.mount(0).map_err(unmountable)?;
-        plan_repair(&**rig.ctrl.backend())?.1
+        plan_repair(&**rig.ctrl()?.backend())?.1
     };
     let mut out = String::new();
     if plan.is_empty() && sb.clean && !listed {
@@ -101,11 +101,11 @@ pub fn repair(path: &Path) -> Result<String, CliError> {
     if listed {
         out.push_str("mount freed the inodes the orphan table listed\n");
     }
-    let base: Rc<dyn BlockSource> = rig.ctrl.backend().clone();
+    let base: Rc<dyn BlockSource> = rig.ctrl()?.backend().clone();
     let f = fs.clone();
     let done = rig.run_fs(async move { f.repair(Ctx::on(0), base).await })?;
     rig.run_fs(async move { fs.unmount(Ctx::on(0)).await })?;
-    rig.ctrl.backend().sync()?;
+    rig.ctrl()?.backend().sync()?;
     pmr.sync()?;
     for line in &done.fixed {
         out.push_str(&format!("fixed: {line}\n"));

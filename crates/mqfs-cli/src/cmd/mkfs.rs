@@ -1,4 +1,6 @@
-//! `mqfs mkfs`: a new image with a fresh file system.
+//! `mqfs mkfs`: a new image with a fresh file system: MQFS on the NVMe
+//! drive (`--fs mqfs`, the default), or a file system on persistent
+//! memory (`--fs wofs`, `soupfs` or `pmfs`; see [`crate::pm`]).
 
 use std::path::PathBuf;
 
@@ -7,7 +9,7 @@ use mqfs::{Ctx, MkfsOptions, Mode};
 use nvme_ctrl::{SsdProfile, BLOCK};
 
 use crate::error::CliError;
-use crate::header::{profile_names, Header};
+use crate::header::{profile_names, Header, ImageFs};
 use crate::image::LockedImage;
 use crate::rig::Rig;
 
@@ -16,16 +18,22 @@ use crate::rig::Rig;
 pub struct MkfsArgs {
     /// The image (its media file; IMAGE.pmr and IMAGE.hdr go beside it).
     pub image: PathBuf,
-    /// Media size: bytes, or with a K, M or G suffix (a multiple of 4 KiB).
+    /// The file system: mqfs (on the NVMe drive), or wofs, soupfs or pmfs
+    /// (on persistent memory).
+    #[arg(long, default_value = "mqfs")]
+    pub fs: String,
+    /// Medium size: bytes, or with a K, M or G suffix (a multiple of 4 KiB).
     #[arg(long, default_value = "256M")]
     pub size: String,
-    /// Consistency mode: none, classic, horae or mq.
-    #[arg(long, default_value = "mq")]
-    pub mode: String,
-    /// Drive profile (intel-750, optane-905p, optane-p5800x, flash-vwc).
-    #[arg(long, default_value = "optane-905p")]
-    pub profile: String,
-    /// Hardware queue pairs, one per simulated core (in mq mode, one
+    /// MQFS's consistency mode: none, classic, horae or mq [default: mq].
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Drive profile (intel-750, optane-905p, optane-p5800x, flash-vwc)
+    /// [default: optane-905p]; on persistent memory the persistence
+    /// domain (pm-adr, pm-eadr) [default: pm-adr].
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Simulated cores (on the drive, hardware queue pairs; in mq mode, one
     /// journal area each).
     #[arg(long, default_value_t = 4)]
     pub queues: u32,
@@ -50,23 +58,43 @@ pub fn parse_size(s: &str) -> Result<u64, CliError> {
 
 /// The header `args` ask for, checked (nothing is created yet).
 pub fn header_of(args: &MkfsArgs) -> Result<Header, CliError> {
-    let mode = Mode::from_name(&args.mode)
-        .ok_or_else(|| CliError::Usage(format!("unknown mode {:?} (none, classic, horae, mq)", args.mode)))?;
-    let profile = SsdProfile::by_name(&args.profile).ok_or_else(|| {
-        CliError::Usage(format!(
-            "unknown profile {:?} (one of {})",
-            args.profile,
-            profile_names().join(", ")
-        ))
-    })?;
     let bytes = parse_size(&args.size)?;
     if bytes == 0 || bytes % BLOCK as u64 != 0 {
         return Err(CliError::Usage(format!(
             "size {bytes} is not a positive multiple of 4096"
         )));
     }
+    let mode_name = args.mode.as_deref().unwrap_or("mq");
+    let mode = Mode::from_name(mode_name)
+        .ok_or_else(|| CliError::Usage(format!("unknown mode {mode_name:?} (none, classic, horae, mq)")))?;
+    let fs = ImageFs::by_name(&args.fs, mode)
+        .ok_or_else(|| CliError::Usage(format!("unknown fs {:?} (mqfs, wofs, soupfs, pmfs)", args.fs)))?;
+    if let ImageFs::Pm(pm) = fs {
+        if args.mode.is_some() {
+            return Err(CliError::Usage(format!(
+                "--mode is MQFS's; {} has none",
+                pm.name()
+            )));
+        }
+        let header = Header {
+            fs,
+            profile: args.profile.clone().unwrap_or_else(|| "pm-adr".into()),
+            queues: args.queues,
+            blocks: bytes / BLOCK as u64,
+            pmr_bytes: 0,
+        };
+        header.validate().map_err(CliError::Usage)?;
+        return Ok(header);
+    }
+    let profile_name = args.profile.as_deref().unwrap_or("optane-905p");
+    let profile = SsdProfile::by_name(profile_name).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown profile {profile_name:?} (one of {})",
+            profile_names().join(", ")
+        ))
+    })?;
     let header = Header {
-        mode,
+        fs,
         profile: profile.name.to_string(),
         queues: args.queues,
         blocks: bytes / BLOCK as u64,
@@ -97,9 +125,23 @@ fn uuid_for(path: &std::path::Path, now_ns: u64) -> [u8; 16] {
 pub fn run(args: &MkfsArgs) -> Result<String, CliError> {
     let header = header_of(args)?;
     let image = LockedImage::create(&args.image, header, args.force)?;
+    if let ImageFs::Pm(fs) = image.header.fs {
+        let (rig, file) = Rig::on_pm_image(&image)?;
+        let made = crate::pm::format(&rig, fs)?;
+        file.sync()?;
+        image.commit_header()?;
+        return Ok(format!(
+            "mqfs: made a {} file system on {}: {} bytes of persistent memory ({}), {made}; {} cores",
+            fs.name(),
+            args.image.display(),
+            image.header.blocks * BLOCK as u64,
+            image.header.profile,
+            image.header.queues
+        ));
+    }
     let (rig, pmr) = Rig::on_image(&image)?;
     let dev = rig.probe()?;
-    let mut opts = MkfsOptions::new(image.header.mode);
+    let mut opts = MkfsOptions::new(image.header.mqfs_mode().map_err(CliError::Usage)?);
     opts.journal_areas = dev.queue_count() as u32;
     // The media file was just made sparse (`LockedImage::create`): it
     // reads zeros, so only metadata blocks are written.
@@ -109,7 +151,7 @@ pub fn run(args: &MkfsArgs) -> Result<String, CliError> {
     let sb = rig.run_fs(async move { mqfs::mkfs(&d, Ctx::on(0), &opts).await })?;
     let d = dev.clone();
     rig.run(async move { d.shutdown().await })??;
-    rig.ctrl.backend().sync()?;
+    rig.ctrl()?.backend().sync()?;
     pmr.sync()?;
     image.commit_header()?;
     Ok(format!(
@@ -145,21 +187,41 @@ mod tests {
     fn bad_arguments_are_usage_errors() {
         let ok = MkfsArgs {
             image: "x".into(),
+            fs: "mqfs".into(),
             size: "64M".into(),
-            mode: "mq".into(),
-            profile: "optane-905p".into(),
+            mode: Some("mq".into()),
+            profile: Some("optane-905p".into()),
             queues: 2,
             force: false,
         };
+        let pm = MkfsArgs {
+            fs: "wofs".into(),
+            mode: None,
+            profile: None,
+            ..ok.clone()
+        };
+        assert_eq!(header_of(&pm).unwrap().profile, "pm-adr");
         assert!(header_of(&ok).is_ok());
         let cases = [
             MkfsArgs {
-                mode: "ext4".into(),
+                mode: Some("ext4".into()),
                 ..ok.clone()
             },
             MkfsArgs {
-                profile: "floppy".into(),
+                profile: Some("floppy".into()),
                 ..ok.clone()
+            },
+            MkfsArgs {
+                fs: "ext4".into(),
+                ..ok.clone()
+            },
+            MkfsArgs {
+                mode: Some("mq".into()),
+                ..pm.clone()
+            },
+            MkfsArgs {
+                profile: Some("optane-905p".into()),
+                ..pm.clone()
             },
             MkfsArgs {
                 size: "100".into(),

@@ -10,8 +10,11 @@ use mqfs::layout::{Superblock, BLOCK};
 use crate::error::CliError;
 use crate::image::LockedImage;
 
-/// The superblock as the media file holds it (before any recovery).
+/// The superblock as the media file holds it (before any recovery); an
+/// image of a file system on persistent memory is refused (`fsck` and
+/// `stat` read MQFS's layout).
 pub(crate) fn read_superblock(image: &LockedImage) -> Result<Superblock, CliError> {
+    image.header.mqfs_mode().map_err(CliError::Usage)?;
     let media = image.media_snapshot()?;
     let mut buf = [0u8; BLOCK];
     media.read(0, &mut buf);

@@ -3,8 +3,9 @@
 //!
 //! Nothing is written to the image before the mount is known to work: the
 //! image is first mounted in a copy-on-write sandbox (the drive probes, the
-//! file system recovers, fsck checks the result), and only if that passes
-//! is it mounted for real over its files. With `--record FILE`, the file's
+//! file system recovers, fsck checks the result; on persistent memory the
+//! file system recovers and unmounts), and only if that passes is it
+//! mounted for real over its files. With `--record FILE`, the file's
 //! directory is checked first, and the real mount runs on the machine of a
 //! crashfuzz saved run, recorded from power-on (see [`crate::record`]).
 
@@ -16,8 +17,14 @@ use fuser::{MountOption, Session};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 
+use std::rc::Rc;
+
+use crashfuzz::pm::PmMode;
+use fsapi::crash::PmFs;
+
 use crate::error::CliError;
-use crate::fuse::{MqfsFuse, Outcome, Unmounted};
+use crate::fuse::{MqfsFuse, Outcome, Served, Unmounted};
+use crate::header::ImageFs;
 use crate::image::LockedImage;
 use crate::record::{self, At};
 use crate::rig::Rig;
@@ -98,7 +105,7 @@ impl Options {
 pub fn dry_run(image: &LockedImage) -> Result<(), CliError> {
     let rig = Rig::sandbox(image)?;
     let (_dev, _fs) = rig.mount(0)?;
-    let report = mqfs::fsck(&**rig.ctrl.backend())?;
+    let report = mqfs::fsck(&**rig.ctrl()?.backend())?;
     let (journal, other): (Vec<_>, Vec<_>) = report
         .errors()
         .partition(|f| f.kind == mqfs::fsck::FindingKind::JournalDamaged);
@@ -223,6 +230,47 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
         return Err(CliError::AlreadyMounted(args.mountpoint.clone()));
     }
     let image = LockedImage::open(&args.image)?;
+    match image.header.fs {
+        ImageFs::Mqfs(_) => mount_mqfs(args, opts, image),
+        ImageFs::Pm(fs) if args.record.is_some() => Err(CliError::Usage(format!(
+            "--record saves MQFS runs; explore {} with `crashfuzz -m {}`",
+            fs.name(),
+            fs.name()
+        ))),
+        ImageFs::Pm(PmMode::Wofs) => mount_pm::<wofs::Wofs>(args, opts, image),
+        ImageFs::Pm(PmMode::Soupfs) => mount_pm::<soupfs::SoupFs>(args, opts, image),
+        ImageFs::Pm(PmMode::Pmfs) => mount_pm::<pmfs::Pmfs>(args, opts, image),
+    }
+}
+
+/// Mounts a file system on persistent memory: first in a sandbox (its
+/// recovery, then its unmount), then for real, served as owned by the
+/// user who mounts (see [`crate::pm`]).
+fn mount_pm<F: PmFs>(args: &MountArgs, opts: Options, image: LockedImage) -> Result<Unmounted, CliError>
+where
+    F::Ino: Ord,
+{
+    let unmountable = |e: CliError| e.on_image(&args.image, "mount");
+    let owner = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+    let sandbox = Rig::pm_sandbox(&image)?;
+    let (fs, _) = crate::pm::mount::<F>(&sandbox, owner, 0).map_err(unmountable)?;
+    sandbox
+        .run_fs(async move { fs.unmount(mqfs::Ctx::on(0)).await })
+        .map_err(unmountable)?;
+    drop(sandbox);
+    let (rig, through) = Rig::on_pm_image(&image)?;
+    let (fs, leaked) = crate::pm::mount::<F>(&rig, owner, host_time_ns()).map_err(unmountable)?;
+    if leaked > 0 {
+        eprintln!("mqfs: recovery freed {leaked} units of leaked space");
+    }
+    let what = format!("{} on persistent memory, {}", F::NAME, image.header.profile);
+    let outcome = Outcome::default();
+    let adapter = MqfsFuse::new((image, rig, through), None, Rc::new(fs), None, outcome.clone())?;
+    serve(args, opts, adapter, outcome, what)
+}
+
+/// Mounts MQFS (recording the run with `--record`).
+fn mount_mqfs(args: &MountArgs, opts: Options, image: LockedImage) -> Result<Unmounted, CliError> {
     let unmountable = |e: CliError| e.on_image(&args.image, "mount");
     dry_run(&image).map_err(unmountable)?;
     let (rig, pmr, mut rec) = match &args.record {
@@ -240,9 +288,26 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
     if let Some(rec) = rec.as_mut() {
         rec.op("mount", 0, start, At::of(&rig.machine));
     }
-    let header = image.header.clone();
+    let what = format!(
+        "{} mode, {}",
+        image.header.mqfs_mode().map_err(CliError::Usage)?.name(),
+        image.header.profile
+    );
     let outcome = Outcome::default();
-    let mut adapter = MqfsFuse::new((image, rig, pmr), dev, fs, rec, outcome.clone())?;
+    let adapter = MqfsFuse::new((image, rig, pmr), Some(dev), fs, rec, outcome.clone())?;
+    serve(args, opts, adapter, outcome, what)
+}
+
+/// Serves `adapter` on the mountpoint until it is unmounted; `what` says
+/// what is mounted.
+fn serve<S: Served>(
+    args: &MountArgs,
+    opts: Options,
+    mut adapter: MqfsFuse<S>,
+    outcome: Outcome,
+    what: String,
+) -> Result<Unmounted, CliError> {
+    let queues = adapter.queues();
     if opts.allow_other && !opts.default_permissions {
         adapter.check_every_walk();
     }
@@ -257,12 +322,9 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
         .map_err(|e| CliError::Fuse(args.mountpoint.clone(), e))?;
     let (signals, watcher) = watch_signals(&args.mountpoint)?;
     eprintln!(
-        "mqfs: {} mounted on {} ({} mode, {}, {} queues); figures in {}/.mqfs/stats; Ctrl-C or `fusermount3 -u {}` unmounts",
+        "mqfs: {} mounted on {} ({what}, {queues} queues); figures in {}/.mqfs/stats; Ctrl-C or `fusermount3 -u {}` unmounts",
         args.image.display(),
         args.mountpoint.display(),
-        header.mode.name(),
-        header.profile,
-        header.queues,
         args.mountpoint.display(),
         args.mountpoint.display()
     );

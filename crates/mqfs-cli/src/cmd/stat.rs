@@ -30,7 +30,7 @@ pub fn run(path: &Path) -> Result<String, CliError> {
     let _ = writeln!(
         o,
         "machine: {} mode, drive {}, {} queues (cores), PMR {} KiB",
-        h.mode.name(),
+        h.mqfs_mode().map_err(CliError::Usage)?.name(),
         h.profile,
         h.queues,
         h.pmr_bytes >> 10

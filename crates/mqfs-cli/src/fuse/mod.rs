@@ -6,9 +6,11 @@
 //! simulation is single-threaded and nothing else touches it, so requests
 //! are served one at a time, in the order the kernel sends them.
 //!
-//! [`MqfsFuse`] owns the mounted file system; it is unmounted cleanly (the
-//! file system's `unmount`, then the image files flushed) when the session
-//! ends (`destroy`) or, if the session never started, when it is dropped.
+//! [`MqfsFuse`] owns the mounted file system, any that is [`Served`] (MQFS
+//! itself, or one on persistent memory through [`crate::pm::PmServed`]);
+//! it is unmounted cleanly (the file system's `unmount`, then the image
+//! files flushed) when the session ends (`destroy`) or, if the session
+//! never started, when it is dropped.
 //! The outcome goes to the [`Outcome`] cell the caller keeps. With a
 //! [`Recorder`] (`mount --record`), every operation is handed to it and
 //! the run is saved after the unmount (see [`crate::record`]).
@@ -17,6 +19,9 @@ pub mod attr;
 mod cred;
 mod ops;
 mod recording;
+mod served;
+
+pub use served::Served;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -28,7 +33,7 @@ use mqfs::{Ctx, Fs, FsError, Ino};
 use pcie_sim::Counters;
 
 use crate::error::CliError;
-use crate::image::{LockedImage, PmrFile};
+use crate::image::{LockedImage, WriteThrough};
 use crate::record::{At, Recorded, Recorder, Req};
 use crate::rig::Rig;
 use crate::stats::Stats;
@@ -48,10 +53,12 @@ pub struct Unmounted {
 pub type Outcome = Rc<RefCell<Option<Result<Unmounted, CliError>>>>;
 
 /// A mounted image.
-struct Mounted {
-    fs: Rc<Fs>,
-    dev: Rc<BlockDevice>,
-    pmr: Rc<PmrFile>,
+struct Mounted<S> {
+    fs: Rc<S>,
+    /// The block device under MQFS (none on persistent memory).
+    dev: Option<Rc<BlockDevice>>,
+    /// The file the PMR, or the persistent memory, writes through to.
+    through: Rc<WriteThrough>,
     /// Counters at the mount (figures are since then).
     since: Counters,
     /// Holds the image's lock until the files are flushed.
@@ -63,8 +70,8 @@ struct Mounted {
 }
 
 /// The file system as FUSE sees it.
-pub struct MqfsFuse {
-    mounted: Option<Mounted>,
+pub struct MqfsFuse<S: Served = Fs> {
+    mounted: Option<Mounted<S>>,
     outcome: Outcome,
     queues: usize,
     requests: u64,
@@ -82,7 +89,7 @@ pub struct MqfsFuse {
     ttl: std::time::Duration,
 }
 
-impl std::fmt::Debug for MqfsFuse {
+impl<S: Served> std::fmt::Debug for MqfsFuse<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MqfsFuse")
             .field("mounted", &self.mounted.is_some())
@@ -107,24 +114,26 @@ fn errno_of(e: CliError) -> i32 {
     }
 }
 
-impl MqfsFuse {
-    /// Takes a file system mounted on `rig` (over `image`'s files, PMR
-    /// writes going through `pmr`; the mount freed the orphans a crash
-    /// left), and reports the final unmount into `outcome`; `rec` records the run.
+impl<S: Served> MqfsFuse<S> {
+    /// Takes a file system mounted on `rig` (over `image`'s files, the
+    /// PMR's or the persistent memory's writes going through `through`;
+    /// the mount freed the orphans a crash left), on block device `dev`
+    /// (MQFS), and reports the final unmount into `outcome`; `rec` records
+    /// the run.
     pub fn new(
-        (image, rig, pmr): (LockedImage, Rig, Rc<PmrFile>),
-        dev: Rc<BlockDevice>,
-        fs: Rc<Fs>,
+        (image, rig, through): (LockedImage, Rig, Rc<WriteThrough>),
+        dev: Option<Rc<BlockDevice>>,
+        fs: Rc<S>,
         rec: Option<Recorder>,
         outcome: Outcome,
-    ) -> Result<MqfsFuse, CliError> {
+    ) -> Result<MqfsFuse<S>, CliError> {
         let queues = image.header.queues as usize;
         let since = rig.machine.counters();
         Ok(MqfsFuse {
             mounted: Some(Mounted {
                 fs,
                 dev,
-                pmr,
+                through,
                 since,
                 image,
                 rec,
@@ -141,6 +150,11 @@ impl MqfsFuse {
         })
     }
 
+    /// Simulated cores (hardware queues on a drive).
+    pub fn queues(&self) -> usize {
+        self.queues
+    }
+
     /// The simulated thread of a request from process `pid`.
     fn ctx(&self, pid: u32) -> Ctx {
         Ctx::on(pid as usize % self.queues.max(1))
@@ -148,7 +162,7 @@ impl MqfsFuse {
 
     /// Runs a file-system operation, `req` on `ctx`'s core, to completion
     /// (handing it to the recorder, if any).
-    fn run<T, Fut>(&mut self, ctx: Ctx, req: Req, op: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, CliError>
+    fn run<T, Fut>(&mut self, ctx: Ctx, req: Req, op: impl FnOnce(Rc<S>) -> Fut) -> Result<T, CliError>
     where
         T: 'static,
         Fut: Future<Output = Result<T, FsError>> + 'static,
@@ -168,12 +182,12 @@ impl MqfsFuse {
         if let (Some(rec), Some(b)) = (m.rec.as_mut(), begun) {
             rec.end(b, At::of(machine), r.as_ref().err().map(CliError::one_line));
         }
-        m.pmr.check()?;
+        m.through.check()?;
         r
     }
 
     /// Runs a file-system operation for a request; `Err` is the errno.
-    fn call<T, Fut>(&mut self, ctx: Ctx, req: Req, op: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, i32>
+    fn call<T, Fut>(&mut self, ctx: Ctx, req: Req, op: impl FnOnce(Rc<S>) -> Fut) -> Result<T, i32>
     where
         T: 'static,
         Fut: Future<Output = Result<T, FsError>> + 'static,
@@ -194,7 +208,7 @@ impl MqfsFuse {
     }
 
     /// One more open file description of `ino`. A regular file is opened
-    /// in the file system too ([`Fs::open`]), so that an unlink or a rename
+    /// in the file system too ([`Served::open`]; MQFS's `Fs::open`), so that an unlink or a rename
     /// over it while open keeps it alive on mqfs's orphan list with no
     /// link (`fstat` gives `st_nlink` 0, as on Linux: `vfs_unlink` drops
     /// the last link) until its last release (unlink(2)); other types need
@@ -214,7 +228,7 @@ impl MqfsFuse {
     }
 
     /// One release of `ino`: the file system frees a file with no link
-    /// left at its last ([`Fs::release`]).
+    /// left at its last ([`Served::release`]).
     fn closed(&mut self, ctx: Ctx, ino: Ino) {
         let Some(n) = self.open.get_mut(&ino) else { return };
         *n -= 1;
@@ -263,8 +277,8 @@ impl MqfsFuse {
             );
         }
         let result = unmounted
-            .and_then(|()| Ok(m.rig.ctrl.backend().sync()?))
-            .and_then(|()| m.pmr.sync())
+            .and_then(|()| m.rig.sync_files())
+            .and_then(|()| m.through.sync())
             .map(|()| Stats::read(&m.rig.machine, &m.since, requests));
         // The run is saved even if the unmount failed: its crash states are
         // still worth exploring.
@@ -287,7 +301,7 @@ impl MqfsFuse {
     }
 }
 
-impl Drop for MqfsFuse {
+impl<S: Served> Drop for MqfsFuse<S> {
     fn drop(&mut self) {
         self.shutdown();
     }

@@ -12,14 +12,14 @@ use fuser::{
 };
 use libc::{EINVAL, ENODATA, ENOENT, ENOTTY, EOPNOTSUPP, EPERM, ERANGE};
 use mqfs::perm::{self, MAY_EXEC, MAY_READ};
-use mqfs::{Attr, Cred, Ctx, FallocMode, Fs, FsError, Ino, NewInode, SetAttr, SyncKind, XattrFlags};
+use mqfs::{Attr, Cred, Ctx, FallocMode, FsError, Ino, NewInode, SetAttr, SyncKind, XattrFlags};
 
 use super::attr::{
     control_attr, file_attr, from_fuse, is_control, kind, ns_of, reserved, to_fuse, CONTROL_DIR,
     CONTROL_NAME, STATS_FILE, STATS_NAME,
 };
 use super::cred::cred_of;
-use super::{errno_of, MqfsFuse};
+use super::{errno_of, MqfsFuse, Served};
 use crate::ioctl::{FATOMIC, FDATAATOMIC};
 use crate::record::{Make, Req};
 
@@ -42,7 +42,7 @@ fn cred(req: &Request<'_>) -> Cred {
 
 /// Clears the set-ID bits of `ino` if `cred` writing to it or changing its
 /// size clears them ([`perm::mode_after_write`]).
-async fn drop_privs(fs: &Fs, ctx: Ctx, ino: Ino, cred: &Cred) -> Result<(), FsError> {
+async fn drop_privs<S: Served>(fs: &S, ctx: Ctx, ino: Ino, cred: &Cred) -> Result<(), FsError> {
     if cred.is_root() {
         return Ok(());
     }
@@ -140,7 +140,7 @@ fn ino_of(ino: u64) -> Result<Ino, i32> {
     from_fuse(ino).ok_or(ENOENT)
 }
 
-impl MqfsFuse {
+impl<S: Served> MqfsFuse<S> {
     fn control(&self, ino: u64, req: &Request<'_>) -> FileAttr {
         control_attr(ino, req.uid(), req.gid(), SystemTime::now())
     }
@@ -159,7 +159,7 @@ impl MqfsFuse {
     /// Runs `check` (a permission check, reading attributes only) for a
     /// request, neither counted as a request nor recorded; `Err` is the
     /// errno.
-    fn permitted<T, Fut>(&mut self, ctx: Ctx, check: impl FnOnce(Rc<Fs>) -> Fut) -> Result<T, i32>
+    fn permitted<T, Fut>(&mut self, ctx: Ctx, check: impl FnOnce(Rc<S>) -> Fut) -> Result<T, i32>
     where
         T: 'static,
         Fut: std::future::Future<Output = Result<T, FsError>> + 'static,
@@ -176,7 +176,7 @@ impl MqfsFuse {
         make: F,
     ) -> Result<FileAttr, i32>
     where
-        F: FnOnce(Rc<Fs>, Ctx, Ino, String, Cred) -> Fut + 'static,
+        F: FnOnce(Rc<S>, Ctx, Ino, String, Cred) -> Fut + 'static,
         Fut: std::future::Future<Output = Result<Attr, FsError>> + 'static,
     {
         let name = name_of(name)?;
@@ -275,7 +275,7 @@ impl MqfsFuse {
     }
 }
 
-impl Filesystem for MqfsFuse {
+impl<S: Served> Filesystem for MqfsFuse<S> {
     /// Asks the kernel for `FUSE_ATOMIC_O_TRUNC` (open gets `O_TRUNC`, so
     /// the truncation is checked with the open, [`perm::open_mask`]) and
     /// [`FUSE_HANDLE_KILLPRIV`].
@@ -626,7 +626,7 @@ impl Filesystem for MqfsFuse {
             let (i, ctx, data) = (ino_of(ino)?, self.ctx(req.pid()), data.to_vec());
             let (r, c) = (Req::Write(i, off, data.len()), cred(req));
             self.call(ctx, r, move |fs| async move {
-                drop_privs(&fs, ctx, i, &c).await?;
+                drop_privs(&*fs, ctx, i, &c).await?;
                 fs.write(ctx, i, off, &data).await
             })
         });
@@ -866,7 +866,7 @@ impl Filesystem for MqfsFuse {
             self.call(ctx, r, move |fs| async move {
                 // Linux `vfs_fallocate` calls `file_modified`, which clears
                 // set-ID bits as a write does.
-                drop_privs(&fs, ctx, i, &c).await?;
+                drop_privs(&*fs, ctx, i, &c).await?;
                 fs.fallocate(ctx, i, m, off, len).await
             })
         });

@@ -3,12 +3,12 @@
 
 use mqfs::{Attr, Ctx, Ino, SyncKind};
 
-use super::MqfsFuse;
+use super::{MqfsFuse, Served};
 use crate::error::CliError;
 use crate::record::names::kind_of;
 use crate::record::{Read, Recorder, Req, Wanted};
 
-impl MqfsFuse {
+impl<S: Served> MqfsFuse<S> {
     fn recorder(&mut self) -> Option<&mut Recorder> {
         self.mounted.as_mut().and_then(|m| m.rec.as_mut())
     }
@@ -27,12 +27,7 @@ impl MqfsFuse {
     /// promise's trace position, and changes nothing on the media).
     pub(super) fn sync(&mut self, ctx: Ctx, ino: Ino, kind: SyncKind) -> Result<(), i32> {
         self.call(ctx, Req::Sync(ino, kind), move |fs| async move {
-            match kind {
-                SyncKind::Fsync => fs.fsync(ctx, ino).await,
-                SyncKind::Fdatasync => fs.fdatasync(ctx, ino).await,
-                SyncKind::Fatomic => fs.fatomic(ctx, ino).await,
-                SyncKind::Fdataatomic => fs.fdataatomic(ctx, ino).await,
-            }
+            fs.sync(ctx, ino, kind).await
         })?;
         let Some(wanted) = self.recorder().and_then(|r| r.wanted()) else {
             return Ok(());

@@ -73,7 +73,7 @@ use mqfs::{Ino, SyncKind};
 use pcie_sim::{Machine, SimTime};
 
 use crate::error::CliError;
-use crate::image::{LockedImage, PmrFile};
+use crate::image::{LockedImage, WriteThrough};
 use crate::rig::{self, Rig};
 pub use recorder::Recorder;
 
@@ -218,8 +218,11 @@ pub fn check_file(file: &Path) -> Result<(), CliError> {
 
 /// Boots the machine of a recorded run over `image` (see the module docs)
 /// and a recorder that saves to `file`.
-pub fn start(image: &LockedImage, file: &Path) -> Result<(Rig, Rc<PmrFile>, Recorder), CliError> {
+pub fn start(image: &LockedImage, file: &Path) -> Result<(Rig, Rc<WriteThrough>, Recorder), CliError> {
     let h = &image.header;
+    let mode = h
+        .mqfs_mode()
+        .map_err(|why| CliError::Usage(format!("--record: {why}")))?;
     let profile = RunConfig::profile_by_name(&h.profile).map_err(|e| CliError::Usage(e.to_string()))?;
     let name = image
         .paths
@@ -232,14 +235,14 @@ pub fn start(image: &LockedImage, file: &Path) -> Result<(Rig, Rc<PmrFile>, Reco
         dram_bytes: rig::DRAM_BYTES,
         ..SavedConfig::new(
             &format!("mqfs mount {name}"),
-            ModeName::of_fs_mode(h.mode),
+            ModeName::of_fs_mode(mode),
             profile,
             h.queues as usize,
         )
     };
     let (rig, pmr, base_pmr, base_media) = Rig::recording(image, config.machine())?;
     let run = SavedRun::new(config, rig.machine.layout(), base_pmr, base_media);
-    Ok((rig, pmr, Recorder::new(run, file, h.mode)))
+    Ok((rig, pmr, Recorder::new(run, file, mode)))
 }
 
 #[cfg(test)]

@@ -231,6 +231,10 @@ fn the_persist_hook_sees_every_write_into_the_domain() {
             .unwrap()
             .unwrap();
         assert_eq!(steps, 64);
-        assert_ne!(copy.borrow().to_vec(), vec![0; pm.size() as usize], "something persisted");
+        assert_ne!(
+            copy.borrow().to_vec(),
+            vec![0; pm.size() as usize],
+            "something persisted"
+        );
     }
 }
