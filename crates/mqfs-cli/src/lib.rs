@@ -3,10 +3,14 @@
 //! The `mqfs` command makes, checks and inspects MQFS images and mounts
 //! them through FUSE, so that unmodified programs (cp, sqlite3, fio...) run
 //! on the file system, on the simulated machine (CPU store path, PCIe link,
-//! NVMe controller with its PMR, the ccNVMe driver):
+//! NVMe controller with its PMR, the ccNVMe driver). It also makes and
+//! mounts images of the file systems on persistent memory (WOFS, SoupFS,
+//! the PMFS-style baseline; `--fs`), served by the same adapter through
+//! the shared API (see [`pm`], which lists what they lack):
 //!
 //! ```text
-//! mqfs mkfs IMAGE [--size 256M] [--mode mq] [--profile optane-905p] [--queues 4] [--force]
+//! mqfs mkfs IMAGE [--fs mqfs] [--size 256M] [--mode mq] [--profile optane-905p] [--queues 4] [--force]
+//! mqfs mkfs IMAGE --fs wofs|soupfs|pmfs [--size 256M] [--profile pm-adr|pm-eadr] [--queues 4]
 //! mqfs mount IMAGE MOUNTPOINT          # foreground; Ctrl-C or `fusermount3 -u MOUNTPOINT` unmounts
 //! mqfs mount IMAGE MOUNTPOINT --record run.cfz   # and save the run for `crashfuzz explore --trace run.cfz`
 //! mqfs fsck IMAGE
@@ -28,7 +32,9 @@
 //!
 //! - `IMAGE`: the drive's media, 4 KiB block `b` at byte `b * 4096`,
 //!   memory-mapped by the controller (nvme-ctrl's file-backed `Media`);
-//! - `IMAGE.pmr`: the PMR's bytes, offset for offset;
+//!   on persistent memory, its bytes, offset for offset;
+//! - `IMAGE.pmr`: the PMR's bytes, offset for offset (empty on persistent
+//!   memory);
 //! - `IMAGE.hdr`: a few `key = value` text lines (see [`header`]): the
 //!   format tag, the mode, the drive profile, the number of hardware queues
 //!   (= simulated cores), the media size in blocks and the PMR size.
@@ -52,7 +58,11 @@
 //!   drive's capacitors would destage it;
 //! - the PMR file gets a write when the write lands in the PMR
 //!   (`Machine::set_pmr_write_hook`): stores still in a CPU write-combining
-//!   buffer or on the link are lost, as they would be.
+//!   buffer or on the link are lost, as they would be;
+//! - a persistent-memory image gets a write when it enters the persistence
+//!   domain (`Pmem::set_persist_hook`): a line written back or flushed
+//!   into the write pending queue under ADR, every store under eADR; a
+//!   store still only in the CPU cache under ADR is lost, as it would be.
 //!
 //! Both files are shared memory maps, so what a dead process wrote stays in
 //! the host's page cache and reaches the disk; `unmount` also flushes them.

@@ -14,7 +14,11 @@ use crate::image::LockedImage;
 /// image of a file system on persistent memory is refused (`fsck` and
 /// `stat` read MQFS's layout).
 pub(crate) fn read_superblock(image: &LockedImage) -> Result<Superblock, CliError> {
-    image.header.mqfs_mode().map_err(CliError::Usage)?;
+    image.header.mqfs_mode().map_err(|why| {
+        CliError::Usage(format!(
+            "{why}: fsck and stat read MQFS's layout (mount runs its own recovery)"
+        ))
+    })?;
     let media = image.media_snapshot()?;
     let mut buf = [0u8; BLOCK];
     media.read(0, &mut buf);

@@ -30,13 +30,12 @@ use std::rc::Rc;
 
 use ccnvme::BlockDevice;
 use mqfs::{Ctx, Fs, FsError, Ino};
-use pcie_sim::Counters;
 
 use crate::error::CliError;
 use crate::image::{LockedImage, WriteThrough};
 use crate::record::{At, Recorded, Recorder, Req};
 use crate::rig::Rig;
-use crate::stats::Stats;
+use crate::stats::{Since, Stats};
 
 /// What the final unmount left: the figures, and the saved run if the
 /// mount recorded one.
@@ -60,7 +59,7 @@ struct Mounted<S> {
     /// The file the PMR, or the persistent memory, writes through to.
     through: Rc<WriteThrough>,
     /// Counters at the mount (figures are since then).
-    since: Counters,
+    since: Since,
     /// Holds the image's lock until the files are flushed.
     image: LockedImage,
     /// Records the run (`mount --record`).
@@ -128,7 +127,7 @@ impl<S: Served> MqfsFuse<S> {
         outcome: Outcome,
     ) -> Result<MqfsFuse<S>, CliError> {
         let queues = image.header.queues as usize;
-        let since = rig.machine.counters();
+        let since = Since::now(&rig);
         Ok(MqfsFuse {
             mounted: Some(Mounted {
                 fs,
@@ -204,7 +203,7 @@ impl<S: Served> MqfsFuse<S> {
     /// The current figures.
     fn stats(&self) -> Option<Stats> {
         let m = self.mounted.as_ref()?;
-        Some(Stats::read(&m.rig.machine, &m.since, self.requests))
+        Some(Stats::read(&m.rig, &m.since, self.requests))
     }
 
     /// One more open file description of `ino`. A regular file is opened
@@ -279,7 +278,7 @@ impl<S: Served> MqfsFuse<S> {
         let result = unmounted
             .and_then(|()| m.rig.sync_files())
             .and_then(|()| m.through.sync())
-            .map(|()| Stats::read(&m.rig.machine, &m.since, requests));
+            .map(|()| Stats::read(&m.rig, &m.since, requests));
         // The run is saved even if the unmount failed: its crash states are
         // still worth exploring.
         let recorded = m.rec.take().map(|r| r.finish(m.rig.machine.take_trace()));

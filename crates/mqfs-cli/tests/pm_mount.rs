@@ -1,0 +1,137 @@
+//! The file systems on persistent memory through `mqfs mkfs --fs` and
+//! `mqfs mount`: real programs' calls reach WOFS, SoupFS and the PMFS
+//! baseline through the one FUSE adapter, the image keeps what they made
+//! across an unmount, a SIGKILL of the mount is a power failure that keeps
+//! every fsynced byte, and what they lack is refused with EOPNOTSUPP.
+
+mod common;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+
+use common::{mqfs, output, stat, Mount, TempDir};
+
+const FILE_SYSTEMS: [&str; 3] = ["wofs", "soupfs", "pmfs"];
+
+/// Bytes of a file the test writes (PMFS maps at most 48 KiB a file).
+fn content(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn each_file_system_serves_programs_and_keeps_its_tree_across_mounts() {
+    for fs_name in FILE_SYSTEMS {
+        let dir = TempDir::new(&format!("pm-mount-{fs_name}"));
+        let img = common::mkfs(&dir, "img", &["--fs", fs_name, "--size", "16M"]);
+        let header = fs::read_to_string(dir.join("img.hdr")).unwrap();
+        assert!(header.contains(&format!("fs = {fs_name}\n")), "{header}");
+        let mnt = dir.dir("mnt");
+        let m = Mount::start(&img, &mnt, &[]);
+        fs::create_dir(m.join("d")).unwrap();
+        fs::write(m.join("d/a"), content(1, 20_000)).unwrap();
+        let mut f = OpenOptions::new().append(true).open(m.join("d/a")).unwrap();
+        f.write_all(&content(2, 3000)).unwrap();
+        drop(f);
+        fs::rename(m.join("d/a"), m.join("b")).unwrap();
+        fs::hard_link(m.join("b"), m.join("d/c")).unwrap();
+        fs::write(m.join("gone"), b"x").unwrap();
+        fs::remove_file(m.join("gone")).unwrap();
+        let sh = output(
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg("echo one > e && echo two >> e && cat e")
+                .current_dir(&mnt),
+        );
+        assert_eq!(String::from_utf8_lossy(&sh.stdout), "one\ntwo\n", "{fs_name}");
+        let want = [content(1, 20_000), content(2, 3000)].concat();
+        assert_eq!(fs::read(m.join("d/c")).unwrap(), want, "{fs_name}");
+        assert_eq!(fs::metadata(m.join("b")).unwrap().len(), 23_000);
+        let stats = m.stats();
+        assert!(stat(&stats, "pm_stores") > 0, "{fs_name}: {stats:?}");
+        assert_eq!(stat(&stats, "mmio"), 0, "{fs_name}: no drive");
+        m.unmount();
+
+        let m = Mount::start(&img, &mnt, &[]);
+        let mut names: Vec<String> = fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["b", "d", "e"], "{fs_name}");
+        assert_eq!(fs::read(m.join("b")).unwrap(), want, "{fs_name}");
+        assert_eq!(fs::read_to_string(m.join("e")).unwrap(), "one\ntwo\n");
+        m.unmount();
+    }
+}
+
+#[test]
+fn a_killed_mount_keeps_every_fsynced_byte() {
+    for fs_name in FILE_SYSTEMS {
+        let dir = TempDir::new(&format!("pm-kill-{fs_name}"));
+        let img = common::mkfs(&dir, "img", &["--fs", fs_name, "--size", "16M"]);
+        let mnt = dir.dir("mnt");
+        let m = Mount::start(&img, &mnt, &[]);
+        fs::create_dir(m.join("d")).unwrap();
+        for i in 0..8u8 {
+            let mut f = File::create(m.join(&format!("d/f{i}"))).unwrap();
+            f.write_all(&content(i, 5000 + usize::from(i) * 100)).unwrap();
+            f.sync_all().unwrap();
+        }
+        File::open(m.join("d")).unwrap().sync_all().unwrap();
+        m.kill();
+        let m = Mount::start(&img, &mnt, &[]);
+        for i in 0..8u8 {
+            let got = fs::read(m.join(&format!("d/f{i}"))).unwrap();
+            assert_eq!(got, content(i, 5000 + usize::from(i) * 100), "{fs_name}: f{i}");
+        }
+        m.unmount();
+    }
+}
+
+#[test]
+fn what_they_lack_is_eopnotsupp_and_bad_uses_are_usage_errors() {
+    let dir = TempDir::new("pm-refusals");
+    let img = common::mkfs(&dir, "img", &["--fs", "wofs", "--size", "4M"]);
+    let mnt = dir.dir("mnt");
+    let m = Mount::start(&img, &mnt, &[]);
+    fs::write(m.join("f"), b"x").unwrap();
+    let eopnotsupp = |r: std::io::Result<()>| r.unwrap_err().raw_os_error() == Some(libc::EOPNOTSUPP);
+    assert!(eopnotsupp(fs::set_permissions(
+        m.join("f"),
+        fs::Permissions::from_mode(0o600)
+    )));
+    assert!(eopnotsupp(std::os::unix::fs::symlink("f", m.join("l"))));
+    // A time change is accepted and not kept (touch works).
+    assert!(output(std::process::Command::new("touch").arg(m.join("f")))
+        .status
+        .success());
+    m.unmount();
+
+    let usage = |args: &[&str]| {
+        let o = output(mqfs().args(args));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        err
+    };
+    let i = img.to_str().unwrap();
+    let n = dir.join("new");
+    let n = n.to_str().unwrap();
+    assert!(usage(&["mkfs", n, "--fs", "wofs", "--mode", "mq"]).contains("--mode"));
+    assert!(usage(&["mkfs", n, "--fs", "pmfs", "--profile", "optane-905p"]).contains("profile"));
+    assert!(usage(&["mkfs", n, "--fs", "ext4"]).contains("unknown fs"));
+    assert!(usage(&["fsck", i]).contains("persistent memory"));
+    let rec = dir.join("run.cfz");
+    let m2 = dir.dir("mnt2");
+    assert!(usage(&[
+        "mount",
+        i,
+        m2.to_str().unwrap(),
+        "--record",
+        rec.to_str().unwrap()
+    ])
+    .contains("--record"));
+}
