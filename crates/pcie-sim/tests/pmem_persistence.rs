@@ -443,7 +443,9 @@ fn persistent_memory_leaves_the_bus_trace_of_other_programs_unchanged() {
 #[test]
 fn sustained_writes_run_at_the_media_write_bandwidth() {
     // 1 MiB of full-line non-temporal stores, then one sfence: the fence
-    // returns when the media has written it, at about 2.3 GB/s.
+    // returns when the last line is in the DIMM's buffer, when the media
+    // has written all but the 63 XPLines the buffer holds before it, at
+    // 2.3 GB/s (so the 1 MiB seems to take 63 x 256 bytes less time).
     const BYTES: u64 = 1 << 20;
     let ex = Executor::new(10);
     let m = Machine::new(&ex, MachineProfile::default(), TraceMode::CountersOnly);
@@ -469,8 +471,8 @@ fn sustained_writes_run_at_the_media_write_bandwidth() {
         })
         .unwrap()
         .unwrap();
-    let gbs = BYTES as f64 / took.as_secs_f64() / 1e9;
-    assert!((2.2..2.31).contains(&gbs), "{gbs} GB/s");
+    let gbs = (BYTES - 63 * 256) as f64 / took.as_secs_f64() / 1e9;
+    assert!((2.25..2.31).contains(&gbs), "{gbs} GB/s");
     let k = pm.counters();
     assert_eq!(k.media_writes, BYTES / 256, "full XPLines: no amplification");
     assert_eq!(k.kind(PmEventKind::NtLine).ops, BYTES / 64);

@@ -81,11 +81,16 @@ impl Cache {
 
 /// The DIMM behind the memory controller: lines reach the write pending
 /// queue (persistent under ADR) one write latency after they leave the
-/// core, or when the media has caught up with earlier writes if it is
-/// behind (the queue is not modelled as a bounded buffer); a line whose XPLine is not in the
-/// XPBuffer costs one media write of an XPLine at the media write
-/// bandwidth (write amplification of small random writes, Izraelevitz et
-/// al. 2019, 5.1).
+/// core, unless the DIMM's buffer is full: the media writes XPLines from
+/// the XPBuffer at its write bandwidth, and a line that would need a
+/// media write waits until the XPLines queued before it fit in the
+/// buffer's [`PmemTiming::xpbuffer_xplines`] with its own (so up to 16 KiB
+/// of writes overlap the media's drain, as behind a real buffer, and a
+/// longer burst runs at the media bandwidth). A line whose XPLine is
+/// not in the XPBuffer costs one media write of an XPLine (write
+/// amplification of small random writes, Izraelevitz et al. 2019, 5.1).
+/// The write pending queue in front of the DIMM is not modelled apart:
+/// its depth is not published, and the XPBuffer bounds the backlog.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Media {
     /// XPLines in the XPBuffer, oldest first.
@@ -112,9 +117,17 @@ impl Media {
     pub(crate) fn write_line(&mut self, now: SimTime, line: u64, t: &PmemTiming) -> LineWrite {
         let xp = line / t.xpline.max(1);
         let media_write = !self.xpbuffer.contains(&xp);
-        // The write pending queue takes the line unless the media is still
-        // behind with earlier writes; its own media write follows.
-        let done = (now + t.write_latency).max(self.busy_until);
+        // The line is taken unless the buffer is full: the XPLines queued
+        // and not yet written, with this one, must fit in the XPBuffer.
+        let one = SimDuration::for_bytes(t.xpline, t.write_bandwidth);
+        let room = SimDuration::from_ps(one.as_ps() * t.xpbuffer_xplines.max(1) as u64);
+        let full_until = if media_write {
+            SimTime::ZERO
+                + SimDuration::from_ps(self.busy_until.as_ps().saturating_sub(room.as_ps() - one.as_ps()))
+        } else {
+            SimTime::ZERO
+        };
+        let done = (now + t.write_latency).max(full_until);
         if media_write {
             self.xpbuffer.push_back(xp);
             while self.xpbuffer.len() > t.xpbuffer_xplines.max(1) {
@@ -188,14 +201,36 @@ mod tests {
     }
 
     #[test]
-    fn the_media_bandwidth_delays_writes_that_outrun_it() {
+    fn the_media_bandwidth_delays_writes_that_outrun_the_buffer() {
         let t = PmemTiming::default();
+        let mut m = Media::default();
+        let done: Vec<SimTime> = (0..1000u64)
+            .map(|i| m.write_line(SimTime::ZERO, i * 256, &t).done)
+            .collect();
+        // The first 64 XPLines fill the XPBuffer and are taken at once.
+        assert!(done[..64].iter().all(|&d| d == SimTime::ZERO + t.write_latency));
+        assert!(
+            done[64] > SimTime::ZERO + t.write_latency,
+            "the 65th waits for room"
+        );
+        // 1000 XPLines of 256 bytes at 2.3 GB/s: about 111 us for the
+        // media, the last taken when 63 are still to be written (about
+        // 7 us before the end).
+        let us = done[999].since(SimTime::ZERO).as_us_f64();
+        assert!((103.0..106.0).contains(&us), "{us}");
+    }
+
+    #[test]
+    fn with_a_one_line_buffer_a_write_waits_for_the_media() {
+        let t = PmemTiming {
+            xpbuffer_xplines: 1,
+            ..PmemTiming::default()
+        };
         let mut m = Media::default();
         let mut last = SimTime::ZERO;
         for i in 0..1000u64 {
             last = m.write_line(SimTime::ZERO, i * 256, &t).done;
         }
-        // 1000 XPLines of 256 bytes at 2.3 GB/s: about 111 us.
         let us = last.since(SimTime::ZERO).as_us_f64();
         assert!((110.0..113.0).contains(&us), "{us}");
     }
