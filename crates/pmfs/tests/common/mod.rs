@@ -4,6 +4,7 @@
 
 #![allow(dead_code, unused_imports)] // each test binary uses a part
 
+use fsapi::crash::PmFs;
 use fsapi::testing::{self, Adapter};
 use pcie_sim::{Machine, PersistenceDomain, Pmem};
 use pmfs::{Faults, Pmfs, PmfsError};
@@ -22,12 +23,14 @@ impl Adapter for P {
     type Mount = Faults;
     type Medium = Pmem;
 
+    /// As the crash harness formats ([`PmFs::format`]: [`INODES`] slots).
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), PmfsError> {
-        Pmfs::mkfs(m, pm, CTX, INODES).await.map(drop)
+        Pmfs::format(m, pm).await
     }
 
+    /// As the crash harness mounts ([`PmFs::recover`]).
     async fn mount(m: &Machine, pm: &Pmem, how: Faults) -> Result<Pmfs, PmfsError> {
-        Pmfs::mount(m, pm, CTX, how).await
+        Ok(Pmfs::recover(m, pm, how).await?.0)
     }
 
     type Usage = pmfs::Usage;

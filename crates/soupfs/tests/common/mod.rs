@@ -4,6 +4,7 @@
 
 use std::future::Future;
 
+use fsapi::crash::PmFs;
 use fsapi::testing::CTX;
 use fsapi::Ctx;
 use pcie_sim::{Executor, Machine, MachineProfile, Pmem, PmemProfile, TraceMode};
@@ -26,16 +27,14 @@ impl fsapi::testing::Adapter for S {
     type Mount = Faults;
     type Medium = Pmem;
 
+    /// As the crash harness formats ([`PmFs::format`]).
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), FsError> {
-        SoupFs::mkfs(m, pm.clone(), CTX, SoupProfile::default(), Faults::default())
-            .await
-            .map(drop)
+        SoupFs::format(m, pm).await
     }
 
+    /// As the crash harness mounts ([`PmFs::recover`]; no persister).
     async fn mount(m: &Machine, pm: &Pmem, faults: Faults) -> Result<SoupFs, FsError> {
-        Ok(SoupFs::mount(m, pm.clone(), CTX, SoupProfile::default(), faults)
-            .await?
-            .0)
+        Ok(SoupFs::recover(m, pm, faults).await?.0)
     }
 
     /// A sync: the calls are not durable at return (the persister is not

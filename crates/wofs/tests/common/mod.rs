@@ -4,6 +4,7 @@
 
 #![allow(dead_code, unused_imports)] // each test binary uses a part
 
+use fsapi::crash::PmFs;
 use fsapi::testing::{self, Adapter};
 use pcie_sim::{Machine, PersistenceDomain, Pmem};
 use wofs::{Faults, Options, Wofs, WofsError};
@@ -22,12 +23,14 @@ impl Adapter for W {
     type Mount = Options;
     type Medium = Pmem;
 
+    /// As the crash harness formats ([`PmFs::format`]: [`SLOTS`] slots).
     async fn mkfs(m: &Machine, pm: &Pmem) -> Result<(), WofsError> {
-        Wofs::mkfs(m, pm, CTX, SLOTS).await.map(drop)
+        Wofs::format(m, pm).await
     }
 
+    /// As the crash harness mounts ([`PmFs::recover`]).
     async fn mount(m: &Machine, pm: &Pmem, how: Options) -> Result<Wofs, WofsError> {
-        Wofs::mount_with(m, pm, CTX, how).await
+        Ok(Wofs::recover(m, pm, how).await?.0)
     }
 
     type Usage = wofs::Usage;
