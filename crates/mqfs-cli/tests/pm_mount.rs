@@ -124,6 +124,11 @@ fn what_they_lack_is_eopnotsupp_and_bad_uses_are_usage_errors() {
     assert!(usage(&["mkfs", n, "--fs", "pmfs", "--profile", "optane-905p"]).contains("profile"));
     assert!(usage(&["mkfs", n, "--fs", "ext4"]).contains("unknown fs"));
     assert!(usage(&["fsck", i]).contains("persistent memory"));
+    let stat = common::ok(mqfs().arg("stat").arg(&img));
+    assert!(
+        stat.contains("machine: wofs on persistent memory, 4194304 bytes (pm-adr)"),
+        "{stat}"
+    );
     let rec = dir.join("run.cfz");
     let m2 = dir.dir("mnt2");
     assert!(usage(&[

@@ -11,12 +11,12 @@ use crate::error::CliError;
 use crate::image::LockedImage;
 
 /// The superblock as the media file holds it (before any recovery); an
-/// image of a file system on persistent memory is refused (`fsck` and
-/// `stat` read MQFS's layout).
+/// image of a file system on persistent memory is refused (`fsck` reads
+/// MQFS's layout).
 pub(crate) fn read_superblock(image: &LockedImage) -> Result<Superblock, CliError> {
     image.header.mqfs_mode().map_err(|why| {
         CliError::Usage(format!(
-            "{why}: fsck and stat read MQFS's layout (mount runs its own recovery)"
+            "{why}: fsck reads MQFS's layout (mount runs its own recovery)"
         ))
     })?;
     let media = image.media_snapshot()?;

@@ -1,5 +1,7 @@
 //! `mqfs stat`: an image's machine, layout, journal areas and usage, read
-//! from its files (nothing is recovered or changed).
+//! from its files (nothing is recovered or changed). Of an image on
+//! persistent memory, only the machine (its file system's layout is its
+//! own, read by its mount).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -15,6 +17,17 @@ use crate::image::LockedImage;
 pub fn run(path: &Path) -> Result<String, CliError> {
     let image = LockedImage::open(path)?;
     let h = &image.header;
+    if let crate::header::ImageFs::Pm(fs) = h.fs {
+        return Ok(format!(
+            "image: {} (+ {})\nmachine: {} on persistent memory, {} bytes ({}), {} cores\n",
+            image.paths.media.display(),
+            image.paths.header.display(),
+            fs.name(),
+            h.blocks * BLOCK as u64,
+            h.profile,
+            h.queues
+        ));
+    }
     let sb = read_superblock(&image)?;
     let media = image.media_snapshot()?;
     let mut o = String::new();
