@@ -38,6 +38,24 @@ pub struct Attr<I> {
     pub pages: u64,
 }
 
+/// What statfs(2) tells of a file system: its data space in 4 KiB pages
+/// and its inodes (or metadata slots), in all and free, and the longest
+/// name it stores. A file system that does not count inodes apart (it
+/// allocates them from the data space) says 0 for both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatFs {
+    /// Data pages of 4 KiB in all.
+    pub pages: u64,
+    /// Free data pages.
+    pub free_pages: u64,
+    /// Inodes in all.
+    pub inodes: u64,
+    /// Free inodes.
+    pub free_inodes: u64,
+    /// The longest name (bytes).
+    pub name_max: u32,
+}
+
 /// The errno-like kind of a file system's error: what POSIX callers (and
 /// the shared tests) tell apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -160,6 +178,8 @@ pub trait FileSystem {
         ctx: Ctx,
         ino: Self::Ino,
     ) -> Result<Vec<(String, Self::Ino, FileType)>, Self::Error>;
+    /// statfs(2): space and inodes in all and free.
+    async fn statfs(&self, ctx: Ctx) -> Result<StatFs, Self::Error>;
 
     /// The inode at `path`.
     async fn resolve(&self, ctx: Ctx, path: &str) -> Result<Self::Ino, Self::Error> {
@@ -355,6 +375,9 @@ impl<T: FileSystem> FileSystem for std::rc::Rc<T> {
     async fn readdir(&self, ctx: Ctx, ino: T::Ino) -> Result<Vec<(String, T::Ino, FileType)>, T::Error> {
         (**self).readdir(ctx, ino).await
     }
+    async fn statfs(&self, ctx: Ctx) -> Result<StatFs, T::Error> {
+        (**self).statfs(ctx).await
+    }
 }
 
 /// Implements [`FileSystem`] for `$fs` by delegating every primitive to
@@ -415,6 +438,9 @@ macro_rules! delegate_file_system {
             }
             async fn readdir(&self, ctx: $crate::Ctx, ino: $ino) -> ::core::result::Result<Vec<(String, $ino, $crate::FileType)>, $err> {
                 { let r = <$fs>::readdir(self, ctx, ino).await; <$fs>::meter(self).charge(ctx).await; r }
+            }
+            async fn statfs(&self, ctx: $crate::Ctx) -> ::core::result::Result<$crate::StatFs, $err> {
+                { let r = <$fs>::statfs(self, ctx).await; <$fs>::meter(self).charge(ctx).await; r }
             }
         }
     };

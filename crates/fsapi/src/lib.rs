@@ -28,7 +28,7 @@ mod tree;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use api::{Attr, Ctx, ErrorKind, FileSystem, FsError};
+pub use api::{Attr, Ctx, ErrorKind, FileSystem, FsError, StatFs};
 pub use cost::{CpuCosts, Meter, Work};
 pub use errno::Errno;
 pub use tree::{FileType, Node, Tree};

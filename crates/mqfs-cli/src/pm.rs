@@ -17,8 +17,6 @@
 //!   listxattr(2)) and MQFS's atomic syncs are EOPNOTSUPP.
 //! - **No orphans**: a file unlinked while open is gone at once, so later
 //!   reads through the open descriptor fail with ENOENT.
-//! - **statfs(2)** reports the medium's size, and all of it free: the
-//!   shared API does not count free space.
 //! - **`..`** in a directory listing names the root (the shared API does
 //!   not give a directory's parent); the kernel resolves `..` itself.
 //!
@@ -361,15 +359,15 @@ where
         }
         Ok(out)
     }
-    async fn statfs(&self, _ctx: Ctx) -> Result<StatFs, FsError> {
-        let blocks = self.size / 4096;
+    async fn statfs(&self, ctx: Ctx) -> Result<StatFs, FsError> {
+        let s = self.fs.statfs(ctx).await.map_err(lift_error)?;
         Ok(StatFs {
-            blocks,
-            free_blocks: blocks,
-            inodes: 0,
-            free_inodes: 0,
+            blocks: s.pages,
+            free_blocks: s.free_pages,
+            inodes: s.inodes,
+            free_inodes: s.free_inodes,
             block_size: 4096,
-            name_max: 255,
+            name_max: s.name_max,
         })
     }
     async fn fallocate(&self, _: Ctx, _: Ino, _: FallocMode, _: u64, _: u64) -> Result<(), FsError> {

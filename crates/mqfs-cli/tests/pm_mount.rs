@@ -14,6 +14,17 @@ use common::{mqfs, output, stat, Mount, TempDir};
 
 const FILE_SYSTEMS: [&str; 3] = ["wofs", "soupfs", "pmfs"];
 
+/// (blocks in all, free blocks) that statfs(2) reports for `dir`.
+fn blocks(dir: &std::path::Path) -> (u64, u64) {
+    let out = common::ok(
+        std::process::Command::new("stat")
+            .args(["-f", "-c", "%b %f"])
+            .arg(dir),
+    );
+    let v: Vec<u64> = out.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    (v[0], v[1])
+}
+
 /// Bytes of a file the test writes (PMFS maps at most 48 KiB a file).
 fn content(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
@@ -30,8 +41,15 @@ fn each_file_system_serves_programs_and_keeps_its_tree_across_mounts() {
         assert!(header.contains(&format!("fs = {fs_name}\n")), "{header}");
         let mnt = dir.dir("mnt");
         let m = Mount::start(&img, &mnt, &[]);
+        let (total, free) = blocks(&mnt);
+        assert!(total > 3000 && free <= total, "{fs_name}: {total} {free}");
         fs::create_dir(m.join("d")).unwrap();
         fs::write(m.join("d/a"), content(1, 20_000)).unwrap();
+        let (_, after) = blocks(&mnt);
+        assert!(
+            after + 5 <= free,
+            "{fs_name}: 20 KB take 5 pages: {free} -> {after}"
+        );
         let mut f = OpenOptions::new().append(true).open(m.join("d/a")).unwrap();
         f.write_all(&content(2, 3000)).unwrap();
         drop(f);

@@ -111,6 +111,18 @@ impl fsapi::FileSystem for Fs {
         Fs::fsync(self, ctx, ino).await
     }
 
+    async fn statfs(&self, ctx: Ctx) -> Result<fsapi::StatFs, FsError> {
+        let s = Fs::statfs(self, ctx).await?;
+        debug_assert_eq!(s.block_size, 4096, "MQFS's blocks are the shared API's pages");
+        Ok(fsapi::StatFs {
+            pages: s.blocks,
+            free_pages: s.free_blocks,
+            inodes: s.inodes,
+            free_inodes: s.free_inodes,
+            name_max: s.name_max,
+        })
+    }
+
     async fn readdir(&self, ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, fsapi::FileType)>, FsError> {
         let mut v: Vec<(String, Ino, fsapi::FileType)> = Fs::readdir(self, ctx, ino)
             .await?

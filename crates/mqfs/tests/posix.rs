@@ -86,10 +86,6 @@ impl<const I: usize> Adapter for On<I> {
         let s = fs.statfs(CTX).await.expect("statfs");
         (s.free_blocks, s.free_inodes)
     }
-
-    async fn free_pages(fs: &Rc<Fs>) -> u64 {
-        Self::usage(fs).await.0
-    }
 }
 
 /// The shared checks on `Mode::ALL[$i]`, in module `$m`. An inode no

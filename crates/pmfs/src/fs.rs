@@ -376,6 +376,18 @@ impl Pmfs {
         r
     }
 
+    /// Data pages and inode slots, in all and free.
+    pub async fn statfs(&self, _ctx: Ctx) -> Result<fsapi::StatFs> {
+        let (geo, usage) = (self.geometry(), self.usage());
+        Ok(fsapi::StatFs {
+            pages: u64::from(geo.pages),
+            free_pages: usage.free_pages as u64,
+            inodes: u64::from(geo.inodes),
+            free_inodes: usage.free_inodes as u64,
+            name_max: crate::layout::NAME_MAX as u32,
+        })
+    }
+
     /// The entries of directory `ino` (without `.` and `..`), by name.
     pub async fn readdir(&self, ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, FileType)>> {
         let core = self.core(ctx)?;

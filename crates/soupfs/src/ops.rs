@@ -152,6 +152,20 @@ impl SoupFs {
         attr(&st, ino)
     }
 
+    /// The persistent memory's pages, and the free pages of the latest
+    /// view (the free cache lines of pages partly used for inodes and
+    /// entries are not counted); inodes come from that space (0 and 0).
+    pub async fn statfs(&self, _ctx: Ctx) -> Result<fsapi::StatFs, FsError> {
+        let (pages, _lines) = self.lock().await.alloc.free_space();
+        Ok(fsapi::StatFs {
+            pages: self.pmem().size() / crate::layout::PAGE,
+            free_pages: pages as u64,
+            inodes: 0,
+            free_inodes: 0,
+            name_max: crate::layout::NAME_MAX as u32,
+        })
+    }
+
     /// The entries of directory `ino`, by name.
     pub async fn readdir(&self, _ctx: Ctx, ino: Ino) -> Result<Vec<(String, Ino, Kind)>, FsError> {
         let st = self.lock().await;

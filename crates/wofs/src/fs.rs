@@ -227,6 +227,19 @@ impl Wofs {
     pub fn root(&self) -> Ino {
         ROOT
     }
+
+    /// Data pages and package slots (the metadata space, one per live
+    /// inode or entry), in all and free.
+    pub async fn statfs(&self, _ctx: Ctx) -> Result<fsapi::StatFs> {
+        let (geo, usage) = (self.geometry(), self.usage());
+        Ok(fsapi::StatFs {
+            pages: u64::from(geo.pages),
+            free_pages: usage.free_pages as u64,
+            inodes: u64::from(geo.slots),
+            free_inodes: usage.free_slots as u64,
+            name_max: crate::package::NAME_MAX as u32,
+        })
+    }
 }
 
 fsapi::delegate_file_system!(Wofs, Ino, WofsError);

@@ -106,8 +106,6 @@ pub trait Adapter: 'static {
     type Usage: std::fmt::Debug + PartialEq + 'static;
     /// The usage now.
     async fn usage(fs: &Self::Fs) -> Self::Usage;
-    /// Free data pages (blocks) now.
-    async fn free_pages(fs: &Self::Fs) -> u64;
 }
 
 /// A machine with a formatted medium.

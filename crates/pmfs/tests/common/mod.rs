@@ -38,10 +38,6 @@ impl Adapter for P {
     async fn usage(fs: &Pmfs) -> pmfs::Usage {
         fs.usage()
     }
-
-    async fn free_pages(fs: &Pmfs) -> u64 {
-        fs.usage().free_pages as u64
-    }
 }
 
 /// A machine with a formatted PMFS.

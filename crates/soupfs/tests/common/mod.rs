@@ -50,10 +50,6 @@ impl fsapi::testing::Adapter for S {
         fs.try_free_space()
             .expect("no persister holds the state between calls")
     }
-
-    async fn free_pages(fs: &SoupFs) -> u64 {
-        Self::usage(fs).await.0 as u64
-    }
 }
 
 pub fn pm_profile() -> PmemProfile {

@@ -38,10 +38,6 @@ impl Adapter for W {
     async fn usage(fs: &Wofs) -> wofs::Usage {
         fs.usage()
     }
-
-    async fn free_pages(fs: &Wofs) -> u64 {
-        fs.usage().free_pages as u64
-    }
 }
 
 /// A machine with a formatted WOFS.
