@@ -440,11 +440,12 @@ impl<'t> PmemCursor<'t> {
         PmPending { items }
     }
 
-    /// Closes a set of items under rule M1: a word of a line's store `j`
-    /// implies every word of the line's pending stores before `j`.
-    fn close(pending: &PmPending, set: &BTreeSet<usize>) -> BTreeSet<usize> {
+    /// Closes a set of items (sorted, distinct indices) under rule M1: a
+    /// word of a line's store `j` implies every word of the line's pending
+    /// stores before `j`. The result is sorted.
+    fn close(pending: &PmPending, set: &[usize]) -> Vec<usize> {
         if set.len() == pending.items.len() {
-            return set.clone(); // everything landed: closed already
+            return set.to_vec(); // everything landed: closed already
         }
         let mut top: BTreeMap<u64, usize> = BTreeMap::new();
         for &i in set {
@@ -453,17 +454,20 @@ impl<'t> PmemCursor<'t> {
                 *t = (*t).max(*group);
             }
         }
-        let mut out = set.clone();
         if top.is_empty() {
-            return out;
+            return set.to_vec();
         }
+        let mut out = Vec::with_capacity(set.len());
+        let mut chosen = set.iter().copied().peekable();
         for (i, it) in pending.items.iter().enumerate() {
-            if let PmItem::Word { line, group, .. } = it {
-                if top.get(line).is_some_and(|t| group < t) {
-                    out.insert(i);
-                }
+            let landed = chosen.next_if_eq(&i).is_some();
+            let implied = matches!(it, PmItem::Word { line, group, .. }
+                if top.get(line).is_some_and(|t| group < t));
+            if landed || implied {
+                out.push(i);
             }
         }
+        out.extend(chosen);
         out
     }
 
@@ -483,12 +487,10 @@ impl<'t> PmemCursor<'t> {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for s in subs {
-            let closed = Self::close(pending, &s.into_iter().collect());
-            let c = PmChoice {
-                landed: closed.into_iter().collect(),
-            };
-            if seen.insert(c.clone()) {
-                out.push(c);
+            let landed = Self::close(pending, &s);
+            if !seen.contains(&landed) {
+                seen.insert(landed.clone());
+                out.push(PmChoice { landed });
             }
         }
         (out, left)
@@ -503,8 +505,7 @@ impl<'t> PmemCursor<'t> {
         if choice.landed.last().is_some_and(|&i| i >= pending.items.len()) {
             return Err(PcieError::BadChoice("no such pending item"));
         }
-        let set: BTreeSet<usize> = choice.landed.iter().copied().collect();
-        if Self::close(pending, &set) != set {
+        if Self::close(pending, &choice.landed) != choice.landed {
             return Err(PcieError::BadChoice(
                 "a word persisted without the line's earlier stores (rule M1)",
             ));
@@ -584,13 +585,15 @@ impl<'t> PmemCursor<'t> {
             .iter()
             .filter_map(|&i| pending.items.get(i))
             .collect();
-        let touched: BTreeSet<u64> = landed
+        let mut touched: Vec<u64> = landed
             .iter()
             .map(|item| match item {
                 PmItem::Word { line, .. } => *line,
                 PmItem::NtLine { line, .. } => line.addr,
             })
             .collect();
+        touched.sort_unstable();
+        touched.dedup();
         let mut writes: Vec<(usize, u64, &[u8], u64)> = Vec::new();
         for ls in touched.iter().filter_map(|l| self.lines.get(l)) {
             Self::certain_writes(ls, &mut writes);
@@ -772,6 +775,27 @@ mod tests {
         img
     }
 
+    /// Rule M1's closure as sets, the way the cursor computed it before
+    /// it worked on sorted vectors.
+    fn close_as_sets(pending: &PmPending, set: &BTreeSet<usize>) -> BTreeSet<usize> {
+        let mut top: BTreeMap<u64, usize> = BTreeMap::new();
+        for &i in set {
+            if let Some(PmItem::Word { line, group, .. }) = pending.items.get(i) {
+                let t = top.entry(*line).or_insert(*group);
+                *t = (*t).max(*group);
+            }
+        }
+        let mut out = set.clone();
+        for (i, it) in pending.items.iter().enumerate() {
+            if let PmItem::Word { line, group, .. } = it {
+                if top.get(line).is_some_and(|t| group < t) {
+                    out.insert(i);
+                }
+            }
+        }
+        out
+    }
+
     #[test]
     fn states_over_the_certain_image_equal_states_over_the_base() {
         // Stores, wide stores, non-temporal stores, flushes and fences of
@@ -812,6 +836,12 @@ mod tests {
                 c.advance_past(k).unwrap();
                 let pending = c.pending();
                 let (choices, _) = c.choices_of(&pending, 4, k as u64);
+                let (subs, _) = crate::subsets::subsets(pending.items.len(), 4, k as u64);
+                for sub in &subs {
+                    let as_set: BTreeSet<usize> = sub.iter().copied().collect();
+                    let want: Vec<usize> = close_as_sets(&pending, &as_set).into_iter().collect();
+                    assert_eq!(PmemCursor::close(&pending, sub), want);
+                }
                 let mut certain = c.certain_of();
                 certain.content_hash();
                 for choice in &choices {
