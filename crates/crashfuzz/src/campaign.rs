@@ -232,15 +232,16 @@ impl Campaign {
 /// as it finishes one; `done` sees each report as it is made. The reports
 /// come back in index order. After a failure no new run starts (the
 /// others finish theirs) and the first failure by index is returned.
-pub(crate) fn on_workers(
+/// The runs of a campaign, of the PM campaign and the self-checks
+/// (`T`: a report and what it caught) all go through it.
+pub fn on_workers<T: Send>(
     n: usize,
     jobs: usize,
-    run: impl Fn(usize) -> Result<ExploreReport, Error> + Sync,
-    done: impl Fn(&ExploreReport) + Sync,
-) -> Result<Vec<ExploreReport>, Error> {
+    run: impl Fn(usize) -> Result<T, Error> + Sync,
+    done: impl Fn(&T) + Sync,
+) -> Result<Vec<T>, Error> {
     let next = Mutex::new(0usize);
-    let results: Mutex<Vec<Option<Result<ExploreReport, Error>>>> =
-        Mutex::new((0..n).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<T, Error>>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..jobs.clamp(1, n.max(1)) {
             s.spawn(|| loop {

@@ -495,16 +495,22 @@ fn run(a: &RunArgs, strict: bool) -> Result<ExitCode, Error> {
     if let Some(p) = &pm_part {
         reports.extend(p.campaign.run(&pm_opts, first, shard, &progress)?);
     }
-    let mut self_checks = Vec::new();
-    for k in checks_mine {
-        let (report, caught) = run_self_check(k, &opts, &pm_opts)?;
-        progress(&report);
-        self_checks.push(SelfCheckReport {
-            check: k,
-            report,
-            caught,
-        });
-    }
+    // The self-checks are independent runs: on the workers, as a
+    // campaign's runs (a PM run checks on one thread), reported in order.
+    let self_checks = crashfuzz::campaign::on_workers(
+        checks_mine.len(),
+        opts.jobs,
+        |i| {
+            let k = checks_mine[i];
+            let (report, caught) = run_self_check(k, &opts, &pm_opts)?;
+            Ok(SelfCheckReport {
+                check: k,
+                report,
+                caught,
+            })
+        },
+        |c| progress(&c.report),
+    )?;
     bar.finish_and_clear();
     if let Some(p) = pm_part.as_ref().filter(|p| !p.refused.is_empty()) {
         println!(

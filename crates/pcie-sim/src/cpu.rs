@@ -118,7 +118,7 @@ impl CpuStats {
 /// Holds the core for the duration of an operation (the core's one
 /// occupancy permit, returned when dropped) and charges the time held.
 pub(crate) struct Occupied<'a> {
-    _permit: tokio::sync::SemaphorePermit<'a>,
+    _permit: crate::occupancy::CorePermit<'a>,
     core: &'a Core,
     since: SimTime,
     mode: Mode,
@@ -154,14 +154,12 @@ impl Core {
     }
 
     async fn occupy_as(&self, mode: Mode) -> Occupied<'_> {
-        match self.state().occupancy.acquire().await {
-            Ok(permit) => Occupied {
-                _permit: permit,
-                core: self,
-                since: self.machine.sim.now(),
-                mode,
-            },
-            Err(_) => unreachable!("a core's occupancy semaphore is never closed"),
+        let permit = self.state().occupancy.acquire().await;
+        Occupied {
+            _permit: permit,
+            core: self,
+            since: self.machine.sim.now(),
+            mode,
         }
     }
 

@@ -81,6 +81,7 @@ pub mod irq;
 pub mod link;
 pub mod machine;
 pub mod observe;
+mod occupancy;
 pub mod pmem;
 pub mod pmr;
 pub mod port;

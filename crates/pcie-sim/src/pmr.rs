@@ -105,18 +105,15 @@ impl PageStore {
 
     /// Writes the bytes of `data` whose bit is set in `mask` (bit i covers
     /// `data[i]`), for partial write-combining lines (at most 64 bytes).
+    /// Each run of consecutive set bits is one write.
     pub fn write_masked(&mut self, offset: u64, data: &[u8], mask: u64) {
-        let mut i = 0;
-        while i < data.len() && i < 64 {
-            if mask & (1 << i) == 0 {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < data.len() && i < 64 && mask & (1 << i) != 0 {
-                i += 1;
-            }
-            self.write(offset + start as u64, &data[start..i]);
+        let n = data.len().min(64);
+        let mut m = if n == 64 { mask } else { mask & ((1u64 << n) - 1) };
+        while m != 0 {
+            let start = m.trailing_zeros() as usize;
+            let end = start + (!(m >> start)).trailing_zeros() as usize;
+            self.write(offset + start as u64, &data[start..end]);
+            m = if end >= 64 { 0 } else { m & !((1u64 << end) - 1) };
         }
     }
 
@@ -213,6 +210,36 @@ mod tests {
         s.write(10, &[1]);
         assert_eq!(s.current_hash(), None);
         assert_ne!(s.content_hash(), h);
+    }
+
+    #[test]
+    fn a_masked_write_writes_exactly_the_bytes_of_its_set_bits() {
+        let data: Vec<u8> = (1..=64).collect();
+        for (mask, len) in [
+            (u64::MAX, 64),
+            (u64::MAX, 8),
+            (0, 64),
+            (0x8000_0000_0000_0001, 64),
+            (0x0ff0_00f0_f0f0_ffff, 64),
+            (0b1011_0110, 5),
+            (u64::MAX << 1, 64),
+            (u64::MAX >> 1, 64),
+        ] {
+            let mut s = PageStore::zeroed(2 * PAGE as u64);
+            // Across a page boundary.
+            let at = PAGE as u64 - 20;
+            s.write_masked(at, &data[..len], mask);
+            let mut got = vec![0u8; 64];
+            s.read(at, &mut got);
+            for (i, &b) in got.iter().enumerate() {
+                let want = if i < len && mask & (1 << i) != 0 {
+                    data[i]
+                } else {
+                    0
+                };
+                assert_eq!(b, want, "mask {mask:#x} len {len} byte {i}");
+            }
+        }
     }
 
     #[test]

@@ -31,7 +31,6 @@ use crate::trace::{
     BusTrace, Counters, EventKind, Purpose, TraceEntry, TraceMode, FLAG_PMR, FLAG_UR, NO_PAYLOAD,
 };
 use crate::wc::WriteCombiningBuffer;
-use tokio::sync::Semaphore;
 
 mod fabric;
 
@@ -275,7 +274,7 @@ pub(crate) struct PortState {
 
 pub(crate) struct CoreState {
     pub(crate) wc: RefCell<WriteCombiningBuffer>,
-    pub(crate) occupancy: Semaphore,
+    pub(crate) occupancy: crate::occupancy::CoreLock,
     /// A WC burst has started leaving since the last fence.
     pub(crate) burst_open: Cell<bool>,
     /// WC lines left this core since its last [`crate::trace::EventKind::Fence`]
@@ -339,7 +338,7 @@ impl Machine {
         let cores = (0..profile.cpu.cores)
             .map(|_| CoreState {
                 wc: RefCell::new(WriteCombiningBuffer::new(profile.cpu.wc_buffers)),
-                occupancy: Semaphore::new(1),
+                occupancy: crate::occupancy::CoreLock::default(),
                 burst_open: Cell::new(false),
                 unfenced: Cell::new(false),
                 last_accepted: Cell::new(SimTime::ZERO),

@@ -5,38 +5,112 @@
 //! Both are plain data: the caller ([`crate::pmem::Pmem`]) passes in the
 //! time and the seeded choices, so nothing here reads a clock or an RNG.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::pmem::profile::PmemTiming;
 use crate::time::{SimDuration, SimTime};
 
 /// The lines of persistent memory in the CPU cache, by line offset, each
-/// with its dirty bit. A `BTreeMap`, so that a victim chosen by index is
-/// the same line in every run with the same seed.
+/// with its dirty bit. A victim is chosen by its index in address order,
+/// so that it is the same line in every run with the same seed.
+///
+/// Lines are kept as bits, in groups of [`GROUP_LINES`] consecutive lines
+/// (one bit per line for "cached", one for "dirty") with each group's
+/// counts: a lookup is a bit test, and the line at an index in address
+/// order is found by walking the groups' counts and selecting a bit in one
+/// group, not by walking every line before it (every load and store looks
+/// its lines up, and a full cache of 16384 lines evicts on every miss).
 #[derive(Clone, Debug)]
 pub(crate) struct Cache {
-    lines: BTreeMap<u64, bool>,
+    /// Group `g` holds lines `g * GROUP_LINES ..`; grown as lines come in.
+    groups: Vec<Group>,
+    len: usize,
+    dirty_total: usize,
     capacity: usize,
+}
+
+/// Lines per group.
+const GROUP_LINES: u64 = 256;
+const WORDS: usize = (GROUP_LINES / 64) as usize;
+/// Bytes per cache line.
+const LINE_BYTES: u64 = 64;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Group {
+    held: [u64; WORDS],
+    dirty: [u64; WORDS],
+    n_held: u32,
+    n_dirty: u32,
+}
+
+/// Where a line's bits are: (group, word, bit mask).
+fn place(line: u64) -> (usize, usize, u64) {
+    let i = line / LINE_BYTES;
+    let g = (i / GROUP_LINES) as usize;
+    let bit = i % GROUP_LINES;
+    (g, (bit / 64) as usize, 1u64 << (bit % 64))
+}
+
+/// The offset of the `j`th set bit (from 0, lowest first) of `words`,
+/// the line of group `g` it stands for.
+fn select(g: usize, words: &[u64; WORDS], mut j: u32) -> Option<u64> {
+    for (w, &word) in words.iter().enumerate() {
+        let n = word.count_ones();
+        if j < n {
+            let mut x = word;
+            for _ in 0..j {
+                x &= x - 1;
+            }
+            let bit = u64::from(x.trailing_zeros());
+            let i = g as u64 * GROUP_LINES + w as u64 * 64 + bit;
+            return Some(i * LINE_BYTES);
+        }
+        j -= n;
+    }
+    None
 }
 
 impl Cache {
     /// A cache holding at most `capacity` lines (at least one).
     pub(crate) fn new(capacity: usize) -> Self {
         Cache {
-            lines: BTreeMap::new(),
+            groups: Vec::new(),
+            len: 0,
+            dirty_total: 0,
             capacity: capacity.max(1),
+        }
+    }
+
+    /// The line's bits: (cached, dirty).
+    fn bits(&self, line: u64) -> (bool, bool) {
+        let (g, w, m) = place(line);
+        match self.groups.get(g) {
+            Some(gr) => (gr.held[w] & m != 0, gr.dirty[w] & m != 0),
+            None => (false, false),
         }
     }
 
     /// True if the line is cached.
     pub(crate) fn contains(&self, line: u64) -> bool {
-        self.lines.contains_key(&line)
+        self.bits(line).0
     }
 
     /// True if the line is cached and dirty.
     #[cfg(test)]
     pub(crate) fn is_dirty(&self, line: u64) -> bool {
-        self.lines.get(&line).copied().unwrap_or(false)
+        self.bits(line).1
+    }
+
+    /// The cached line at index `i` in address order, if any.
+    fn nth(&self, mut i: usize) -> Option<u64> {
+        for (g, gr) in self.groups.iter().enumerate() {
+            let n = gr.n_held as usize;
+            if i < n {
+                return select(g, &gr.held, i as u32);
+            }
+            i -= n;
+        }
+        None
     }
 
     /// Brings `line` in (clean if absent) and marks it dirty if `dirty`.
@@ -49,33 +123,88 @@ impl Cache {
         pick: impl FnOnce(usize) -> usize,
     ) -> Option<(u64, bool)> {
         let mut victim = None;
-        if !self.lines.contains_key(&line) && self.lines.len() >= self.capacity {
-            let i = pick(self.lines.len()) % self.lines.len();
-            if let Some(&v) = self.lines.keys().nth(i) {
-                victim = self.lines.remove(&v).map(|d| (v, d));
+        if !self.contains(line) && self.len >= self.capacity {
+            let i = pick(self.len) % self.len;
+            if let Some(v) = self.nth(i) {
+                victim = Some((v, self.remove(v)));
             }
         }
-        let d = self.lines.entry(line).or_insert(false);
-        *d |= dirty;
+        let (g, w, m) = place(line);
+        if self.groups.len() <= g {
+            self.groups.resize(g + 1, Group::default());
+        }
+        let gr = &mut self.groups[g];
+        if gr.held[w] & m == 0 {
+            gr.held[w] |= m;
+            gr.n_held += 1;
+            self.len += 1;
+        }
+        if dirty && gr.dirty[w] & m == 0 {
+            gr.dirty[w] |= m;
+            gr.n_dirty += 1;
+            self.dirty_total += 1;
+        }
         victim
     }
 
     /// Marks a cached line clean; returns whether it was dirty.
     pub(crate) fn clean(&mut self, line: u64) -> bool {
-        match self.lines.get_mut(&line) {
-            Some(d) => std::mem::replace(d, false),
-            None => false,
+        let (g, w, m) = place(line);
+        let Some(gr) = self.groups.get_mut(g) else {
+            return false;
+        };
+        if gr.dirty[w] & m == 0 {
+            return false;
         }
+        gr.dirty[w] &= !m;
+        gr.n_dirty -= 1;
+        self.dirty_total -= 1;
+        true
     }
 
     /// Drops a line; returns whether it was dirty.
     pub(crate) fn remove(&mut self, line: u64) -> bool {
-        self.lines.remove(&line).unwrap_or(false)
+        let (g, w, m) = place(line);
+        let Some(gr) = self.groups.get_mut(g) else {
+            return false;
+        };
+        if gr.held[w] & m == 0 {
+            return false;
+        }
+        gr.held[w] &= !m;
+        gr.n_held -= 1;
+        self.len -= 1;
+        self.clean(line)
+    }
+
+    /// How many cached lines are dirty.
+    pub(crate) fn dirty_count(&self) -> usize {
+        self.dirty_total
+    }
+
+    /// The dirty line at index `i` among the dirty lines in address order,
+    /// if any.
+    pub(crate) fn nth_dirty(&self, mut i: usize) -> Option<u64> {
+        for (g, gr) in self.groups.iter().enumerate() {
+            let n = gr.n_dirty as usize;
+            if i < n {
+                return select(g, &gr.dirty, i as u32);
+            }
+            i -= n;
+        }
+        None
+    }
+
+    /// The cached lines, in address order.
+    #[cfg(test)]
+    pub(crate) fn lines(&self) -> Vec<u64> {
+        (0..self.len).filter_map(|i| self.nth(i)).collect()
     }
 
     /// The dirty lines, in address order.
+    #[cfg(test)]
     pub(crate) fn dirty_lines(&self) -> impl Iterator<Item = u64> + '_ {
-        self.lines.iter().filter(|(_, d)| **d).map(|(l, _)| *l)
+        (0..self.dirty_total).filter_map(|i| self.nth_dirty(i))
     }
 }
 
@@ -176,6 +305,50 @@ mod tests {
         assert!(c.clean(0));
         assert!(!c.clean(0));
         assert!(!c.remove(128));
+    }
+
+    #[test]
+    fn the_groups_pick_the_same_lines_as_a_map_in_address_order() {
+        // A plain ordered map is the model: lines spread over many groups,
+        // evicted, cleaned and dropped at random indices; every pick is
+        // the line the model's walk in address order finds.
+        use std::collections::BTreeMap;
+        let mut c = Cache::new(300);
+        let mut model: BTreeMap<u64, bool> = BTreeMap::new();
+        let mut x = 7u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        for _ in 0..5000 {
+            let line = (next() % 4096) * 64;
+            let dirty = next() % 3 == 0;
+            let r = next() as usize;
+            let victim = c.insert(line, dirty, |_| r);
+            let mut expect = None;
+            if !model.contains_key(&line) && model.len() >= 300 {
+                let v = *model.keys().nth(r % model.len()).expect("full");
+                expect = model.remove(&v).map(|d| (v, d));
+            }
+            *model.entry(line).or_insert(false) |= dirty;
+            assert_eq!(victim, expect);
+            let dirty_now: Vec<u64> = model.iter().filter(|(_, d)| **d).map(|(l, _)| *l).collect();
+            assert_eq!(c.dirty_count(), dirty_now.len());
+            if !dirty_now.is_empty() {
+                let k = next() as usize % dirty_now.len();
+                assert_eq!(c.nth_dirty(k), Some(dirty_now[k]));
+                if next() % 4 == 0 {
+                    assert!(c.clean(dirty_now[k]));
+                    model.insert(dirty_now[k], false);
+                }
+            }
+            if next() % 5 == 0 {
+                assert_eq!(c.remove(line), model.remove(&line).unwrap_or(false));
+            }
+            assert_eq!(c.lines(), model.keys().copied().collect::<Vec<_>>());
+        }
     }
 
     #[test]

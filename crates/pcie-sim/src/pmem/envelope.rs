@@ -173,7 +173,13 @@ pub struct PmemCursor<'t> {
     base: PageStore,
     /// Entries applied so far.
     pos: usize,
+    /// Every line stored to since the cursor began (a folded line keeps
+    /// its group count: pending flushes name groups by absolute index).
     lines: BTreeMap<u64, LineState>,
+    /// The lines of `lines` holding groups or non-temporal lines not
+    /// folded yet: the only ones a state's items and certain image come
+    /// from (a run touches many lines, few of them at once).
+    active: BTreeSet<u64>,
     cores: Vec<CoreNt>,
     flushes: Vec<PendingFlush>,
     wc_buffers: usize,
@@ -200,6 +206,7 @@ impl<'t> PmemCursor<'t> {
             base,
             pos: 0,
             lines: BTreeMap::new(),
+            active: BTreeSet::new(),
             cores: Vec::new(),
             flushes: Vec::new(),
             wc_buffers,
@@ -285,6 +292,7 @@ impl<'t> PmemCursor<'t> {
                 self.complete_flushes(core, true, &mut touched);
                 self.send_line(core as usize, line, i);
                 let eadr = self.domain == PersistenceDomain::Eadr;
+                self.active.insert(line);
                 let ls = self.lines.entry(line).or_default();
                 ls.groups.push(Group {
                     seq: i,
@@ -338,6 +346,7 @@ impl<'t> PmemCursor<'t> {
                 }
                 for r in certain {
                     touched.push(r.line.addr);
+                    self.active.insert(r.line.addr);
                     self.lines.entry(r.line.addr).or_default().certain_nt.push(r);
                 }
             }
@@ -382,12 +391,21 @@ impl<'t> PmemCursor<'t> {
         ls.folded = ls.total();
         ls.groups.clear();
         ls.certain_nt.clear();
+        self.active.remove(&line);
+    }
+
+    /// The lines with groups or non-temporal lines not folded, in address
+    /// order (every other line contributes nothing to a state).
+    fn active_lines(&self) -> impl Iterator<Item = (u64, &LineState)> + '_ {
+        self.active
+            .iter()
+            .filter_map(|&l| self.lines.get(&l).map(|ls| (l, ls)))
     }
 
     /// The items that may or may not have persisted at this point.
     pub fn pending(&self) -> PmPending {
         let mut items = Vec::new();
-        for (&line, ls) in &self.lines {
+        for (line, ls) in self.active_lines() {
             for g in ls.durable..ls.total() {
                 let grp = &ls.groups[g - ls.folded];
                 for (w, word) in grp.data.chunks_exact(8).enumerate() {
@@ -422,11 +440,12 @@ impl<'t> PmemCursor<'t> {
         PmPending { items }
     }
 
-    /// Closes a set of items under rule M1: a word of a line's store `j`
-    /// implies every word of the line's pending stores before `j`.
-    fn close(pending: &PmPending, set: &BTreeSet<usize>) -> BTreeSet<usize> {
+    /// Closes a set of items (sorted, distinct indices) under rule M1: a
+    /// word of a line's store `j` implies every word of the line's pending
+    /// stores before `j`. The result is sorted.
+    fn close(pending: &PmPending, set: &[usize]) -> Vec<usize> {
         if set.len() == pending.items.len() {
-            return set.clone(); // everything landed: closed already
+            return set.to_vec(); // everything landed: closed already
         }
         let mut top: BTreeMap<u64, usize> = BTreeMap::new();
         for &i in set {
@@ -435,17 +454,20 @@ impl<'t> PmemCursor<'t> {
                 *t = (*t).max(*group);
             }
         }
-        let mut out = set.clone();
         if top.is_empty() {
-            return out;
+            return set.to_vec();
         }
+        let mut out = Vec::with_capacity(set.len());
+        let mut chosen = set.iter().copied().peekable();
         for (i, it) in pending.items.iter().enumerate() {
-            if let PmItem::Word { line, group, .. } = it {
-                if top.get(line).is_some_and(|t| group < t) {
-                    out.insert(i);
-                }
+            let landed = chosen.next_if_eq(&i).is_some();
+            let implied = matches!(it, PmItem::Word { line, group, .. }
+                if top.get(line).is_some_and(|t| group < t));
+            if landed || implied {
+                out.push(i);
             }
         }
+        out.extend(chosen);
         out
     }
 
@@ -465,12 +487,10 @@ impl<'t> PmemCursor<'t> {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for s in subs {
-            let closed = Self::close(pending, &s.into_iter().collect());
-            let c = PmChoice {
-                landed: closed.into_iter().collect(),
-            };
-            if seen.insert(c.clone()) {
-                out.push(c);
+            let landed = Self::close(pending, &s);
+            if !seen.contains(&landed) {
+                seen.insert(landed.clone());
+                out.push(PmChoice { landed });
             }
         }
         (out, left)
@@ -485,8 +505,7 @@ impl<'t> PmemCursor<'t> {
         if choice.landed.last().is_some_and(|&i| i >= pending.items.len()) {
             return Err(PcieError::BadChoice("no such pending item"));
         }
-        let set: BTreeSet<usize> = choice.landed.iter().copied().collect();
-        if Self::close(pending, &set) != set {
+        if Self::close(pending, &choice.landed) != choice.landed {
             return Err(PcieError::BadChoice(
                 "a word persisted without the line's earlier stores (rule M1)",
             ));
@@ -506,24 +525,86 @@ impl<'t> PmemCursor<'t> {
     /// made from `pending` (this point's; valid by construction, so not
     /// validated again).
     pub(crate) fn materialize_of(&self, pending: &PmPending, choice: &PmChoice) -> PageStore {
-        let mut writes: Vec<(usize, u64, &[u8], u64)> = Vec::new();
-        for ls in self.lines.values() {
-            for g in ls.folded..ls.durable {
-                let grp = &ls.groups[g - ls.folded];
-                writes.push((grp.seq, grp.addr, &grp.data, u64::MAX));
-            }
-            for r in &ls.certain_nt {
-                writes.push((r.seq, r.line.addr, &r.line.data, r.line.mask));
-            }
+        self.landed_over(&self.certain_of(), pending, choice)
+    }
+
+    /// The certain writes of line state `ls` (the groups certainly
+    /// persisted, then the certain non-temporal lines), as
+    /// `(seq, addr, bytes, mask)`.
+    fn certain_writes<'a>(ls: &'a LineState, out: &mut Vec<(usize, u64, &'a [u8], u64)>) {
+        for g in ls.folded..ls.durable {
+            let grp = &ls.groups[g - ls.folded];
+            out.push((grp.seq, grp.addr, &grp.data, u64::MAX));
         }
-        for item in choice.landed.iter().filter_map(|&i| pending.items.get(i)) {
+        for r in &ls.certain_nt {
+            out.push((r.seq, r.line.addr, &r.line.data, r.line.mask));
+        }
+    }
+
+    /// The content every crash state at this point has in common: the
+    /// base with every certain write applied in trace order.
+    pub(crate) fn certain_of(&self) -> PageStore {
+        let mut writes = Vec::new();
+        for (_, ls) in self.active_lines() {
+            Self::certain_writes(ls, &mut writes);
+        }
+        writes.sort_by_key(|w| w.0);
+        let mut img = self.base.clone();
+        for (_, addr, data, mask) in writes {
+            img.write_masked(addr, data, mask);
+        }
+        img
+    }
+
+    /// The crash state `choice` of `pending` built over `certain`, this
+    /// point's [`PmemCursor::certain_of`] (made once for all the point's
+    /// states, its pages shared with each).
+    ///
+    /// Every write lies within one line. The state is the base with the
+    /// certain writes and the landed items applied in trace order; on a
+    /// line no landed item touches, that is what `certain` holds. On a
+    /// line one does, the writes to the line (the line's certain writes
+    /// and its landed items) are applied again in trace order over
+    /// `certain`: each byte ends with the last of them that covers it, as
+    /// when everything is applied over the base, and a byte none covers
+    /// keeps the base's value, which `certain` holds there. Writes with
+    /// equal trace index keep the order they have when everything is
+    /// applied (certain writes first).
+    pub(crate) fn landed_over(
+        &self,
+        certain: &PageStore,
+        pending: &PmPending,
+        choice: &PmChoice,
+    ) -> PageStore {
+        let mut img = certain.clone();
+        if choice.landed.is_empty() {
+            return img;
+        }
+        let landed: Vec<&PmItem> = choice
+            .landed
+            .iter()
+            .filter_map(|&i| pending.items.get(i))
+            .collect();
+        let mut touched: Vec<u64> = landed
+            .iter()
+            .map(|item| match item {
+                PmItem::Word { line, .. } => *line,
+                PmItem::NtLine { line, .. } => line.addr,
+            })
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let mut writes: Vec<(usize, u64, &[u8], u64)> = Vec::new();
+        for ls in touched.iter().filter_map(|l| self.lines.get(l)) {
+            Self::certain_writes(ls, &mut writes);
+        }
+        for item in landed {
             match item {
                 PmItem::Word { addr, value, seq, .. } => writes.push((*seq, *addr, value, u64::MAX)),
                 PmItem::NtLine { line, seq, .. } => writes.push((*seq, line.addr, &line.data, line.mask)),
             }
         }
         writes.sort_by_key(|w| w.0);
-        let mut img = self.base.clone();
         for (_, addr, data, mask) in writes {
             img.write_masked(addr, data, mask);
         }
@@ -671,5 +752,108 @@ mod tests {
             PmemCursor::new(&t, PageStore::zeroed(64), PersistenceDomain::Adr, 10),
             Err(PcieError::TraceDetail(_))
         ));
+    }
+
+    /// Every state over the whole trace applied to the base at once, as
+    /// the cursor built states before the per-point certain image.
+    fn materialize_whole(c: &PmemCursor<'_>, pending: &PmPending, choice: &PmChoice) -> PageStore {
+        let mut writes = Vec::new();
+        for ls in c.lines.values() {
+            PmemCursor::certain_writes(ls, &mut writes);
+        }
+        for item in choice.landed.iter().filter_map(|&i| pending.items.get(i)) {
+            match item {
+                PmItem::Word { addr, value, seq, .. } => writes.push((*seq, *addr, &value[..], u64::MAX)),
+                PmItem::NtLine { line, seq, .. } => writes.push((*seq, line.addr, &line.data[..], line.mask)),
+            }
+        }
+        writes.sort_by_key(|w| w.0);
+        let mut img = c.base.clone();
+        for (_, addr, data, mask) in writes {
+            img.write_masked(addr, data, mask);
+        }
+        img
+    }
+
+    /// Rule M1's closure as sets, the way the cursor computed it before
+    /// it worked on sorted vectors.
+    fn close_as_sets(pending: &PmPending, set: &BTreeSet<usize>) -> BTreeSet<usize> {
+        let mut top: BTreeMap<u64, usize> = BTreeMap::new();
+        for &i in set {
+            if let Some(PmItem::Word { line, group, .. }) = pending.items.get(i) {
+                let t = top.entry(*line).or_insert(*group);
+                *t = (*t).max(*group);
+            }
+        }
+        let mut out = set.clone();
+        for (i, it) in pending.items.iter().enumerate() {
+            if let PmItem::Word { line, group, .. } = it {
+                if top.get(line).is_some_and(|t| group < t) {
+                    out.insert(i);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn states_over_the_certain_image_equal_states_over_the_base() {
+        // Stores, wide stores, non-temporal stores, flushes and fences of
+        // two cores over a few lines, both domains: at every point every
+        // state built over the point's certain image is the one built by
+        // applying everything to the base, byte for byte and by hash.
+        let mut x = 11u64;
+        let mut next = move |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mut ops: Vec<(PmEventKind, u8, u64, Vec<u8>)> = Vec::new();
+        for i in 0..400u64 {
+            let core = next(2) as u8;
+            let line = next(6) * 64 + next(2) * 4096;
+            let word = next(8) * 8;
+            let v = (i as u8).wrapping_add(1);
+            let op = match next(10) {
+                0..=3 => (Store, core, line + word, vec![v; 8]),
+                4 => (Store, core, line, vec![v; 64]),
+                5 => (NtStore, core, line + word, vec![v; 8]),
+                6 => (Clwb, core, line, Vec::new()),
+                7 => (Clflushopt, core, line, Vec::new()),
+                8 => (Clflush, core, line, Vec::new()),
+                _ => (Sfence, core, 0, Vec::new()),
+            };
+            ops.push(op);
+        }
+        let ops: Vec<(PmEventKind, u8, u64, &[u8])> =
+            ops.iter().map(|(k, c, a, d)| (*k, *c, *a, &d[..])).collect();
+        let t = trace(&ops);
+        for domain in [PersistenceDomain::Adr, PersistenceDomain::Eadr] {
+            let mut c = PmemCursor::new(&t, PageStore::zeroed(8192), domain, 4).unwrap();
+            let mut states = 0;
+            for k in 0..t.entries().len() {
+                c.advance_past(k).unwrap();
+                let pending = c.pending();
+                let (choices, _) = c.choices_of(&pending, 4, k as u64);
+                let (subs, _) = crate::subsets::subsets(pending.items.len(), 4, k as u64);
+                for sub in &subs {
+                    let as_set: BTreeSet<usize> = sub.iter().copied().collect();
+                    let want: Vec<usize> = close_as_sets(&pending, &as_set).into_iter().collect();
+                    assert_eq!(PmemCursor::close(&pending, sub), want);
+                }
+                let mut certain = c.certain_of();
+                certain.content_hash();
+                for choice in &choices {
+                    let mut fast = c.landed_over(&certain, &pending, choice);
+                    let mut whole = materialize_whole(&c, &pending, choice);
+                    assert_eq!(fast, whole, "point {k}, {choice:?}");
+                    assert_eq!(fast.content_hash(), whole.content_hash());
+                    assert_eq!(c.materialize(choice).unwrap(), whole);
+                    states += 1;
+                }
+            }
+            assert!(states > 1000, "{states} states");
+        }
     }
 }

@@ -106,8 +106,12 @@ pub fn explore<K: Ord + Clone, V: Clone>(
         r.left_out = r.left_out.saturating_add(left);
         let pending = items.items.len();
         let promise = promised(k);
+        // What every state of the point holds, made and hashed once: each
+        // state shares its pages and hashes only the pages it changes.
+        let mut certain = cursor.certain_of();
+        certain.content_hash();
         for c in choices {
-            let mut image = cursor.materialize_of(&items, &c);
+            let mut image = cursor.landed_over(&certain, &items, &c);
             r.states += 1;
             let key = (image.content_hash(), promise.clone());
             let verdict = match verdicts.get(&key) {

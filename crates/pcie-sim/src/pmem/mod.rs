@@ -313,11 +313,13 @@ impl State {
         if p.writeback_per_store <= 0.0 || !sim.with_rng(|r| r.gen_bool(p.writeback_per_store)) {
             return;
         }
-        let dirty: Vec<u64> = self.cache.dirty_lines().collect();
-        if dirty.is_empty() {
+        let n = self.cache.dirty_count();
+        if n == 0 {
             return;
         }
-        let line = dirty[sim.with_rng(|r| r.gen_range(0..dirty.len()))];
+        let Some(line) = self.cache.nth_dirty(sim.with_rng(|r| r.gen_range(0..n))) else {
+            return;
+        };
         self.cache.clean(line);
         self.write_back(p, op, line, Some(NO_CORE));
     }
