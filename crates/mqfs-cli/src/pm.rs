@@ -17,6 +17,11 @@
 //!   listxattr(2)) and MQFS's atomic syncs are EOPNOTSUPP.
 //! - **No orphans**: a file unlinked while open is gone at once, so later
 //!   reads through the open descriptor fail with ENOENT.
+//! - **File sizes** are the file systems' own limits: a WOFS file maps at
+//!   most 48 pages (192 KiB, `wofs::MAX_SIZE`: one attribute package
+//!   holds the map), a baseline file 12 (48 KiB, `pmfs::MAX_SIZE`: direct
+//!   pointers only); a write past them is EFBIG. SoupFS's files grow until
+//!   the memory is full.
 //! - **`..`** in a directory listing names the root (the shared API does
 //!   not give a directory's parent); the kernel resolves `..` itself.
 //!

@@ -122,6 +122,9 @@ fn what_they_lack_is_eopnotsupp_and_bad_uses_are_usage_errors() {
         fs::Permissions::from_mode(0o600)
     )));
     assert!(eopnotsupp(std::os::unix::fs::symlink("f", m.join("l"))));
+    // A WOFS file maps at most `wofs::MAX_SIZE` bytes.
+    let big = fs::write(m.join("big"), vec![1u8; wofs::MAX_SIZE as usize + 4096]);
+    assert_eq!(big.unwrap_err().raw_os_error(), Some(libc::EFBIG));
     // A time change is accepted and not kept (touch works).
     assert!(output(std::process::Command::new("touch").arg(m.join("f")))
         .status
