@@ -44,6 +44,17 @@ pub enum Medium {
     Pmem(Pmem),
 }
 
+/// The host's time in ns since 1970: the base of the mounted file
+/// system's clock, and what makes each image's UUID its own at mkfs (the
+/// only wall-clock readings; the simulation never reads it,
+/// `docs/decisions.md` M17). A clock before 1970 counts as 0: the image's
+/// newest time then sets the base.
+pub fn host_time_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// A booted machine with the image's medium attached.
 pub struct Rig {
     /// The executor (single-threaded; drop it last).

@@ -146,7 +146,7 @@ pub fn run(args: &MkfsArgs) -> Result<String, CliError> {
     // The media file was just made sparse (`LockedImage::create`): it
     // reads zeros, so only metadata blocks are written.
     opts.zeroed = true;
-    opts.uuid = Some(uuid_for(&args.image, super::mount::host_time_ns()));
+    opts.uuid = Some(uuid_for(&args.image, crate::rig::host_time_ns()));
     let d = dev.clone();
     let sb = rig.run_fs(async move { mqfs::mkfs(&d, Ctx::on(0), &opts).await })?;
     let d = dev.clone();

@@ -27,7 +27,7 @@ use crate::fuse::{MqfsFuse, Outcome, Served, Unmounted};
 use crate::header::ImageFs;
 use crate::image::LockedImage;
 use crate::record::{self, At};
-use crate::rig::Rig;
+use crate::rig::{host_time_ns, Rig};
 
 /// Arguments of `mqfs mount`.
 #[derive(Clone, Debug, clap::Args)]
@@ -120,17 +120,6 @@ pub fn dry_run(image: &LockedImage) -> Result<(), CliError> {
         ))));
     }
     Ok(())
-}
-
-/// The host's time in ns since 1970: the base of the mounted file
-/// system's clock, and what makes each image's UUID its own at mkfs (the
-/// only wall-clock readings; the simulation never reads it,
-/// `docs/decisions.md` M17). A clock before 1970 counts as 0: the image's
-/// newest time then sets the base.
-pub(crate) fn host_time_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Unmounts `mountpoint` when the process gets SIGINT, SIGTERM or SIGHUP

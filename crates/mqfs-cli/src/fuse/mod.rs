@@ -7,7 +7,7 @@
 //! are served one at a time, in the order the kernel sends them.
 //!
 //! [`MqfsFuse`] owns the mounted file system, any that is [`Served`] (MQFS
-//! itself, or one on persistent memory through [`crate::pm::PmServed`]);
+//! itself, or one on persistent memory through `crate::pm::PmServed`);
 //! it is unmounted cleanly (the file system's `unmount`, then the image
 //! files flushed) when the session ends (`destroy`) or, if the session
 //! never started, when it is dropped.
@@ -171,7 +171,7 @@ impl<S: Served> MqfsFuse<S> {
             .as_mut()
             .ok_or_else(|| CliError::Fs(FsError::Unsupported("not mounted".into())))?;
         // The clock runs with the host's while the simulation idles.
-        m.fs.clock_at_least(crate::cmd::mount::host_time_ns());
+        m.fs.clock_at_least(crate::rig::host_time_ns());
         let machine = &m.rig.machine;
         let begun = m
             .rec

@@ -4,7 +4,7 @@
 //!
 //! MQFS serves itself (every operation is its own); a file system on
 //! persistent memory is lifted into this vocabulary by
-//! [`crate::pm::PmServed`], which answers EOPNOTSUPP for what it lacks. So
+//! `crate::pm::PmServed`, which answers EOPNOTSUPP for what it lacks. So
 //! one adapter ([`super::MqfsFuse`]) serves every file system, and each
 //! FUSE rule (permissions, handles, the control directory) is written once.
 
