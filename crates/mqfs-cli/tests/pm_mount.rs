@@ -161,3 +161,38 @@ fn what_they_lack_is_eopnotsupp_and_bad_uses_are_usage_errors() {
     ])
     .contains("--record"));
 }
+
+/// fio's random writes with fsyncs and a verify pass, two jobs, on SoupFS
+/// (whose files grow until the memory is full; WOFS and the baseline cap a
+/// file below fio's 1 MiB).
+#[test]
+fn fio_writes_and_verifies_on_soupfs() {
+    common::require("fio");
+    let dir = TempDir::new("pm-fio");
+    let img = common::mkfs(&dir, "img", &["--fs", "soupfs", "--size", "32M"]);
+    let mnt = dir.dir("mnt");
+    let m = Mount::start(&img, &mnt, &[]);
+    let o = output(
+        std::process::Command::new("fio")
+            .args([
+                "--name=w",
+                "--rw=randwrite",
+                "--bs=4k",
+                "--size=1M",
+                "--fsync=8",
+                "--ioengine=psync",
+                "--numjobs=2",
+                "--verify=crc32c",
+            ])
+            .arg(format!("--directory={}", mnt.display())),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(out.matches("err= 0").count(), 2, "{out}");
+    assert!(stat(&m.stats(), "pm_flushes") > 0);
+    m.unmount();
+}
