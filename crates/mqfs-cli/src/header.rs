@@ -167,9 +167,6 @@ impl Header {
         if self.queues == 0 || self.queues > MAX_QUEUES {
             return Err(format!("queues {} (1..={MAX_QUEUES})", self.queues));
         }
-        if self.fs == ImageFs::Pm(PmMode::Soupfs) && self.queues < 2 {
-            return Err("soupfs needs 2 cores (queues), its persister runs on the second".into());
-        }
         if self.blocks == 0 || self.blocks > (1 << 40) / 4096 {
             return Err(format!("blocks {} (1 to 2^28)", self.blocks));
         }
@@ -264,8 +261,6 @@ mod tests {
             .contains("persistent-memory profile"));
         let bad = text.replace("pmr_bytes = 0", "pmr_bytes = 4096");
         assert!(Header::parse(&bad).unwrap_err().contains("pmr_bytes"));
-        let bad = text.replace("queues = 2", "queues = 1");
-        assert!(Header::parse(&bad).unwrap_err().contains("persister"));
     }
 
     #[test]

@@ -22,6 +22,10 @@
 //!   holds the map), a baseline file 12 (48 KiB, `pmfs::MAX_SIZE`: direct
 //!   pointers only); a write past them is EFBIG. SoupFS's files grow until
 //!   the memory is full.
+//! - **Permission checks cost a call**: the shared API has no read that
+//!   is not a system call, so the `peek_*` reads of a check are
+//!   `getattr`/`lookup`, each charged a system call's CPU time (MQFS's
+//!   are free); `.mqfs/stats`' simulated time includes them.
 //! - **`..`** in a directory listing names the root (the shared API does
 //!   not give a directory's parent); the kernel resolves `..` itself.
 //!
@@ -89,19 +93,20 @@ where
 {
     let pm = rig.pmem()?.clone();
     let m = rig.machine.clone();
-    let size = pm.size();
     let (fs, recovered) = rig
         .run(async move { F::recover(&m, &pm, F::Mount::default()).await })?
         .map_err(lift_error)?;
     fs.start().map_err(lift_error)?;
-    Ok((
-        PmServed::new(fs, &rig.machine, size, owner, now_ns),
-        recovered.leaked,
-    ))
+    Ok((PmServed::new(fs, &rig.machine, owner, now_ns), recovered.leaked))
 }
 
-/// The file system's error as the adapter's, by its kind.
+/// The file system's error as the adapter's: a shared POSIX refusal it
+/// wraps through MQFS's own mapping (`From<fsapi::Errno>`), anything else
+/// by its kind.
 fn lift_error<E: fsapi::FsError>(e: E) -> FsError {
+    if let Some(errno) = e.errno() {
+        return (*errno).into();
+    }
     match e.kind() {
         ErrorKind::NotFound => FsError::NotFound,
         ErrorKind::Exists => FsError::Exists,
@@ -178,16 +183,11 @@ pub struct PmServed<F: PmFs> {
     /// The clock: `base` plus the simulated time since `start` (ns).
     clock_base: Cell<u64>,
     clock_start: u64,
-    /// Bytes of persistent memory.
-    size: u64,
 }
 
 impl<F: PmFs> std::fmt::Debug for PmServed<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PmServed")
-            .field("fs", &F::NAME)
-            .field("size", &self.size)
-            .finish()
+        f.debug_struct("PmServed").field("fs", &F::NAME).finish()
     }
 }
 
@@ -195,9 +195,9 @@ impl<F: PmFs> PmServed<F>
 where
     F::Ino: Ord,
 {
-    /// Serves `fs` (mounted on `machine`'s persistent memory of `size`
-    /// bytes) as owned by `owner`, with the clock at `now_ns`.
-    pub fn new(fs: F, machine: &Machine, size: u64, owner: (u32, u32), now_ns: u64) -> PmServed<F> {
+    /// Serves `fs` (mounted on `machine`'s persistent memory) as owned by
+    /// `owner`, with the clock at `now_ns`.
+    pub fn new(fs: F, machine: &Machine, owner: (u32, u32), now_ns: u64) -> PmServed<F> {
         let root = fs.root();
         PmServed {
             fs,
@@ -207,7 +207,6 @@ where
             mounted_ns: now_ns,
             clock_base: Cell::new(now_ns),
             clock_start: machine.sim().now().as_ps() / 1000,
-            size,
         }
     }
 

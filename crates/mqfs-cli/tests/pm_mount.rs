@@ -196,3 +196,21 @@ fn fio_writes_and_verifies_on_soupfs() {
     assert!(stat(&m.stats(), "pm_flushes") > 0);
     m.unmount();
 }
+
+/// On one core, SoupFS's persister shares it with the calls: the image
+/// mounts, and what an fsync persisted is there after a kill.
+#[test]
+fn soupfs_on_one_core_shares_it_with_its_persister() {
+    let dir = TempDir::new("pm-one-core");
+    let img = common::mkfs(&dir, "img", &["--fs", "soupfs", "--size", "4M", "--queues", "1"]);
+    let mnt = dir.dir("mnt");
+    let m = Mount::start(&img, &mnt, &[]);
+    let mut f = File::create(m.join("a")).unwrap();
+    f.write_all(b"one core").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    m.kill();
+    let m = Mount::start(&img, &mnt, &[]);
+    assert_eq!(fs::read(m.join("a")).unwrap(), b"one core");
+    m.unmount();
+}

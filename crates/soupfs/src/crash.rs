@@ -34,8 +34,12 @@ impl PmFs for SoupFs {
         Ok((fs, recovered))
     }
 
+    /// The persister runs on core 1, beside the calls on core 0; on a
+    /// machine of one core it shares core 0 with them (a kernel thread on
+    /// the same CPU).
     fn start(&self) -> Result<(), FsError> {
-        self.start_persister(Ctx::on(1)).map(drop)
+        let core = 1.min(self.inner.machine.profile().cpu.cores.saturating_sub(1));
+        self.start_persister(Ctx::on(core)).map(drop)
     }
 
     async fn finish(&self, m: &Machine) -> Result<(), FsError> {
