@@ -123,11 +123,12 @@ impl Rig {
 
     /// Boots over a persistent-memory image for real: persistent memory of
     /// the image's size in the header's persistence domain (the other
-    /// fields as `PmemProfile::default`), holding `IMAGE`'s bytes, every
+    /// fields as `PmemProfile::default`), holding `bytes` (what `IMAGE`
+    /// holds: [`LockedImage::pm_store`], or zeros for a new image), every
     /// write into the persistence domain going to `IMAGE` as it happens
     /// (so a killed process leaves what a power failure would).
-    pub fn on_pm_image(image: &LockedImage) -> Result<(Rig, Rc<WriteThrough>), CliError> {
-        let rig = Rig::pm_sandbox(image)?;
+    pub fn on_pm_image(image: &LockedImage, bytes: PageStore) -> Result<(Rig, Rc<WriteThrough>), CliError> {
+        let rig = Rig::pm_sandbox(image, bytes)?;
         let file = image.pm_file()?;
         rig.pmem()?.set_persist_hook(Some(file.hook()));
         Ok((rig, file))
@@ -135,7 +136,7 @@ impl Rig {
 
     /// Boots over a persistent-memory image as [`Rig::on_pm_image`] does,
     /// but nothing reaches the file.
-    pub fn pm_sandbox(image: &LockedImage) -> Result<Rig, CliError> {
+    pub fn pm_sandbox(image: &LockedImage, bytes: PageStore) -> Result<Rig, CliError> {
         let header = &image.header;
         let profile = PmemProfile {
             size: header.blocks * nvme_ctrl::BLOCK as u64,
@@ -144,7 +145,7 @@ impl Rig {
         };
         let ex = Executor::new(SEED);
         let machine = Machine::new(&ex, Rig::machine_profile(header), TraceMode::Off);
-        let pm = Pmem::attach_with_image(&machine, profile, image.pm_store()?).map_err(FsError::Bus)?;
+        let pm = Pmem::attach_with_image(&machine, profile, bytes).map_err(FsError::Bus)?;
         Ok(Rig {
             ex,
             machine,

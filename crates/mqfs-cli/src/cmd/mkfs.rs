@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use mqfs::mount::geometry;
 use mqfs::{Ctx, MkfsOptions, Mode};
 use nvme_ctrl::{SsdProfile, BLOCK};
+use pcie_sim::PageStore;
 
 use crate::error::CliError;
 use crate::header::{profile_names, Header, ImageFs};
@@ -126,7 +127,9 @@ pub fn run(args: &MkfsArgs) -> Result<String, CliError> {
     let header = header_of(args)?;
     let image = LockedImage::create(&args.image, header, args.force)?;
     if let ImageFs::Pm(fs) = image.header.fs {
-        let (rig, file) = Rig::on_pm_image(&image)?;
+        // `LockedImage::create` just made the file sparse: it reads zeros.
+        let zeros = PageStore::zeroed(image.header.blocks * BLOCK as u64);
+        let (rig, file) = Rig::on_pm_image(&image, zeros)?;
         let made = crate::pm::format(&rig, fs)?;
         file.sync()?;
         image.commit_header()?;

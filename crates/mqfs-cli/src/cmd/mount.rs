@@ -241,13 +241,16 @@ where
 {
     let unmountable = |e: CliError| e.on_image(&args.image, "mount");
     let owner = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
-    let sandbox = Rig::pm_sandbox(&image)?;
+    // Read once: the sandbox and the real mount start from the same
+    // bytes (the store's pages are shared until written).
+    let bytes = image.pm_store()?;
+    let sandbox = Rig::pm_sandbox(&image, bytes.clone())?;
     let (fs, _) = crate::pm::mount::<F>(&sandbox, owner, 0).map_err(unmountable)?;
     sandbox
         .run_fs(async move { fs.unmount(mqfs::Ctx::on(0)).await })
         .map_err(unmountable)?;
     drop(sandbox);
-    let (rig, through) = Rig::on_pm_image(&image)?;
+    let (rig, through) = Rig::on_pm_image(&image, bytes)?;
     let (fs, leaked) = crate::pm::mount::<F>(&rig, owner, host_time_ns()).map_err(unmountable)?;
     if leaked > 0 {
         eprintln!("mqfs: recovery freed {leaked} units of leaked space");
