@@ -125,16 +125,16 @@ impl Header {
             return Err(format!("format {:?} (this mqfs reads {FORMAT})", get(0)?));
         }
         let fs_name = fields[6].unwrap_or("mqfs");
-        let fs = match ImageFs::by_name(fs_name, Mode::Mq) {
-            Some(ImageFs::Mqfs(_)) => {
+        let fs = match (fs_name, PmMode::from_name(fs_name)) {
+            ("mqfs", _) => {
                 let mode_name = get(1)?;
                 ImageFs::Mqfs(
                     Mode::from_name(mode_name).ok_or_else(|| format!("unknown mode {mode_name:?}"))?,
                 )
             }
-            Some(pm) if fields[1].is_none() => pm,
-            Some(_) => return Err(format!("a mode line, but {fs_name} has no modes")),
-            None => return Err(format!("unknown fs {fs_name:?} (mqfs, wofs, soupfs, pmfs)")),
+            (_, Some(pm)) if fields[1].is_none() => ImageFs::Pm(pm),
+            (_, Some(_)) => return Err(format!("a mode line, but {fs_name} has no modes")),
+            (_, None) => return Err(format!("unknown fs {fs_name:?} (mqfs, wofs, soupfs, pmfs)")),
         };
         let num = |i: usize| -> Result<u64, String> {
             get(i)?

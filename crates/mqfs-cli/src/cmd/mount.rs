@@ -220,7 +220,7 @@ pub fn run(args: &MountArgs) -> Result<Unmounted, CliError> {
     }
     let image = LockedImage::open(&args.image)?;
     match image.header.fs {
-        ImageFs::Mqfs(_) => mount_mqfs(args, opts, image),
+        ImageFs::Mqfs(mode) => mount_mqfs(args, opts, image, mode),
         ImageFs::Pm(fs) if args.record.is_some() => Err(CliError::Usage(format!(
             "--record saves MQFS runs; explore {} with `crashfuzz -m {}`",
             fs.name(),
@@ -262,7 +262,12 @@ where
 }
 
 /// Mounts MQFS (recording the run with `--record`).
-fn mount_mqfs(args: &MountArgs, opts: Options, image: LockedImage) -> Result<Unmounted, CliError> {
+fn mount_mqfs(
+    args: &MountArgs,
+    opts: Options,
+    image: LockedImage,
+    mode: mqfs::Mode,
+) -> Result<Unmounted, CliError> {
     let unmountable = |e: CliError| e.on_image(&args.image, "mount");
     dry_run(&image).map_err(unmountable)?;
     let (rig, pmr, mut rec) = match &args.record {
@@ -280,11 +285,7 @@ fn mount_mqfs(args: &MountArgs, opts: Options, image: LockedImage) -> Result<Unm
     if let Some(rec) = rec.as_mut() {
         rec.op("mount", 0, start, At::of(&rig.machine));
     }
-    let what = format!(
-        "{} mode, {}",
-        image.header.mqfs_mode().map_err(CliError::Usage)?.name(),
-        image.header.profile
-    );
+    let what = format!("{} mode, {}", mode.name(), image.header.profile);
     let outcome = Outcome::default();
     let adapter = MqfsFuse::new((image, rig, pmr), Some(dev), fs, rec, outcome.clone())?;
     serve(args, opts, adapter, outcome, what)
