@@ -25,6 +25,11 @@ pub struct DriverProfile {
     /// its candidate devices: [`FlushIssue::Joint`] by default (HoRAE 5.3);
     /// [`FlushIssue::Serialized`] is the paper's HFS-SF of Figure 10(c).
     pub horae_flush: FlushIssue,
+    /// Bios the Horae background submitter's ring holds (HoRAE's released
+    /// ordering-layer module, `MAX_BIO_SQES`); a caller that finds it full
+    /// submits the bio itself. Used only by a stream given a submitter
+    /// ([`crate::horae::StreamParams::submitter`]).
+    pub horae_submitter_ring: u32,
     /// Driver work to build and place one command in a queue.
     pub submit_cycles: Cycles,
     /// Interrupt entry and handler overhead per MSI-X (Linux
@@ -136,6 +141,7 @@ impl Default for DriverProfile {
             ordering_layer: SimDuration::from_ns(700),
             horae_entry_persist: EntryPersist::PerEpoch,
             horae_flush: FlushIssue::Joint,
+            horae_submitter_ring: 1024,
             submit_cycles: Cycles(500),
             irq_handler: SimDuration::from_ns(1_000),
             cqe_cycles: Cycles(100),

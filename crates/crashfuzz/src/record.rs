@@ -130,8 +130,16 @@ impl ModeName {
     /// The file-system profile.
     pub fn fs_profile(self) -> FsProfile {
         let mut p = FsProfile::default();
-        if self == ModeName::MqLiteral {
-            p.mq.rule = RecoveryRule::PaperLiteral;
+        match self {
+            ModeName::MqLiteral => p.mq.rule = RecoveryRule::PaperLiteral,
+            // HoraeFS as measured: the ordering layer hands every data bio
+            // to a background submitter (Horae 6.2), here on core 1 (every
+            // machine has two, [`RunConfig::cores`]), so crash points fall
+            // while bios wait in its ring.
+            ModeName::Horae | ModeName::Horae2 => {
+                p.submitters = Some(ccnvme::horae::Submitters { first: 1, count: 1 })
+            }
+            _ => {}
         }
         p
     }

@@ -493,6 +493,10 @@ async fn mount_on(vol: Volume, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, F
                     Err(ccnvme::DriverError::NoLayout) => {}
                     Err(e) => return Err(e.into()),
                 }
+                let params = match fs.profile.submitters {
+                    Some(s) => params.with_submitters(s),
+                    None => params,
+                };
                 Some(OrderingQueue::init_stream(devs, params).await?)
             } else {
                 None

@@ -59,6 +59,12 @@ pub struct FsProfile {
     /// a kernel thread of its own, which the scheduler places on an idle
     /// core when there is one); `None`: the commit thread's core.
     pub flush_core: Option<usize>,
+    /// The cores of HoraeFS's background submitter threads (Horae 6.2: the
+    /// ordering layer hands each ordered write's data bio to the caller's
+    /// core's submitter, off the caller's core;
+    /// `ccnvme::horae::StreamParams::submitters`); `None`: each caller
+    /// sends its bios through the block layer itself.
+    pub submitters: Option<ccnvme::horae::Submitters>,
     /// Checkpoint when a journal area is this full (percent; `docs/decisions.md` M5).
     pub checkpoint_watermark: u32,
     /// Write the classic journal's commit record with FUA (on a drive
@@ -131,6 +137,7 @@ impl Default for FsProfile {
             context_switch: SimDuration::from_us(2),
             commit_core: 0,
             flush_core: None,
+            submitters: None,
             checkpoint_watermark: 75,
             commit_fua: true,
             barrier: true,

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 
+use ccnvme::horae::Submitters;
 use ccnvme::FlushIssue;
 use mqfs::testing::{format_and_mount, format_and_mount_striped, machine, machine_with_drives, TestFs};
 use mqfs::{probe_options, StripeOptions};
@@ -152,11 +153,13 @@ impl Rig {
     /// Cores of the machine: one per benchmark thread plus a spare one for
     /// the journal commit thread of `classic` and `horae` (JBD2's
     /// kjournald2), and for `horae` one more for its flush thread
-    /// (BarrierFS's, a kernel thread of its own). The paper's server has 24
-    /// cores, so below 24 threads these threads always found an idle core
-    /// there too.
+    /// (BarrierFS's, a kernel thread of its own) and one per benchmark
+    /// thread for the ordering layer's per-CPU background submitters
+    /// (Horae 6.2). The paper's server has 24 cores, so below 24 threads
+    /// these threads always found an idle core there too.
     pub fn cores(&self) -> usize {
-        self.threads.max(1) + 1 + usize::from(self.mode == Mode::Horae)
+        let threads = self.threads.max(1);
+        threads + 1 + usize::from(self.mode == Mode::Horae) * (1 + threads)
     }
 
     /// The spare core of the journal commit thread (the first after the
@@ -175,6 +178,10 @@ impl Rig {
         profile.commit_core = self.commit_core();
         if self.mode == Mode::Horae {
             profile.flush_core = Some(profile.commit_core + 1);
+            profile.submitters = Some(Submitters {
+                first: profile.commit_core + 2,
+                count: self.threads.max(1),
+            });
         }
         let p_area = self.p_area_blocks;
         let tune = move |o: &mut MkfsOptions| {

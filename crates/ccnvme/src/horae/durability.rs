@@ -129,13 +129,18 @@ impl OrderingQueue {
         Ok((id.0 - head) as usize)
     }
 
-    /// Submits the data write of entry `id` on `core`'s queue of the
-    /// entry's device (it must write exactly the entry's blocks; Horae's
-    /// data path: any hardware queue of any device). The returned handle
-    /// completes
-    /// after [`OrderingQueue::complete`] ran for it (so, without a volatile
+    /// Submits the data write of entry `id` (it must write exactly the
+    /// entry's blocks). With background submitters
+    /// ([`super::StreamParams::submitters`], Horae 6.2) the bio is handed
+    /// to the one of `core` and this returns at once; otherwise, or when the submitter's
+    /// ring is full, it goes through the block layer here, on `core`'s
+    /// queue of the entry's device (Horae's data path: any hardware queue
+    /// of any device). The returned handle completes after
+    /// [`OrderingQueue::complete`] ran for it (so, without a volatile
     /// cache, after its `dr` bit is persistent); wait for it with
-    /// [`crate::BlockDevice::wait`].
+    /// [`crate::BlockDevice::wait`]. A write the submitter fails to send
+    /// completes its handle with the error's status (the entry is then
+    /// failed, as one the device failed).
     /// A redirected entry's bio goes to its p-area slots instead (the
     /// prepare write, [`super::redirect`]).
     pub async fn submit(self: &Rc<Self>, core: usize, id: EntryId, bio: &Bio) -> Result<Done, DriverError> {
@@ -155,17 +160,58 @@ impl OrderingQueue {
             p.progress = Progress::Submitted;
             Ok((p.device as usize, p.plba))
         })??;
-        let redirected;
         let bio = match plba {
-            Some(pl) => {
-                redirected = Bio {
-                    lba: crate::bio::Lba(pl),
-                    ..bio.clone()
-                };
-                &redirected
-            }
-            None => bio,
+            Some(pl) => Bio {
+                lba: crate::bio::Lba(pl),
+                ..bio.clone()
+            },
+            None => bio.clone(),
         };
+        let n = self.submitters.len();
+        let Some(which) = (n > 0)
+            .then_some(core % n.max(1))
+            .filter(|&i| self.submitters[i].enqueue())
+        else {
+            return self.dispatch(core, id, device, &bio).await;
+        };
+        let outer = Done::new();
+        let (me, out, sub_core) = (self.clone(), outer.clone(), self.submitters[which].core);
+        self.home().machine().sim().spawn(async move {
+            let sent = {
+                let sub = &me.submitters[which];
+                let _busy = sub.turn().await;
+                sub.leave();
+                me.dispatch(sub_core, id, device, &bio).await
+            };
+            let s = match sent {
+                Ok(d) => d.wait_raw().await,
+                Err(e) => {
+                    let s = match e {
+                        DriverError::Command(s) => s,
+                        _ => Status::INTERNAL_ERROR,
+                    };
+                    // Back to Appended by `dispatch`: fail it as the device
+                    // would have.
+                    let _ = me.complete(sub_core, id, s).await;
+                    s
+                }
+            };
+            out.complete(s);
+        });
+        Ok(outer)
+    }
+
+    /// Sends entry `id`'s data bio (on `device`, its blocks or p-area
+    /// slots) through the block layer on `core`'s queue, and completes the
+    /// entry when the write does; on an error the entry is back to
+    /// appended.
+    async fn dispatch(
+        self: &Rc<Self>,
+        core: usize,
+        id: EntryId,
+        device: usize,
+        bio: &Bio,
+    ) -> Result<Done, DriverError> {
         let dev = &self.devs[device];
         if self.home().profile().faults.horae_early_dr && !self.volatile[device] {
             // Fault: the `dr` bit says durable before the write completed.

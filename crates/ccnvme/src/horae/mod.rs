@@ -45,7 +45,10 @@
 //! The append charges the ordering layer's CPU cost per write
 //! ([`crate::DriverProfile::ordering_layer`], 0.7 us, Horae 6.2), the
 //! submission the block layer's ([`crate::DriverProfile::block_layer`],
-//! 1.0 us); the persistent MMIO writes are bus traffic on top. An append
+//! 1.0 us); the persistent MMIO writes are bus traffic on top. A stream
+//! given background submitters ([`StreamParams::submitters`],
+//! [`submitter`], Horae 6.2's per-CPU threads) runs the block layer on
+//! theirs: the caller returns once the bio is handed over. An append
 //! of a write that goes to its home blocks first waits until no earlier
 //! write to one of them is in flight: that is how a dependency loop is
 //! refused without redirection (Horae 5.4, the classic stacks' rule; see
@@ -139,11 +142,6 @@
 //!
 //! ## Not implemented (documented decisions)
 //!
-//! - The per-CPU background submitter threads (HoRAE 6.2: "the ordering
-//!   layer delegates the submission of orderless block IO to per-CPU
-//!   background submitter threads"): the caller of
-//!   [`OrderingQueue::submit_bio`] pays the block layer itself (the HoRAE
-//!   figures section reports the cost, H6).
 //! - libaio's `io_setup` / `io_submit_order` (Horae Table 1: HoraeStore's
 //!   interface; no user-space object store here).
 //!
@@ -158,6 +156,7 @@ pub mod layout;
 pub mod recovery;
 pub mod redirect;
 mod stream;
+mod submitter;
 pub mod swap;
 
 use std::cell::RefCell;
@@ -176,6 +175,7 @@ pub use layout::{Geometry, RawEntry, RegionLayout};
 pub use recovery::{recover, recover_stream, HoraeRecovery, OrderingEntry};
 pub use redirect::PArea;
 pub use stream::StreamParams;
+pub use submitter::Submitters;
 pub use swap::CheckpointRegion;
 
 /// The queue number reported in [`DriverError::CorruptPsq`] for the
@@ -350,6 +350,9 @@ pub struct OrderingQueue {
     swap: swap::Swap,
     /// Write redirection: p-area slots and the IPU tree ([`redirect`]).
     redirect: RefCell<redirect::Redirect>,
+    /// The background submitters, if the stream has them ([`submitter`]),
+    /// by core.
+    submitters: Vec<submitter::Submitter>,
     /// The queue itself, for the background (lazy) commit.
     me: Weak<OrderingQueue>,
 }
@@ -528,6 +531,11 @@ impl OrderingQueue {
             write_locks: (0..dev.machine().core_count()).map(|_| Mutex::new(())).collect(),
             swap,
             redirect: RefCell::new(redirect::Redirect::new(areas)),
+            submitters: params.submitters.map_or_else(Vec::new, |s| {
+                (s.first..s.first + s.count)
+                    .map(|c| submitter::Submitter::new(c, dev.profile().horae_submitter_ring))
+                    .collect()
+            }),
             me: me.clone(),
         });
         Ok(q)

@@ -47,6 +47,13 @@ pub struct StreamParams {
     /// streams; `None`: in-place writes are not redirected
     /// ([`super::redirect`]).
     pub p_area: Option<super::PArea>,
+    /// The cores of the stream's background submitter threads (Horae 6.2,
+    /// [`super::submitter`]): the caller of [`super::OrderingQueue::submit`]
+    /// hands the data bio to its core's submitter and returns, and the
+    /// submitter sends it through the block layer on its own core. `None`:
+    /// the caller submits it (the released module without
+    /// `ENABLE_BG_SUBMITTER`).
+    pub submitters: Option<super::Submitters>,
 }
 
 impl StreamParams {
@@ -57,6 +64,7 @@ impl StreamParams {
         capacity: None,
         checkpoint: None,
         p_area: None,
+        submitters: None,
     };
 
     /// Stream `stream` of `streams`, with the largest ring of its slice.
@@ -67,6 +75,7 @@ impl StreamParams {
             capacity: None,
             checkpoint: None,
             p_area: None,
+            submitters: None,
         }
     }
 
@@ -83,6 +92,14 @@ impl StreamParams {
     pub fn with_p_area(self, area: super::PArea) -> StreamParams {
         StreamParams {
             p_area: Some(area),
+            ..self
+        }
+    }
+
+    /// The same parameters with background submitters on `cores`.
+    pub fn with_submitters(self, cores: super::Submitters) -> StreamParams {
+        StreamParams {
+            submitters: Some(cores),
             ..self
         }
     }
@@ -134,6 +151,16 @@ impl StreamParams {
             return Err(DriverError::Invalid(format!(
                 "stream {} of {} does not exist",
                 self.stream, self.streams
+            )));
+        }
+        let cores = home.machine().core_count();
+        if let Some(sub) = self
+            .submitters
+            .filter(|s| s.count == 0 || s.first + s.count > cores)
+        {
+            return Err(DriverError::Invalid(format!(
+                "{} submitters from core {} on a machine with {cores} cores",
+                sub.count, sub.first
             )));
         }
         Ok((home, g))
