@@ -136,3 +136,33 @@ fn submitters_the_machine_lacks_are_refused() {
         assert!(matches!(r, Err(DriverError::Invalid(_))), "{bad:?}: {r:?}");
     }
 }
+
+#[test]
+fn a_bio_the_submitter_cannot_send_fails_its_handle() {
+    // A write of 1024 blocks (4 MiB) is past the device's largest
+    // transfer: the block layer refuses the bio (the ordering layer takes
+    // the entry). The caller without a submitter gets the error from
+    // `submit`; with one, `submit` has returned and the handle fails.
+    const N: u32 = 1024;
+    for params in [StreamParams::SINGLE, StreamParams::SINGLE.with_submitters(ONE)] {
+        let (ex, m, dev) = rig(1024);
+        assert!(
+            u64::from(N) * 4096 > dev.info().max_transfer,
+            "the write is too large"
+        );
+        let pages = common::pages(&m, N as usize, 3);
+        let r = ex
+            .block_on(async move {
+                let q = OrderingQueue::init_stream(std::slice::from_ref(&dev), params).await?;
+                let e = q.append_writes(0, &[OrderedWrite::fresh(0, N)]).await?;
+                let id = e.entry(0).expect("one entry");
+                let done = q.submit(0, id, &Bio::write(0, pages)).await?;
+                Ok::<_, DriverError>(dev.wait(0, &done).await)
+            })
+            .unwrap();
+        match params.submitters {
+            None => assert!(matches!(r, Err(DriverError::Invalid(_))), "{r:?}"),
+            Some(_) => assert!(matches!(r, Ok(s) if !s.is_success()), "{r:?}"),
+        }
+    }
+}
