@@ -430,13 +430,13 @@ fn self_check_label(k: usize) -> Option<String> {
         )),
         None => pm::pm_self_checks().get(k - SELF_CHECKS.len()).map(|c| {
             let run = c.run_config();
+            // By read sets by default; its `reductions` say which applied.
             format!(
-                "{} off on {} {} {} (bound {})",
+                "{} off on {} {} {}",
                 c.fault.name(),
                 c.workload,
                 run.mode.name(),
                 pm::domain_name(run.domain),
-                c.bound
             )
         }),
     }
@@ -809,6 +809,19 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
         count((judged as f64 / secs.max(1e-9)) as u64),
         count(unvisited),
     );
+    let pm_runs = |r: &str| {
+        reports
+            .iter()
+            .filter(|x| x.reductions.iter().any(|d| d.starts_with(r)))
+            .count()
+    };
+    let (by_reads, by_bound) = (pm_runs("pm-read-set"), pm_runs("pm-bound-"));
+    if by_reads + by_bound > 0 {
+        let _ = writeln!(
+            out,
+            "PM runs checked: {by_reads} by what checks read, {by_bound} sampled past a bound (each run's reductions in --json)"
+        );
+    }
     if refused > 0 {
         let _ = writeln!(
             out,
