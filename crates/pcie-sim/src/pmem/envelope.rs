@@ -623,6 +623,26 @@ impl<'t> PmemCursor<'t> {
         img
     }
 
+    /// Per line with an item in `pending` (this point's), how many certain
+    /// writes [`PmemCursor::landed_over`] applies again on it (stores, then
+    /// non-temporal lines). A line with a pending item is never folded, so
+    /// its certain writes only grow while the item is pending: two points
+    /// with the same pending items, certain content and counts build every
+    /// state alike.
+    pub fn certain_counts(&self, pending: &PmPending) -> Vec<(u64, usize, usize)> {
+        let mut lines: Vec<u64> = pending.items.iter().map(PmItem::line).collect();
+        lines.sort_unstable();
+        lines.dedup();
+        lines
+            .into_iter()
+            .map(|l| {
+                self.lines
+                    .get(&l)
+                    .map_or((l, 0, 0), |ls| (l, ls.durable - ls.folded, ls.certain_nt.len()))
+            })
+            .collect()
+    }
+
     /// The bytes of line `line` (a PM offset, 64-byte aligned) in a state
     /// whose landed items on that line are `landed` (indices into
     /// `pending`, this point's; every one on that line), over `certain`

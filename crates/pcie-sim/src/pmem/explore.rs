@@ -49,9 +49,11 @@
 //! Two shortcuts keep every verdict: a node whose image equals (with an
 //! equal promise key) one judged before takes that judgement's verdict and
 //! its reads, which are its own (the check is a function of the image and
-//! the key); and a point whose pending items, certain content and promise
-//! key equal those of one of the last two points explored in full has the
-//! same states with the same contents, all judged there. A line with more
+//! the key); and a point whose pending items, certain content, certain
+//! writes on the pending lines ([`PmemCursor::certain_counts`]: a state
+//! applies them again over its landed items) and promise key equal those
+//! of one of the last two points explored in full has the same states with
+//! the same contents, all judged there. A line with more
 //! landed sets than [`super::classes::MAX_LINE_SETS`], or a point cut at
 //! the budget, leaves states unjudged: they are counted in
 //! [`PmExploreReport::left_out`], never dropped.
@@ -201,6 +203,10 @@ pub fn explore<K: Ord + Clone, V: Clone>(
     Ok(r)
 }
 
+/// What makes up a point's states: its pending items, its certain
+/// content's hash and [`PmemCursor::certain_counts`].
+type PointStates = (PmPending, ContentHash, Vec<(u64, usize, usize)>);
+
 /// A judge's verdict on one state and the lines (offset / 64) its check
 /// read before writing them ([`crate::Pmem::log_access`]).
 pub type Judgement<V> = (Result<V, String>, Vec<u64>);
@@ -231,10 +237,11 @@ pub fn explore_read_sets<K: Ord + Clone, V: Clone>(
 ) -> Result<PmExploreReport, PcieError> {
     let mut r = PmExploreReport::default();
     let mut verdicts: BTreeMap<(ContentHash, K), Judgement<V>> = BTreeMap::new();
-    // The last two points explored in full: their pending items, certain
-    // content, promise and count of states (two: a promise that holds at
-    // one point only comes back at the next).
-    let mut last: Vec<(PmPending, ContentHash, K, u64)> = Vec::new();
+    // The last two points explored in full: what makes up their states
+    // (pending items, certain content, certain writes on pending lines),
+    // promise and count of states (two: a promise that holds at one point
+    // only comes back at the next).
+    let mut last: Vec<(PointStates, K, u64)> = Vec::new();
     for k in points {
         cursor.advance_past(k)?;
         r.points += 1;
@@ -243,9 +250,10 @@ pub fn explore_read_sets<K: Ord + Clone, V: Clone>(
         let promise = promised(k);
         let mut certain = cursor.certain_of();
         let certain_hash = certain.content_hash();
-        if let Some((_, _, _, n)) = last
+        let counts = cursor.certain_counts(&items);
+        if let Some((_, _, n)) = last
             .iter()
-            .find(|(i, h, p, _)| *i == items && *h == certain_hash && *p == promise)
+            .find(|((i, h, c), p, _)| *i == items && *h == certain_hash && *c == counts && *p == promise)
         {
             // The same states as at a point before (entries since left
             // nothing certain or pending otherwise: flushes not yet
@@ -302,7 +310,7 @@ pub fn explore_read_sets<K: Ord + Clone, V: Clone>(
             if last.len() == 2 {
                 last.remove(0);
             }
-            last.push((items, certain_hash, promise, n));
+            last.push(((items, certain_hash, counts), promise, n));
         }
     }
     Ok(r)
