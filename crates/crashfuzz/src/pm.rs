@@ -698,8 +698,9 @@ impl PmSelfCheck {
 /// The workload each PM switch is checked on.
 pub const PM_CANARY: &str = "pm_canary";
 
-/// The bound of the PM self-checks: each stops at its first violation,
-/// and 5 is the smallest bound that catches every switch on
+/// The bound of the PM self-checks without read sets (`--bounded`; by
+/// read sets, the default, no bound applies): each stops at its first
+/// violation, and 5 is the smallest bound that catches every switch on
 /// [`PM_CANARY`] (WOFS's data fence needs a package landed with one of
 /// its data lines not).
 pub const PM_SELF_CHECK_BOUND: u32 = 5;
