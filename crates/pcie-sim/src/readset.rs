@@ -72,6 +72,12 @@ pub trait ClassSpace {
     fn and_in(&self, a: &mut Self::Constraint, b: &Self::Constraint) {
         *a = self.and(a, b);
     }
+    /// True if every state meeting `c` is in one class at `u` (a space may
+    /// say so to spare a split whose children no state meets).
+    fn fixed(&self, c: &Self::Constraint, u: Self::Unit) -> bool {
+        let _ = (c, u);
+        false
+    }
     /// True if some allowed state meets `c` (a space may tell faster than
     /// building the least).
     fn met(&self, c: &Self::Constraint) -> bool {
@@ -196,6 +202,9 @@ impl<S: ClassSpace> ReadSetTree<S> {
         let mut prefix = node.constraint.clone();
         let choice = node.choice.clone();
         for &u in reads {
+            if space.fixed(&prefix, u) {
+                continue;
+            }
             match space.classes(u, &choice) {
                 Classes::One => {}
                 Classes::TooMany => self.too_wide = true,

@@ -34,7 +34,8 @@ pub const MAX_LINE_SETS: usize = 1 << 12;
 /// fixed to a class.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PmConstraint {
-    lines: BTreeMap<u64, usize>,
+    /// Line number and class, by line number.
+    lines: Vec<(u64, usize)>,
     /// Two classes asked of one line: no state meets it.
     empty: bool,
 }
@@ -142,7 +143,7 @@ impl<'a, 't> PmClasses<'a, 't> {
 
     /// True if `choice` meets `c` (for tests).
     pub fn meets(&self, c: &PmConstraint, choice: &PmChoice) -> bool {
-        !c.empty && c.lines.iter().all(|(&u, &k)| self.class_of(u, choice) == Some(k))
+        !c.empty && c.lines.iter().all(|&(u, k)| self.class_of(u, choice) == Some(k))
     }
 }
 
@@ -242,7 +243,7 @@ impl ClassSpace for PmClasses<'_, '_> {
             return None;
         }
         let mut landed = Vec::new();
-        for (&u, &k) in &c.lines {
+        for &(u, k) in &c.lines {
             landed.extend(self.line(u)?.reps.get(k)?);
         }
         landed.sort_unstable();
@@ -257,12 +258,16 @@ impl ClassSpace for PmClasses<'_, '_> {
 
     fn and_in(&self, a: &mut PmConstraint, b: &PmConstraint) {
         a.empty |= b.empty;
-        for (&u, &k) in &b.lines {
-            let e = a.lines.entry(u).or_insert(k);
-            if *e != k {
-                a.empty = true;
+        for &(u, k) in &b.lines {
+            match a.lines.binary_search_by_key(&u, |l| l.0) {
+                Ok(i) => a.empty |= a.lines[i].1 != k,
+                Err(i) => a.lines.insert(i, (u, k)),
             }
         }
+    }
+
+    fn fixed(&self, c: &PmConstraint, u: u64) -> bool {
+        c.lines.binary_search_by_key(&u, |l| l.0).is_ok()
     }
 
     fn met(&self, c: &PmConstraint) -> bool {
@@ -286,7 +291,7 @@ impl ClassSpace for PmClasses<'_, '_> {
             return Classes::TooMany;
         };
         let one = |k: usize| PmConstraint {
-            lines: BTreeMap::from([(u, k)]),
+            lines: vec![(u, k)],
             empty: false,
         };
         Classes::Split {
