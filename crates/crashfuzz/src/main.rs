@@ -143,9 +143,10 @@ struct RunArgs {
     /// Simulation seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// PM modes: pending stores and lines enumerated per crash point
-    /// (2^N subsets, sampled past it; default 4, and 1 for the ACE
-    /// workloads, whose large writes leave hundreds pending).
+    /// PM modes with --bounded or --brute-force: pending stores and lines
+    /// enumerated per crash point (2^N subsets, sampled past it; default
+    /// 4, and 1 for the ACE workloads, whose large writes leave hundreds
+    /// pending). By default PM states are judged by what checks read.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
     pm_bound: Option<u32>,
     /// Write-combining lines enumerated per crash point (2^N subsets).
@@ -176,9 +177,10 @@ struct RunArgs {
     bound: Option<u32>,
     /// Most checks per crash point when states are enumerated by what the
     /// checks read (the default): past it, each class of states not split
-    /// yet counts as (at least) one state not visited.
-    #[arg(long, default_value_t = 1 << 12, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
-    budget: u64,
+    /// yet counts as (at least) one state not visited (default 4096; for
+    /// the PM modes, whose checks are cheaper, 32768).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
+    budget: Option<u64>,
     /// Skip CrashMonkey's sanity check (faster).
     #[arg(long)]
     no_sanity: bool,
@@ -189,7 +191,8 @@ struct RunArgs {
     #[arg(long)]
     brute_force: bool,
     /// Enumerate every state up to the bounds (--bound-lines,
-    /// --bound-blocks; sampled past them) instead of by what checks read.
+    /// --bound-blocks; for the PM modes --pm-bound; sampled past them)
+    /// instead of by what checks read.
     #[arg(long)]
     bounded: bool,
     /// Write the reports as JSON to this file.
@@ -239,7 +242,9 @@ fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
         reuse_verdicts: !a.brute_force,
         reuse_recovery: !a.brute_force,
         read_sets: !a.brute_force && !a.bounded,
-        node_budget: a.budget as usize,
+        node_budget: a
+            .budget
+            .map_or(ExploreOptions::default().node_budget, |b| b as usize),
         ..ExploreOptions::default()
     };
     if let Some(j) = a.jobs {
@@ -383,6 +388,8 @@ fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions, Option<PmPar
 fn pm_options(a: &RunArgs, opts: &ExploreOptions) -> PmOptions {
     PmOptions {
         bound: a.pm_bound,
+        read_sets: opts.read_sets,
+        budget: a.budget.map_or(pm::PM_NODE_BUDGET, |b| b as usize),
         jobs: opts.jobs,
         max_violations: opts.max_violations,
     }
@@ -423,13 +430,13 @@ fn self_check_label(k: usize) -> Option<String> {
         )),
         None => pm::pm_self_checks().get(k - SELF_CHECKS.len()).map(|c| {
             let run = c.run_config();
+            // By read sets by default; its `reductions` say which applied.
             format!(
-                "{} off on {} {} {} (bound {})",
+                "{} off on {} {} {}",
                 c.fault.name(),
                 c.workload,
                 run.mode.name(),
                 pm::domain_name(run.domain),
-                c.bound
             )
         }),
     }
@@ -802,6 +809,19 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
         count((judged as f64 / secs.max(1e-9)) as u64),
         count(unvisited),
     );
+    let pm_runs = |r: &str| {
+        reports
+            .iter()
+            .filter(|x| x.reductions.iter().any(|d| d.starts_with(r)))
+            .count()
+    };
+    let (by_reads, by_bound) = (pm_runs("pm-read-set"), pm_runs("pm-bound-"));
+    if by_reads + by_bound > 0 {
+        let _ = writeln!(
+            out,
+            "PM runs checked: {by_reads} by what checks read, {by_bound} sampled past a bound (each run's reductions in --json)"
+        );
+    }
     if refused > 0 {
         let _ = writeln!(
             out,

@@ -33,6 +33,14 @@
 //! one checked). `tests/read_sets.rs` checks, by brute force on small
 //! runs, that every state gets its leaf's verdict.
 //!
+//! The tree itself is written once, in the lowest crate both the drives
+//! and persistent memory reach ([`pcie_sim::readset`]): this module gives
+//! it the drive side's units and classes ([`DriveClasses`]) and adds the
+//! judged data blocks; the PM crash harness gives it 64-byte lines
+//! ([`pcie_sim::pmem::PmClasses`], [`pcie_sim::pmem::explore_read_sets`]).
+//! `crashfuzz` sits above the PM harness (`fsapi::crash`, which the PM
+//! file systems' own crash tests use), so the tree cannot live here.
+//!
 //! # Several drives
 //!
 //! The same tree, written once ([`CrashSpace`], [`PointTree`],
@@ -96,6 +104,7 @@ use std::time::Instant;
 use crossbeam::channel::{Receiver, Sender};
 use nvme_ctrl::crash::{Constraint, PointItems, StateChoice, Unit};
 use nvme_ctrl::Image;
+use pcie_sim::readset::{ClassSpace, Classes, ReadSetTree};
 
 use crate::blockwise::BlockJudgement;
 use crate::oracle::Promise;
@@ -106,22 +115,52 @@ use crate::pipeline::{Checked, ExploreReport, Job, NewPoints};
 /// judged (as [`PointTree::read`] takes them).
 type Observed = (Arc<[Unit]>, Arc<[BlockJudgement]>);
 
-/// One crash point's tree: hands out node states to check and splits each
-/// node by what its check read (the module doc's argument).
+/// The drive side's crash states as the read-set tree
+/// ([`pcie_sim::readset`]) walks them: a unit is a PMR line or a media
+/// block, its classes those of [`PointItems`], the least state the
+/// explorer's.
 #[derive(Debug)]
-pub struct PointTree<'e, S: CrashSpace + ?Sized> {
+pub struct DriveClasses<'e, S: CrashSpace + ?Sized> {
     explorer: &'e S,
     items: PointItems,
+}
+
+impl<S: CrashSpace + ?Sized> ClassSpace for DriveClasses<'_, S> {
+    type Unit = Unit;
+    type Constraint = Constraint;
+    type Choice = StateChoice;
+
+    fn least(&self, c: &Constraint) -> Option<StateChoice> {
+        self.explorer.least(c)
+    }
+
+    fn and(&self, a: &Constraint, b: &Constraint) -> Constraint {
+        a.and(b)
+    }
+
+    fn classes(&self, u: Unit, choice: &StateChoice) -> Classes<Constraint> {
+        if !self.items.pending_at(u) {
+            return Classes::One;
+        }
+        let mine = self.items.class_of(u, choice);
+        let Some(mut others) = self.items.classes(u) else {
+            return Classes::TooMany;
+        };
+        others.retain(|c| *c != mine);
+        Classes::Split { mine, others }
+    }
+}
+
+/// One crash point's tree: the read-set tree ([`ReadSetTree`], written
+/// once for the drives and persistent memory) over the point's states
+/// ([`DriveClasses`]), with the data blocks judged instead of read
+/// ([`crate::blockwise`]) on top: hands out node states to check and
+/// splits each node by what its check read (the module doc's argument).
+#[derive(Debug)]
+pub struct PointTree<'e, S: CrashSpace + ?Sized> {
+    space: DriveClasses<'e, S>,
+    tree: ReadSetTree<DriveClasses<'e, S>>,
     bases: &'e [Arc<Image>],
-    open: Vec<Constraint>,
-    /// Least states of a leaf in a class a judgement rejects
-    /// ([`crate::blockwise`]): checked, never split.
-    witnesses: Vec<Constraint>,
-    /// Per node handed out: its constraint, its state, and whether it is a
-    /// witness.
-    nodes: Vec<(Constraint, StateChoice, bool)>,
-    /// A read unit had too many classes to split: states left unjudged.
-    pub too_wide: bool,
     /// Classes of judged blocks evaluated ([`PointTree::read`]).
     pub judged_classes: u64,
 }
@@ -132,48 +171,50 @@ impl<'e, S: CrashSpace + ?Sized> PointTree<'e, S> {
     /// `bases` (each drive's, by port).
     pub fn new(explorer: &'e S, items: PointItems, bases: &'e [Arc<Image>]) -> Self {
         PointTree {
-            explorer,
-            items,
+            space: DriveClasses { explorer, items },
+            tree: ReadSetTree::new(),
             bases,
-            open: vec![Constraint::default()],
-            witnesses: Vec::new(),
-            nodes: Vec::new(),
-            too_wide: false,
             judged_classes: 0,
         }
+    }
+
+    /// The explorer whose point this is.
+    pub fn explorer(&self) -> &'e S {
+        self.space.explorer
     }
 
     /// The next node to check: its number and its state's choice (the
     /// least state meeting its constraint); `None` when no node is open
     /// (more may open as checks report their reads).
     pub fn next_node(&mut self) -> Option<(usize, StateChoice)> {
-        let witness = !self.witnesses.is_empty();
-        let c = self.witnesses.pop().or_else(|| self.open.pop())?;
-        // Open nodes and witnesses are pushed only when a state meets them.
-        let choice = self.explorer.least(&c)?;
-        self.nodes.push((c, choice.clone(), witness));
-        Some((self.nodes.len() - 1, choice))
+        self.tree.next_node(&self.space)
     }
 
     /// Nodes handed out so far.
     pub fn nodes(&self) -> usize {
-        self.nodes.len()
+        self.tree.nodes()
     }
 
     /// Nodes and witnesses open (not handed out yet).
     pub fn open(&self) -> usize {
-        self.open.len() + self.witnesses.len()
+        self.tree.open()
     }
 
     /// True if node `id` is a witness: a state of a leaf already judged,
     /// in a class one of its judgements rejects (checked, never split).
     pub fn is_witness(&self, id: usize) -> bool {
-        self.nodes[id].2
+        self.tree.is_witness(id)
     }
 
     /// Witnesses handed out so far.
     pub fn witnesses(&self) -> usize {
-        self.nodes.iter().filter(|n| n.2).count()
+        self.tree.witnesses()
+    }
+
+    /// True if a unit read or judged had too many classes to split:
+    /// states left unjudged.
+    pub fn too_wide(&self) -> bool {
+        self.tree.too_wide
     }
 
     /// Splits node `id` by what its check read: the states of the node that
@@ -183,74 +224,46 @@ impl<'e, S: CrashSpace + ?Sized> PointTree<'e, S> {
     /// rejects gives a witness. A witness's own check is not split (its
     /// states are in its leaf's already).
     pub fn read(&mut self, id: usize, reads: &[Unit], judged: &[BlockJudgement]) {
-        let (c, choice, witness) = &self.nodes[id];
-        if *witness {
+        // `prefix` is the leaf: the node's states in its state's class at
+        // every unit read.
+        let Some(prefix) = self.tree.read(&self.space, id, reads) else {
             return;
-        }
-        let mut prefix = c.clone();
-        let choice = choice.clone();
-        for &u in reads {
-            let Some((mine, others)) = self.other_classes(u, &choice) else {
-                continue;
-            };
-            for other in others {
-                let child = prefix.and(&other);
-                if self.explorer.least(&child).is_some() {
-                    self.open.push(child);
-                }
-            }
-            prefix = prefix.and(&mine);
-        }
-        // `prefix` is now the leaf: the node's states in its state's class
-        // at every unit read.
+        };
+        let choice = self.tree.choice(id).clone();
         let mut buf = [0u8; mqfs::layout::BLOCK];
         for j in judged {
             let Unit::Block { port, lba } = j.unit else {
                 unreachable!("only media blocks are judged");
             };
-            let Some((_, others)) = self.other_classes(j.unit, &choice) else {
-                continue;
+            let others = match self.space.classes(j.unit, &choice) {
+                Classes::One => continue,
+                Classes::TooMany => {
+                    self.tree.too_wide = true;
+                    continue;
+                }
+                Classes::Split { others, .. } => others,
             };
             for other in others {
                 let w = prefix.and(&other);
-                if self.explorer.least(&w).is_none() {
+                if self.space.explorer.least(&w).is_none() {
                     continue;
                 }
-                self.explorer.block_in(port, lba, &other, self.bases, &mut buf);
+                self.space
+                    .explorer
+                    .block_in(port, lba, &other, self.bases, &mut buf);
                 self.judged_classes += 1;
-                if !j.fits(&buf) && !self.witnesses.contains(&w) {
-                    self.witnesses.push(w);
+                if !j.fits(&buf) {
+                    self.tree.add_witness(w);
                 }
             }
         }
-    }
-
-    /// The class `choice` puts unit `u` in and `u`'s other classes; `None`
-    /// if no pending item writes `u` (one class), or if it has too many
-    /// classes to split (noted in [`PointTree::too_wide`]).
-    fn other_classes(&mut self, u: Unit, choice: &StateChoice) -> Option<(Constraint, Vec<Constraint>)> {
-        if !self.items.pending_at(u) {
-            return None;
-        }
-        let mine = self.items.class_of(u, choice);
-        let Some(mut classes) = self.items.classes(u) else {
-            self.too_wide = true;
-            return None;
-        };
-        classes.retain(|c| *c != mine);
-        Some((mine, classes))
     }
 
     /// True if the state `choice` is in node `id`'s leaf, given what the
     /// node's check read: it meets the node's constraint and is in the
     /// node's state's class at every read unit (for tests).
     pub fn in_leaf(&self, id: usize, reads: &[Unit], choice: &StateChoice) -> bool {
-        let (c, mine, _) = &self.nodes[id];
-        let mut all = c.clone();
-        for &u in reads {
-            all = all.and(&self.items.class_of(u, mine));
-        }
-        meets(&all, choice)
+        meets(&self.tree.leaf(&self.space, id, reads), choice)
     }
 }
 
@@ -320,7 +333,7 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
                 let Some((id, choice)) = tree.next_node() else {
                     break;
                 };
-                let mut st = tree.explorer.build(k, &choice)?;
+                let mut st = tree.explorer().build(k, &choice)?;
                 let h = pcie_sim::content_hash::combine(&[S::content_hash(&mut st), promised]);
                 let known = seen.get(&h).cloned();
                 let new = known.is_none();
@@ -381,7 +394,7 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
                 }
             }
         }
-        if tree.too_wide {
+        if tree.too_wide() {
             report.states_not_visited = u64::MAX;
         }
         // Past the budget, each node left open holds at least one state

@@ -26,6 +26,15 @@
 //! pending items that persisted, [`encode_landed`]); `crashfuzz replay ID`
 //! records the run again (deterministic), rebuilds that state, mounts it
 //! and prints the recovered tree and the verdict.
+//!
+//! Every state the envelope allows gets a verdict by what the checks read
+//! ([`PmOptions::read_sets`]: [`pcie_sim::pmem::explore_read_sets`] over
+//! the read-set tree the drive modes use too, [`pcie_sim::readset`]), none
+//! sampled and no bound; a run reports `pm-read-set` among its reductions,
+//! its states in `states_by_read_set`, and none unvisited unless a point's
+//! tree was cut at the budget (`pm-read-set-budget-N`). With `--bounded`
+//! or `--brute-force` the states up to a bound are judged instead
+//! (`pm-bound-N` when points were sampled past it).
 
 use std::time::Instant;
 
@@ -212,7 +221,16 @@ impl PmRun {
 pub struct PmOptions {
     /// Pending items enumerated exhaustively per crash point (2^bound
     /// states), sampled past it; `None`: [`default_bound`] per workload.
+    /// Used only when `read_sets` is off.
     pub bound: Option<u32>,
+    /// Judge every state the envelope allows by what the checks read
+    /// ([`pcie_sim::pmem::explore_read_sets`], over the one read-set tree
+    /// [`pcie_sim::readset`]; the bound does not apply). Off: every
+    /// state up to the bound (`--bounded`, `--brute-force`).
+    pub read_sets: bool,
+    /// With `read_sets`: most checks per crash point (past it, each class
+    /// of states not split yet counts as at least one state not visited).
+    pub budget: usize,
     /// Worker threads (runs are spread over them).
     pub jobs: usize,
     /// Violations kept per run (0: all). A run with a fault switched on
@@ -220,10 +238,16 @@ pub struct PmOptions {
     pub max_violations: usize,
 }
 
-/// The PM bound of the default campaign.
+/// Most checks per PM crash point by read sets, by default: a PM check
+/// (a mount and the oracle) takes about a tenth of a millisecond, and the
+/// largest tree of the default campaign (WOFS's ACE runs under ADR, a
+/// package torn across two lines of 128 classes each) has 16384 leaves.
+pub const PM_NODE_BUDGET: usize = 1 << 15;
+
+/// The PM bound, without read sets (`--bounded`).
 pub const DEFAULT_PM_BOUND: u32 = 4;
 
-/// The PM bound of the default campaign for the ACE workloads (`ace1-*`,
+/// The PM bound, without read sets, for the ACE workloads (`ace1-*`,
 /// `ace2-*`): their 32 KiB writes leave up to a thousand crash points
 /// with hundreds of lines (SoupFS: thousands of words) pending each, so
 /// each point gets the state where nothing pending landed and the one
@@ -244,6 +268,8 @@ impl Default for PmOptions {
     fn default() -> PmOptions {
         PmOptions {
             bound: None,
+            read_sets: true,
+            budget: PM_NODE_BUDGET,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_violations: 100,
         }
@@ -364,6 +390,7 @@ fn explore_with<F: PmFs>(w: &Workload, run: &PmRun, opts: &PmOptions) -> Result<
     let bound = opts.bound.unwrap_or_else(|| default_bound(w));
     let copts = CheckOptions {
         bound,
+        read_sets: opts.read_sets.then_some(opts.budget),
         first_only: run.fault.is_some(),
         promise,
     };
@@ -387,12 +414,28 @@ fn explore_with<F: PmFs>(w: &Workload, run: &PmRun, opts: &PmOptions) -> Result<
     }
     let wall = t0.elapsed().as_secs_f64();
     let mut reductions = vec!["pm-verdict-reuse".to_string()];
-    if r.sampled_points > 0 {
+    if opts.read_sets {
+        reductions.push("pm-read-set".to_string());
+        if r.sampled_points > 0 {
+            reductions.push(format!(
+                "pm-read-set-budget-{}: {} point(s) cut at it",
+                opts.budget, r.sampled_points
+            ));
+        }
+    } else if r.sampled_points > 0 {
         reductions.push(format!(
             "pm-bound-{bound}: {} point(s) sampled past it",
             r.sampled_points
         ));
     }
+    // By read sets: every state the envelope allows, each checked or in
+    // a checked state's leaf; else the states built and the ones the
+    // bound left out.
+    let (states_total, by_read_set) = if opts.read_sets {
+        (r.allowed, r.by_read_set)
+    } else {
+        (r.states.saturating_add(r.left_out), 0)
+    };
     Ok(ExploreReport {
         workload: w.name.clone(),
         mode: label.clone(),
@@ -400,10 +443,11 @@ fn explore_with<F: PmFs>(w: &Workload, run: &PmRun, opts: &PmOptions) -> Result<
         crash_points: r.points,
         // Saturated counts stay below u64::MAX by the states visited, so
         // that the total less the unvisited is what was visited.
-        states_total: r.states.saturating_add(r.left_out),
+        states_total,
         states_checked: r.judged,
         states_deduplicated: r.states - r.judged,
         states_not_visited: r.left_out.min(u64::MAX - r.states),
+        states_by_read_set: by_read_set,
         reductions,
         violations,
         wall_seconds: wall,
@@ -432,8 +476,9 @@ fn mount_of<F: PmFs>(run: &PmRun) -> Result<F::Mount, Error> {
     }
 }
 
-/// Records `w` on `run`'s file system and checks every crash state (up
-/// to `opts.bound` pending items per point, sampled past it).
+/// Records `w` on `run`'s file system and checks every crash state (by
+/// read sets, or up to `opts.bound` pending items per point, sampled past
+/// it).
 pub fn explore_pm(w: &Workload, run: &PmRun, opts: &PmOptions) -> Result<ExploreReport, Error> {
     match run.mode {
         PmMode::Wofs => explore_with::<Wofs>(w, run, opts),
@@ -617,7 +662,8 @@ pub struct PmSelfCheck {
     pub fault: PmFault,
     /// A built-in workload that needs the mechanism.
     pub workload: &'static str,
-    /// The bound (small: the check stops at its first violation).
+    /// The bound without read sets (small: the check stops at its first
+    /// violation).
     pub bound: u32,
 }
 
@@ -652,8 +698,9 @@ impl PmSelfCheck {
 /// The workload each PM switch is checked on.
 pub const PM_CANARY: &str = "pm_canary";
 
-/// The bound of the PM self-checks: each stops at its first violation,
-/// and 5 is the smallest bound that catches every switch on
+/// The bound of the PM self-checks without read sets (`--bounded`; by
+/// read sets, the default, no bound applies): each stops at its first
+/// violation, and 5 is the smallest bound that catches every switch on
 /// [`PM_CANARY`] (WOFS's data fence needs a package landed with one of
 /// its data lines not).
 pub const PM_SELF_CHECK_BOUND: u32 = 5;

@@ -220,7 +220,7 @@ where
             tree.read(id, &reads, &judged);
             leaves.push((id, reads, out.failures, judged));
         }
-        assert!(!tree.too_wide);
+        assert!(!tree.too_wide());
         out.checks += leaves.len();
         for c in &choices {
             let mut st = ex.build(k, c).expect("build");

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use pcie_sim::pmem::explore;
+use pcie_sim::pmem::{explore, explore_read_sets};
 use pcie_sim::{
     Executor, Machine, MachineProfile, PageStore, PersistenceDomain, PmChoice, PmTrace, Pmem, PmemCursor,
     PmemProfile, SimDuration, TraceMode,
@@ -424,8 +424,12 @@ fn moved<'p>(path: &'p str, from: &str) -> Option<&'p str> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckOptions {
     /// Pending items enumerated exhaustively per crash point (2^bound
-    /// states; sampled past it).
+    /// states; sampled past it), when not by read sets.
     pub bound: u32,
+    /// `Some(budget)`: every state judged by what the checks read
+    /// ([`explore_read_sets`], at most `budget` checks per crash point;
+    /// the bound does not apply); `None`: every state up to the bound.
+    pub read_sets: Option<usize>,
     /// Stop at the first violation.
     pub first_only: bool,
     /// The promise the states are judged by.
@@ -464,10 +468,17 @@ pub struct Report {
     /// States judged (mounted); the others reused the verdict of an equal
     /// image under an equal promise.
     pub judged: u64,
-    /// Crash points with more pending items than the bound (sampled).
+    /// Crash points with states left out: more pending items than the
+    /// bound (sampled), or a read-set tree cut at its budget.
     pub sampled_points: usize,
-    /// States the bound left out, summed over the points.
+    /// States left out, summed over the points (by read sets: at least
+    /// that many).
     pub left_out: u64,
+    /// States the envelope allows (by read sets; saturating).
+    pub allowed: u64,
+    /// States given their leaf's verdict without a check of their own (by
+    /// read sets).
+    pub by_read_set: u64,
     /// Passing states whose mount collected leaks.
     pub leaked_states: u64,
     /// The violations, in the order found.
@@ -483,14 +494,27 @@ impl Report {
     }
 }
 
-/// What the promise names after trace entry `k`: the operations returned
-/// ([`Promise::Synchronous`]) or the fsynced files in force, by their
-/// fsync's position and renames ([`Promise::Fsync`]).
+/// What the judge of a state after trace entry `k` takes besides the
+/// image ([`judge`]): the operations returned ([`Promise::Synchronous`]),
+/// or the fsynced files in force, by their fsync's position and renames,
+/// and whether the state is used after the crash ([`Promise::Fsync`]). A
+/// verdict is reused only under an equal key.
 fn promised<F: PmFs>(rec: &Recording<F>, promise: Promise, k: usize) -> Vec<(usize, usize)> {
     match promise {
         Promise::Synchronous => vec![(rec.returned(k), 0)],
-        Promise::Fsync => rec.synced_at(k).iter().map(|s| (s.at, s.alts.len())).collect(),
+        Promise::Fsync => rec
+            .synced_at(k)
+            .iter()
+            .map(|s| (s.at, s.alts.len()))
+            .chain(used_after(promise, k).then_some((usize::MAX, 0)))
+            .collect(),
     }
+}
+
+/// True if the judge of a state after trace entry `k` also uses the file
+/// system after the crash (every eighth point, under [`Promise::Fsync`]).
+fn used_after(promise: Promise, k: usize) -> bool {
+    promise == Promise::Fsync && k % 8 == 0
 }
 
 /// A machine to mount crash states on.
@@ -507,10 +531,12 @@ impl Checker {
     }
 }
 
-/// Every crash state after every trace entry (all subsets of the pending
-/// items up to `opts.bound`, sampled past it; [`pcie_sim::pmem::explore()`],
-/// verdicts reused per content and promise): materialize, mount with the
-/// run's mount options, judge by `opts.promise`.
+/// Every crash state after every trace entry, materialized, mounted with
+/// the run's mount options and judged by `opts.promise`, verdicts reused
+/// per content and promise: by what the checks read
+/// ([`explore_read_sets`]: every state the envelope allows gets a verdict)
+/// or, without `opts.read_sets`, all subsets of the pending items up to
+/// `opts.bound`, sampled past it ([`pcie_sim::pmem::explore()`]).
 pub fn check<F: PmFs>(rec: &Recording<F>, opts: &CheckOptions) -> Result<Report, CrashError> {
     let start = Instant::now();
     let ck = Checker::new();
@@ -518,21 +544,43 @@ pub fn check<F: PmFs>(rec: &Recording<F>, opts: &CheckOptions) -> Result<Report,
     let mut cur = PmemCursor::new(&rec.trace, rec.base.clone(), rec.domain, wc)?;
     let mut leaked_states = 0u64;
     let points = 0..cur.len();
-    let out = explore(
-        &mut cur,
-        points,
-        opts.bound,
-        opts.first_only,
-        |k| promised(rec, opts.promise, k),
-        |k, img| judge(&ck, rec, opts.promise, k, img, false).map(|j| j.recovered.leaked),
-        |leaked| leaked_states += u64::from(*leaked > 0),
-    )?;
+    let promised = |k| promised(rec, opts.promise, k);
+    let tally = |leaked: &u64| leaked_states += u64::from(*leaked > 0);
+    let out = match opts.read_sets {
+        Some(budget) => explore_read_sets(
+            &mut cur,
+            points,
+            budget,
+            opts.first_only,
+            promised,
+            |k, img| {
+                let (v, reads) = judge(&ck, rec, opts.promise, k, img, false);
+                (v.map(|j| j.recovered.leaked), reads)
+            },
+            tally,
+        )?,
+        None => explore(
+            &mut cur,
+            points,
+            opts.bound,
+            opts.first_only,
+            promised,
+            |k, img| {
+                judge(&ck, rec, opts.promise, k, img, false)
+                    .0
+                    .map(|j| j.recovered.leaked)
+            },
+            tally,
+        )?,
+    };
     Ok(Report {
         points: out.points,
         states: out.states,
         judged: out.judged,
         sampled_points: out.sampled_points,
         left_out: out.left_out,
+        allowed: out.allowed,
+        by_read_set: out.by_read_set,
         leaked_states,
         violations: out
             .violations
@@ -549,6 +597,21 @@ pub fn check<F: PmFs>(rec: &Recording<F>, opts: &CheckOptions) -> Result<Report,
     })
 }
 
+/// Judges the crash state `img` after trace entry `k` as [`check`] does,
+/// on a machine of its own: the verdict (`Ok` with what the mount
+/// repaired, or why the state breaks `promise`) and the lines (offset /
+/// 64) the check read of the image before writing them (for tests that
+/// compare the read-set enumeration with brute force).
+pub fn judge_state<F: PmFs>(
+    rec: &Recording<F>,
+    promise: Promise,
+    k: usize,
+    img: PageStore,
+) -> (Result<Recovered, String>, Vec<u64>) {
+    let (v, reads) = judge(&Checker::new(), rec, promise, k, img, false);
+    (v.map(|j| j.recovered), reads)
+}
+
 /// What one crash state recovered to.
 #[derive(Clone, Debug, Default)]
 pub struct Judged {
@@ -559,9 +622,19 @@ pub struct Judged {
 }
 
 /// Mounts `img` (the state after trace entry `k`) and judges it by
-/// `promise`: `Ok` with what it recovered, or why it breaks the promise.
-/// Under [`Promise::Fsync`], at every eighth crash point the mounted file
-/// system also takes new work that a second mount must find whole.
+/// `promise`: `Ok` with what it recovered, or why it breaks the promise;
+/// with the lines (offset / 64) the check read of the image before writing
+/// them. Under [`Promise::Fsync`], at every eighth crash point the mounted
+/// file system also takes new work that a second mount must find whole.
+///
+/// Everything the check does to the image goes through one [`Pmem`],
+/// logging from before the mount to the end: the recovery, the tree walk,
+/// the reads of fsynced files, the use after the crash and the second
+/// mount all read it through [`Pmem::load`], the only way to read it
+/// (a file system holds no copy of the image from one mount to the next,
+/// and nothing here reads [`Pmem::persistent_image`]). So the lines
+/// returned are every input the verdict took from the image
+/// ([`pcie_sim::readset`]).
 fn judge<F: PmFs>(
     ck: &Checker,
     rec: &Recording<F>,
@@ -569,8 +642,31 @@ fn judge<F: PmFs>(
     k: usize,
     img: PageStore,
     want_tree: bool,
+) -> (Result<Judged, String>, Vec<u64>) {
+    let pm = match Pmem::attach_with_image(&ck.m, rec.profile.clone(), img) {
+        Ok(pm) => pm,
+        // Refused before reading anything: the same for every image.
+        Err(e) => return (Err(e.to_string()), Vec::new()),
+    };
+    pm.log_access();
+    let logged = pm.clone();
+    let verdict = judge_on(ck, rec, promise, k, pm, want_tree);
+    let reads = logged
+        .take_access()
+        .map(|l| l.reads().to_vec())
+        .unwrap_or_default();
+    (verdict, reads)
+}
+
+/// [`judge`] on `pm`, the image attached.
+fn judge_on<F: PmFs>(
+    ck: &Checker,
+    rec: &Recording<F>,
+    promise: Promise,
+    k: usize,
+    pm: Pmem,
+    want_tree: bool,
 ) -> Result<Judged, String> {
-    let pm = Pmem::attach_with_image(&ck.m, rec.profile.clone(), img).map_err(|e| e.to_string())?;
     let m = ck.m.clone();
     let how = rec.how.clone();
     let returned = rec.returned(k);
@@ -582,7 +678,7 @@ fn judge<F: PmFs>(
         Promise::Synchronous => Vec::new(),
         Promise::Fsync => rec.synced_at(k).into_iter().cloned().collect(),
     };
-    let use_after = promise == Promise::Fsync && k % 8 == 0;
+    let use_after = used_after(promise, k);
     ck.ex
         .block_on(async move {
             let (fs, recovered) = F::recover(&m, &pm, how.clone())
@@ -697,7 +793,7 @@ pub fn replay<F: PmFs>(
     let img = cur.materialize(&PmChoice {
         landed: landed.to_vec(),
     })?;
-    let verdict = judge(&ck, rec, promise, point, img.clone(), true);
+    let verdict = judge(&ck, rec, promise, point, img.clone(), true).0;
     let tree = match &verdict {
         Ok(Judged { tree: Some(t), .. }) => Ok(t.clone()),
         _ => {

@@ -87,6 +87,7 @@ pub mod pmr;
 pub mod port;
 pub mod power;
 pub mod profile;
+pub mod readset;
 pub mod subsets;
 pub mod testing;
 pub mod time;

@@ -13,7 +13,7 @@
 //! the drive's back end, with this one type.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Bytes in one PMR unit (a write-combining line: pending PMR items never
@@ -32,7 +32,11 @@ pub type ReadClock = Rc<Cell<u64>>;
 #[derive(Clone, Debug, Default)]
 pub struct AccessLog {
     order: Vec<u64>,
-    seen: BTreeSet<u64>,
+    /// The units in `order`, as a bitmap per 512 units, by chunk number
+    /// (a check reads long runs of units: one entry per run of 512).
+    seen: Vec<(u64, [u64; 8])>,
+    /// The entry of `seen` used last (runs of reads stay in one chunk).
+    hint: usize,
     /// Per unit, the bytes the program wrote (bit per byte; [`WHOLE`]: all).
     written: BTreeMap<u64, u64>,
     /// With a clock: per entry of `order`, the clock's count at its read.
@@ -70,18 +74,37 @@ impl AccessLog {
     /// Notes a read of the bytes `mask` of `unit`: it is observed unless the
     /// program wrote every one of those bytes first.
     pub fn read(&mut self, unit: u64, mask: u64) {
-        if self.seen.contains(&unit) {
+        let (chunk, bit) = (unit >> 9, unit & 511);
+        let (word, mask_bit) = ((bit >> 6) as usize, 1u64 << (bit & 63));
+        let i = self.chunk(chunk);
+        if self.seen[i].1[word] & mask_bit != 0 {
             return;
         }
         let own = self.written.get(&unit).copied().unwrap_or(0);
         if mask & !own != 0 {
-            self.seen.insert(unit);
+            self.seen[i].1[word] |= mask_bit;
             self.order.push(unit);
             if let Some(c) = &self.clock {
                 self.stamps.push(c.get());
                 c.set(c.get() + 1);
             }
         }
+    }
+
+    /// The index in `seen` of chunk `chunk`'s entry (made if missing).
+    fn chunk(&mut self, chunk: u64) -> usize {
+        if self.seen.get(self.hint).is_some_and(|e| e.0 == chunk) {
+            return self.hint;
+        }
+        let i = match self.seen.binary_search_by_key(&chunk, |e| e.0) {
+            Ok(i) => i,
+            Err(i) => {
+                self.seen.insert(i, (chunk, [0; 8]));
+                i
+            }
+        };
+        self.hint = i;
+        i
     }
 
     /// Notes a write of the bytes `mask` of `unit`.

@@ -48,6 +48,7 @@ impl Report {
 pub fn check<F: PmFs>(rec: &Recording<F>, bound: u32) -> Report {
     let opts = CheckOptions {
         bound,
+        read_sets: None,
         first_only: true,
         promise: F::PROMISE,
     };

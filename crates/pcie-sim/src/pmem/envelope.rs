@@ -42,6 +42,9 @@
 //! subset of the pending items up to a bound and samples past it
 //! ([`crate::subsets::subsets`]), each closed under M1 (every allowed state
 //! is its own closure, so within the bound every allowed state is reached).
+//! Since M1 binds one line's items only, the allowed states are also every
+//! combination of one M1-closed set per line: [`super::classes`] walks them
+//! that way, by what checks read, with no bound.
 //!
 //! Deviations: a store and a non-temporal line of two different cores to
 //! the same bytes that nothing orders are materialized in trace order only.
@@ -84,6 +87,15 @@ pub enum PmItem {
 }
 
 impl PmItem {
+    /// The line it writes (a PM offset, 64-byte aligned): every item
+    /// writes within one line.
+    pub fn line(&self) -> u64 {
+        match self {
+            PmItem::Word { line, .. } => *line,
+            PmItem::NtLine { line, .. } => line.addr,
+        }
+    }
+
     fn seq(&self) -> usize {
         match self {
             PmItem::Word { seq, .. } | PmItem::NtLine { seq, .. } => *seq,
@@ -543,7 +555,7 @@ impl<'t> PmemCursor<'t> {
 
     /// The content every crash state at this point has in common: the
     /// base with every certain write applied in trace order.
-    pub(crate) fn certain_of(&self) -> PageStore {
+    pub fn certain_of(&self) -> PageStore {
         let mut writes = Vec::new();
         for (_, ls) in self.active_lines() {
             Self::certain_writes(ls, &mut writes);
@@ -609,6 +621,65 @@ impl<'t> PmemCursor<'t> {
             img.write_masked(addr, data, mask);
         }
         img
+    }
+
+    /// Per line with an item in `pending` (this point's), how many certain
+    /// writes [`PmemCursor::landed_over`] applies again on it (stores, then
+    /// non-temporal lines). A line with a pending item is never folded, so
+    /// its certain writes only grow while the item is pending: two points
+    /// with the same pending items, certain content and counts build every
+    /// state alike.
+    pub fn certain_counts(&self, pending: &PmPending) -> Vec<(u64, usize, usize)> {
+        let mut lines: Vec<u64> = pending.items.iter().map(PmItem::line).collect();
+        lines.sort_unstable();
+        lines.dedup();
+        lines
+            .into_iter()
+            .map(|l| {
+                self.lines
+                    .get(&l)
+                    .map_or((l, 0, 0), |ls| (l, ls.durable - ls.folded, ls.certain_nt.len()))
+            })
+            .collect()
+    }
+
+    /// The bytes of line `line` (a PM offset, 64-byte aligned) in a state
+    /// whose landed items on that line are `landed` (indices into
+    /// `pending`, this point's; every one on that line), over `certain`
+    /// (this point's [`PmemCursor::certain_of`]): as
+    /// [`PmemCursor::landed_over`] builds it, on that line alone.
+    pub(crate) fn line_bytes(
+        &self,
+        certain: &PageStore,
+        pending: &PmPending,
+        line: u64,
+        landed: &[usize],
+    ) -> [u8; LINE] {
+        let mut buf = [0u8; LINE];
+        certain.read(line, &mut buf);
+        if landed.is_empty() {
+            return buf;
+        }
+        let mut writes: Vec<(usize, u64, &[u8], u64)> = Vec::new();
+        if let Some(ls) = self.lines.get(&line) {
+            Self::certain_writes(ls, &mut writes);
+        }
+        for item in landed.iter().filter_map(|&i| pending.items.get(i)) {
+            match item {
+                PmItem::Word { addr, value, seq, .. } => writes.push((*seq, *addr, value, u64::MAX)),
+                PmItem::NtLine { line, seq, .. } => writes.push((*seq, line.addr, &line.data, line.mask)),
+            }
+        }
+        writes.sort_by_key(|w| w.0);
+        for (_, addr, data, mask) in writes {
+            let at = (addr - line) as usize;
+            for (i, b) in data.iter().take(LINE).enumerate() {
+                if mask >> i & 1 == 1 {
+                    buf[at + i] = *b;
+                }
+            }
+        }
+        buf
     }
 
     /// The content every crash state at this point has in common: only

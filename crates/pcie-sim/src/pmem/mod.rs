@@ -103,6 +103,7 @@
 //! - One DIMM, no interleaving; no Memory Mode.
 
 mod cache;
+pub mod classes;
 pub mod envelope;
 pub mod explore;
 pub mod profile;
@@ -124,8 +125,9 @@ use crate::trace::{Purpose, NO_PAYLOAD};
 use crate::wc::{WcLine, WriteCombiningBuffer, LINE};
 
 use self::cache::{Cache, Media};
+pub use self::classes::{PmClasses, PmConstraint};
 pub use self::envelope::{PmChoice, PmItem, PmPending, PmemCursor};
-pub use self::explore::{explore, PmExploreReport, PmViolation};
+pub use self::explore::{explore, explore_read_sets, PmExploreReport, PmViolation};
 pub use self::profile::{PersistenceDomain, PmemProfile, PmemTiming};
 pub use self::trace::{PmCounters, PmEntry, PmEventKind, PmTally, PmTrace, NO_CORE};
 

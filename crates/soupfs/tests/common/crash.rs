@@ -87,6 +87,7 @@ pub fn record(ops: &[Op], faults: Faults, domain: PersistenceDomain, seed: u64) 
 pub fn check(rec: &Recording<SoupFs>, bound: u32, first_only: bool) -> Report {
     let opts = CheckOptions {
         bound,
+        read_sets: None,
         first_only,
         promise: crash::Promise::Fsync,
     };
