@@ -54,10 +54,17 @@ enum Wakeup {
     Event { sink: u32, token: u32 },
 }
 
+/// Bits of a heap key that name the wake-up's slot in [`RunQueue::slab`].
+const SLOT_BITS: u32 = 24;
+/// Bits of a heap key left for the sequence number.
+const SEQ_BITS: u32 = 64 - SLOT_BITS;
+
 /// A run-queue entry: a wake-up due at `key >> 64` (ps) with sequence
-/// number `key & u64::MAX`. Sequence numbers are unique, so ordering by the
-/// packed key alone is exactly the `(time, sequence)` order; one `u128`
-/// comparison is cheaper than comparing a tuple in the heap's sift loops.
+/// number `(key as u64) >> SLOT_BITS`. Sequence numbers are unique, so
+/// ordering by the packed key alone is exactly the `(time, sequence)`
+/// order; one `u128` comparison is cheaper than comparing a tuple in the
+/// heap's sift loops. The low [`SLOT_BITS`] are zero here; a key in the
+/// heap carries its wake-up's slot there (see [`RunQueue`]).
 #[derive(Clone, Copy, Debug)]
 struct Queued {
     key: u128,
@@ -66,30 +73,17 @@ struct Queued {
 
 impl Queued {
     fn new(at_ps: u64, seq: u64, wakeup: Wakeup) -> Self {
+        assert!(
+            seq < 1 << SEQ_BITS,
+            "more than 2^{SEQ_BITS} wake-ups scheduled in one simulation"
+        );
         Queued {
-            key: ((at_ps as u128) << 64) | seq as u128,
+            key: ((at_ps as u128) << 64) | ((seq as u128) << SLOT_BITS),
             wakeup,
         }
     }
     fn at_ps(&self) -> u64 {
         (self.key >> 64) as u64
-    }
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&other.key)
     }
 }
 
@@ -105,10 +99,19 @@ impl Ord for Queued {
 /// later one), so the FIFO never holds an entry of an earlier time. The
 /// order of wake-ups is exactly the heap-only order, at a fraction of the
 /// heap's sift work.
+///
+/// The heap holds 16-byte keys only, each naming its wake-up's slot in
+/// `slab` in its low [`SLOT_BITS`] (below the sequence number, so the slot
+/// never decides the order): a sift moves half the bytes it would move
+/// with the wake-up inline.
 #[derive(Default)]
 struct RunQueue {
-    /// Wake-ups due after the time they were queued at.
-    later: BinaryHeap<Reverse<Queued>>,
+    /// Keys of the wake-ups due after the time they were queued at.
+    later: BinaryHeap<Reverse<u128>>,
+    /// The wake-ups of `later`, by slot.
+    slab: Vec<Wakeup>,
+    /// Slots of `slab` free for reuse.
+    free: Vec<u32>,
     /// Wake-ups due at the time they were queued at (the current time), in
     /// sequence order.
     now: VecDeque<Queued>,
@@ -126,34 +129,47 @@ impl RunQueue {
             );
             self.now.push_back(q);
         } else {
-            self.later.push(Reverse(q));
+            let slot = match self.free.pop() {
+                Some(s) => {
+                    self.slab[s as usize] = q.wakeup;
+                    s
+                }
+                None => {
+                    let s = self.slab.len() as u32;
+                    assert!(
+                        s < 1 << SLOT_BITS,
+                        "more than 2^{SLOT_BITS} timed wake-ups pending at once"
+                    );
+                    self.slab.push(q.wakeup);
+                    s
+                }
+            };
+            self.later.push(Reverse(q.key | slot as u128));
         }
     }
 
     /// Takes the next wake-up in `(time, sequence)` order, if one is due
     /// at or before `limit`.
     fn pop_due(&mut self, limit: Option<SimTime>) -> Option<Queued> {
-        let from_now = match (self.now.front(), self.later.peek()) {
+        let (from_now, key) = match (self.now.front(), self.later.peek()) {
             (None, None) => return None,
-            (Some(n), Some(Reverse(l))) => n.key < l.key,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
+            (Some(n), Some(Reverse(l))) if n.key < *l => (true, n.key),
+            (_, Some(Reverse(l))) => (false, *l),
+            (Some(n), None) => (true, n.key),
         };
-        let next = if from_now {
-            self.now.front()
-        } else {
-            self.later.peek().map(|r| &r.0)
-        };
-        if let (Some(l), Some(q)) = (limit, next) {
-            if q.at_ps() > l.0 {
-                return None;
-            }
+        if limit.is_some_and(|l| (key >> 64) as u64 > l.0) {
+            return None;
         }
         if from_now {
-            self.now.pop_front()
-        } else {
-            self.later.pop().map(|Reverse(q)| q)
+            return self.now.pop_front();
         }
+        self.later.pop();
+        let slot = (key as u64 & ((1 << SLOT_BITS) - 1)) as u32;
+        self.free.push(slot);
+        Some(Queued {
+            key: key & !((1u128 << SLOT_BITS) - 1),
+            wakeup: self.slab[slot as usize],
+        })
     }
 
     fn is_empty(&self) -> bool {
@@ -163,6 +179,8 @@ impl RunQueue {
     fn clear(&mut self) {
         self.now.clear();
         self.later.clear();
+        self.slab.clear();
+        self.free.clear();
     }
 }
 
@@ -711,7 +729,9 @@ mod tests {
             ops in proptest::collection::vec((0u8..4, 0u64..3, 0u64..6), 1..200)
         ) {
             let mut q = RunQueue::default();
-            let mut model: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+            // (key, token): the order, and the wake-up each key carries
+            // (the heap keeps wake-ups in a slab by slot).
+            let mut model: BinaryHeap<Reverse<(u128, u32)>> = BinaryHeap::new();
             let mut now = 0u64;
             let mut seq = 0u64;
             for (op, delay, limit) in ops {
@@ -720,19 +740,22 @@ mod tests {
                     let at = now + delay;
                     let w = Queued::new(at, seq, Wakeup::Event { sink: 0, token: seq as u32 });
                     q.push(SimTime(now), w);
-                    model.push(Reverse(w));
+                    model.push(Reverse((w.key, seq as u32)));
                     seq += 1;
                 } else {
                     let limit = (op == 3).then_some(SimTime(now + limit));
                     let want = match model.peek() {
-                        Some(Reverse(m)) if limit.is_none_or(|l| m.at_ps() <= l.0) => {
-                            model.pop().map(|Reverse(m)| m.key)
+                        Some(Reverse((k, _))) if limit.is_none_or(|l| (k >> 64) as u64 <= l.0) => {
+                            model.pop().map(|Reverse(m)| m)
                         }
                         _ => None,
                     };
-                    let got = q.pop_due(limit).map(|g| g.key);
+                    let got = q.pop_due(limit).map(|g| match g.wakeup {
+                        Wakeup::Event { token, .. } => (g.key, token),
+                        Wakeup::Task(_) => unreachable!("the test queues events only"),
+                    });
                     prop_assert_eq!(got, want);
-                    if let Some(k) = got {
+                    if let Some((k, _)) = got {
                         now = now.max((k >> 64) as u64);
                     }
                 }
