@@ -139,6 +139,34 @@ pub struct PmExploreReport {
     pub violations: Vec<PmViolation>,
 }
 
+/// Counts a state's verdict: a passing one goes to `tally`, a failing one
+/// into the report's violations (the state after entry `point` with the
+/// items `landed` of `pending`). True if it failed.
+fn take_verdict<V>(
+    r: &mut PmExploreReport,
+    verdict: Result<V, String>,
+    point: usize,
+    landed: &[usize],
+    pending: usize,
+    tally: &mut impl FnMut(&V),
+) -> bool {
+    match verdict {
+        Ok(v) => {
+            tally(&v);
+            false
+        }
+        Err(why) => {
+            r.violations.push(PmViolation {
+                point,
+                landed: landed.to_vec(),
+                pending,
+                why,
+            });
+            true
+        }
+    }
+}
+
 /// Checks every crash state after each entry in `points` (all subsets of
 /// the pending items up to `bound`, sampled past it). `promised(k)` names
 /// what is promised after entry `k`; `judge(k, image)` recovers the image
@@ -184,19 +212,8 @@ pub fn explore<K: Ord + Clone, V: Clone>(
                     v
                 }
             };
-            match verdict {
-                Ok(v) => tally(&v),
-                Err(why) => {
-                    r.violations.push(PmViolation {
-                        point: k,
-                        landed: c.landed.clone(),
-                        pending,
-                        why,
-                    });
-                    if first_only {
-                        return Ok(r);
-                    }
-                }
+            if take_verdict(&mut r, verdict, k, &c.landed, pending, &mut tally) && first_only {
+                return Ok(r);
             }
         }
     }
@@ -282,19 +299,8 @@ pub fn explore_read_sets<K: Ord + Clone, V: Clone>(
                 }
             };
             tree.read(&space, id, &reads);
-            match verdict {
-                Ok(v) => tally(&v),
-                Err(why) => {
-                    r.violations.push(PmViolation {
-                        point: k,
-                        landed: c.landed.clone(),
-                        pending,
-                        why,
-                    });
-                    if first_only {
-                        return Ok(r);
-                    }
-                }
+            if take_verdict(&mut r, verdict, k, &c.landed, pending, &mut tally) && first_only {
+                return Ok(r);
             }
         }
         let open = tree.open() as u64;
