@@ -43,12 +43,18 @@ impl Report {
     }
 }
 
-/// Checks `rec` under `F`'s promise up to `bound` ([`crate::crash::check`]),
+/// Most checks per crash point of [`check`]'s read-set enumeration
+/// (crashfuzz's PM budget).
+pub const READ_SET_BUDGET: usize = 1 << 15;
+
+/// Checks every crash state of `rec` under `F`'s promise, enumerated by
+/// what the checks read ([`crate::crash::check`] with read sets, at most
+/// [`READ_SET_BUDGET`] checks per point; `bound` does not apply),
 /// stopping at the first violation. Panics if the check cannot run.
 pub fn check<F: PmFs>(rec: &Recording<F>, bound: u32) -> Report {
     let opts = CheckOptions {
         bound,
-        read_sets: None,
+        read_sets: Some(READ_SET_BUDGET),
         first_only: true,
         promise: F::PROMISE,
     };

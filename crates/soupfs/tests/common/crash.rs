@@ -82,12 +82,13 @@ pub fn record(ops: &[Op], faults: Faults, domain: PersistenceDomain, seed: u64) 
     crash::record::<SoupFs>(&[], ops, faults, domain, seed).expect("the workload records")
 }
 
-/// Checks every crash state up to `bound` pending items (sampled past
-/// it); stops at the first violation if `first_only`.
+/// Checks every crash state, enumerated by what the checks read (the
+/// shared harness's budget per point); stops at the first violation if
+/// `first_only`.
 pub fn check(rec: &Recording<SoupFs>, bound: u32, first_only: bool) -> Report {
     let opts = CheckOptions {
         bound,
-        read_sets: None,
+        read_sets: Some(fsapi::testing::READ_SET_BUDGET),
         first_only,
         promise: crash::Promise::Fsync,
     };
