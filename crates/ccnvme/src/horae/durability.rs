@@ -160,20 +160,20 @@ impl OrderingQueue {
             p.progress = Progress::Submitted;
             Ok((p.device as usize, p.plba))
         })??;
-        let bio = match plba {
-            Some(pl) => Bio {
-                lba: crate::bio::Lba(pl),
-                ..bio.clone()
-            },
-            None => bio.clone(),
-        };
+        let redirected = plba.map(|pl| Bio {
+            lba: crate::bio::Lba(pl),
+            ..bio.clone()
+        });
+        let bio = redirected.as_ref().unwrap_or(bio);
         let n = self.submitters.len();
         let Some(which) = (n > 0)
             .then_some(core % n.max(1))
             .filter(|&i| self.submitters[i].enqueue())
         else {
-            return self.dispatch(core, id, device, &bio).await;
+            return self.dispatch(core, id, device, bio).await;
         };
+        // The submitter owns the bio it sends later.
+        let bio = bio.clone();
         let outer = Done::new();
         let (me, out, sub_core) = (self.clone(), outer.clone(), self.submitters[which].core);
         self.home().machine().sim().spawn(async move {
