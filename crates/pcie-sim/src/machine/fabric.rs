@@ -240,6 +240,17 @@ impl Inner {
             );
             return;
         }
+        // Every CplD of the request is transmitted and recorded (the trace
+        // holds each TLP), but the requester's side takes them as one
+        // action when the last arrives: the read's waiter wakes only once
+        // every byte of the read has arrived, and the bytes were sampled
+        // here, so delivering each CplD at its own arrival would change
+        // nothing anyone can observe, only cost an event each. The CplDs
+        // leave one port in order, so the last arrives last; the one action
+        // keeps the place in the run queue the CplDs' actions would have
+        // had (nothing else is scheduled between them).
+        debug_assert!(len > 0, "a DMA read of no bytes sends no request");
+        let mut last_arrival = now;
         for (a, l) in link.split_completion(addr, len as u64) {
             let rel = (a - addr) as usize;
             let chunk = &buf[rel..rel + l as usize];
@@ -264,17 +275,19 @@ impl Inner {
                 },
                 chunk,
             );
-            self.schedule(
-                tx.arrival,
-                Action::DmaCompletion {
-                    tag,
-                    offset: offset + rel as u32,
-                    data: Payload::new(chunk),
-                    ur: false,
-                    covers: l,
-                },
-            );
+            debug_assert!(tx.arrival >= last_arrival, "CplDs of one port arrive in order");
+            last_arrival = tx.arrival;
         }
+        self.schedule(
+            last_arrival,
+            Action::DmaCompletion {
+                tag,
+                offset,
+                data: Payload::owned(buf),
+                ur: false,
+                covers: len,
+            },
+        );
     }
 
     /// Emits a host posted write to a device BAR: it enters the root port's

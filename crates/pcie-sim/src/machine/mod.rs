@@ -98,6 +98,14 @@ impl Payload {
             Payload::Heap(data.to_vec())
         }
     }
+    /// `data` without a copy where it does not fit inline.
+    pub(crate) fn owned(data: Vec<u8>) -> Self {
+        if data.len() <= 64 {
+            Payload::new(&data)
+        } else {
+            Payload::Heap(data)
+        }
+    }
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Payload::Inline(n, b) => &b[..*n as usize],
