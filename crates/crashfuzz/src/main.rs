@@ -14,7 +14,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use crashfuzz::builtin::{names, resolve};
 use crashfuzz::explore::explore_saved;
-use crashfuzz::pm::{self, PmCampaign, PmFault, PmMode, PmOptions};
+use crashfuzz::pm::{self, PmCampaign, PmEnumeration, PmFault, PmMode, PmOptions};
 use crashfuzz::record::Fault;
 use crashfuzz::replay::{replay, replay_saved};
 use crashfuzz::shard::{merge, ReportFile, SelfCheckReport, Shard};
@@ -386,10 +386,15 @@ fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions, Option<PmPar
 
 /// The PM options `a` sets.
 fn pm_options(a: &RunArgs, opts: &ExploreOptions) -> PmOptions {
+    let enumeration = if opts.read_sets {
+        PmEnumeration::ReadSets {
+            budget: a.budget.map_or(pm::PM_NODE_BUDGET, |b| b as usize),
+        }
+    } else {
+        PmEnumeration::Bounded { bound: a.pm_bound }
+    };
     PmOptions {
-        bound: a.pm_bound,
-        read_sets: opts.read_sets,
-        budget: a.budget.map_or(pm::PM_NODE_BUDGET, |b| b as usize),
+        enumeration,
         jobs: opts.jobs,
         max_violations: opts.max_violations,
     }

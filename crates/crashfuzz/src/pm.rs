@@ -28,17 +28,18 @@
 //! and prints the recovered tree and the verdict.
 //!
 //! Every state the envelope allows gets a verdict by what the checks read
-//! ([`PmOptions::read_sets`]: [`pcie_sim::pmem::explore_read_sets`] over
+//! ([`PmEnumeration::ReadSets`]: [`pcie_sim::pmem::explore_read_sets`] over
 //! the read-set tree the drive modes use too, [`pcie_sim::readset`]), none
 //! sampled and no bound; a run reports `pm-read-set` among its reductions,
 //! its states in `states_by_read_set`, and none unvisited unless a point's
 //! tree was cut at the budget (`pm-read-set-budget-N`). With `--bounded`
 //! or `--brute-force` the states up to a bound are judged instead
-//! (`pm-bound-N` when points were sampled past it).
+//! ([`PmEnumeration::Bounded`]; `pm-bound-N` when points were sampled
+//! past it).
 
 use std::time::Instant;
 
-use fsapi::crash::{self, CheckOptions, PmFs, Promise};
+use fsapi::crash::{self, CheckOptions, Enumeration, PmFs, Promise};
 use fsapi::Tree;
 use pcie_sim::PersistenceDomain;
 use pmfs::Pmfs;
@@ -216,21 +217,43 @@ impl PmRun {
     }
 }
 
+/// How a PM run's crash states are enumerated: [`Enumeration`], with the
+/// bound of [`PmEnumeration::Bounded`] chosen per workload when not given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmEnumeration {
+    /// Every state the envelope allows, judged by what the checks read
+    /// ([`pcie_sim::pmem::explore_read_sets`], over the one read-set tree
+    /// [`pcie_sim::readset`]): none left unvisited within the budget.
+    ReadSets {
+        /// Most checks per crash point (past it, each class of states not
+        /// split yet counts as at least one state not visited).
+        budget: usize,
+    },
+    /// Every state up to a bound on the pending items (2^bound states per
+    /// crash point), sampled past it (`--bounded`, `--brute-force`).
+    Bounded {
+        /// The bound; `None`: [`default_bound`] per workload.
+        bound: Option<u32>,
+    },
+}
+
+impl PmEnumeration {
+    /// The harness's enumeration for a run of `w`.
+    pub fn of(self, w: &Workload) -> Enumeration {
+        match self {
+            PmEnumeration::ReadSets { budget } => Enumeration::ReadSets { budget },
+            PmEnumeration::Bounded { bound } => Enumeration::Bounded {
+                bound: bound.unwrap_or_else(|| default_bound(w)),
+            },
+        }
+    }
+}
+
 /// How PM runs are checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PmOptions {
-    /// Pending items enumerated exhaustively per crash point (2^bound
-    /// states), sampled past it; `None`: [`default_bound`] per workload.
-    /// Used only when `read_sets` is off.
-    pub bound: Option<u32>,
-    /// Judge every state the envelope allows by what the checks read
-    /// ([`pcie_sim::pmem::explore_read_sets`], over the one read-set tree
-    /// [`pcie_sim::readset`]; the bound does not apply). Off: every
-    /// state up to the bound (`--bounded`, `--brute-force`).
-    pub read_sets: bool,
-    /// With `read_sets`: most checks per crash point (past it, each class
-    /// of states not split yet counts as at least one state not visited).
-    pub budget: usize,
+    /// How each run's crash states are enumerated.
+    pub enumeration: PmEnumeration,
     /// Worker threads (runs are spread over them).
     pub jobs: usize,
     /// Violations kept per run (0: all). A run with a fault switched on
@@ -267,9 +290,9 @@ pub fn default_bound(w: &Workload) -> u32 {
 impl Default for PmOptions {
     fn default() -> PmOptions {
         PmOptions {
-            bound: None,
-            read_sets: true,
-            budget: PM_NODE_BUDGET,
+            enumeration: PmEnumeration::ReadSets {
+                budget: PM_NODE_BUDGET,
+            },
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_violations: 100,
         }
@@ -387,10 +410,9 @@ fn explore_with<F: PmFs>(w: &Workload, run: &PmRun, opts: &PmOptions) -> Result<
     let rec = crash::record::<F>(&setup, &ops, how, run.domain, run.seed)?;
     let record_seconds = t0.elapsed().as_secs_f64();
     let promise = F::PROMISE;
-    let bound = opts.bound.unwrap_or_else(|| default_bound(w));
+    let enumeration = opts.enumeration.of(w);
     let copts = CheckOptions {
-        bound,
-        read_sets: opts.read_sets.then_some(opts.budget),
+        enumeration,
         first_only: run.fault.is_some(),
         promise,
     };
@@ -414,27 +436,31 @@ fn explore_with<F: PmFs>(w: &Workload, run: &PmRun, opts: &PmOptions) -> Result<
     }
     let wall = t0.elapsed().as_secs_f64();
     let mut reductions = vec!["pm-verdict-reuse".to_string()];
-    if opts.read_sets {
-        reductions.push("pm-read-set".to_string());
-        if r.sampled_points > 0 {
-            reductions.push(format!(
-                "pm-read-set-budget-{}: {} point(s) cut at it",
-                opts.budget, r.sampled_points
-            ));
+    match enumeration {
+        Enumeration::ReadSets { budget } => {
+            reductions.push("pm-read-set".to_string());
+            if r.sampled_points > 0 {
+                reductions.push(format!(
+                    "pm-read-set-budget-{budget}: {} point(s) cut at it",
+                    r.sampled_points
+                ));
+            }
         }
-    } else if r.sampled_points > 0 {
-        reductions.push(format!(
-            "pm-bound-{bound}: {} point(s) sampled past it",
-            r.sampled_points
-        ));
+        Enumeration::Bounded { bound } => {
+            if r.sampled_points > 0 {
+                reductions.push(format!(
+                    "pm-bound-{bound}: {} point(s) sampled past it",
+                    r.sampled_points
+                ));
+            }
+        }
     }
     // By read sets: every state the envelope allows, each checked or in
     // a checked state's leaf; else the states built and the ones the
     // bound left out.
-    let (states_total, by_read_set) = if opts.read_sets {
-        (r.allowed, r.by_read_set)
-    } else {
-        (r.states.saturating_add(r.left_out), 0)
+    let (states_total, by_read_set) = match enumeration {
+        Enumeration::ReadSets { .. } => (r.allowed, r.by_read_set),
+        Enumeration::Bounded { .. } => (r.states.saturating_add(r.left_out), 0),
     };
     Ok(ExploreReport {
         workload: w.name.clone(),
@@ -476,9 +502,9 @@ fn mount_of<F: PmFs>(run: &PmRun) -> Result<F::Mount, Error> {
     }
 }
 
-/// Records `w` on `run`'s file system and checks every crash state (by
-/// read sets, or up to `opts.bound` pending items per point, sampled past
-/// it).
+/// Records `w` on `run`'s file system and checks every crash state as
+/// `opts.enumeration` says (by read sets, or up to a bound on the pending
+/// items per point, sampled past it).
 pub fn explore_pm(w: &Workload, run: &PmRun, opts: &PmOptions) -> Result<ExploreReport, Error> {
     match run.mode {
         PmMode::Wofs => explore_with::<Wofs>(w, run, opts),
@@ -546,7 +572,8 @@ impl PmCampaign {
     /// The reports come back in campaign order.
     ///
     /// A run whose workload translates to the same operations as an
-    /// earlier run of the shard's with the same mode, domain and bound
+    /// earlier run of the shard's with the same mode, domain and
+    /// enumeration
     /// (ACE's fsync and fdatasync variants: both are the file system's
     /// fsync) records the same trace and has the same verdicts: it is not
     /// checked again but reports the earlier run's states as
@@ -569,9 +596,9 @@ impl PmCampaign {
         for (k, &i) in all.iter().enumerate() {
             let (w, run) = self.run_at(i);
             let (setup, ops) = translate(w)?;
-            let bound = opts.bound.unwrap_or_else(|| default_bound(w));
+            let enumeration = opts.enumeration.of(w);
             let key = format!(
-                "{}|{}|{bound}|{setup:?}|{ops:?}",
+                "{}|{}|{enumeration:?}|{setup:?}|{ops:?}",
                 run.label(),
                 domain_name(run.domain)
             );
@@ -662,9 +689,6 @@ pub struct PmSelfCheck {
     pub fault: PmFault,
     /// A built-in workload that needs the mechanism.
     pub workload: &'static str,
-    /// The bound without read sets (small: the check stops at its first
-    /// violation).
-    pub bound: u32,
 }
 
 impl PmSelfCheck {
@@ -678,17 +702,21 @@ impl PmSelfCheck {
         }
     }
 
-    /// Explores the run; returns its report and the index of its first
-    /// violation, if any (every PM violation is a broken promise).
+    /// Explores the run (without read sets at [`PM_SELF_CHECK_BOUND`]);
+    /// returns its report and the index of its first violation, if any
+    /// (every PM violation is a broken promise).
     pub fn run(&self, opts: &PmOptions) -> Result<(ExploreReport, Option<usize>), Error> {
         let w = resolve(self.workload)?
             .into_iter()
             .next()
             .ok_or_else(|| Error::UnknownWorkload(self.workload.into()))?;
-        let o = PmOptions {
-            bound: Some(self.bound),
-            ..*opts
+        let enumeration = match opts.enumeration {
+            PmEnumeration::ReadSets { budget } => PmEnumeration::ReadSets { budget },
+            PmEnumeration::Bounded { .. } => PmEnumeration::Bounded {
+                bound: Some(PM_SELF_CHECK_BOUND),
+            },
         };
+        let o = PmOptions { enumeration, ..*opts };
         let r = explore_pm(&w, &self.run_config(), &o)?;
         let caught = (!r.violations.is_empty()).then_some(0);
         Ok((r, caught))
@@ -705,15 +733,14 @@ pub const PM_CANARY: &str = "pm_canary";
 /// its data lines not).
 pub const PM_SELF_CHECK_BOUND: u32 = 5;
 
-/// One self-check per PM fault switch, all on [`PM_CANARY`] at
-/// [`PM_SELF_CHECK_BOUND`].
+/// One self-check per PM fault switch, all on [`PM_CANARY`] (at
+/// [`PM_SELF_CHECK_BOUND`] without read sets).
 pub fn pm_self_checks() -> Vec<PmSelfCheck> {
     PmFault::all()
         .into_iter()
         .map(|fault| PmSelfCheck {
             fault,
             workload: PM_CANARY,
-            bound: PM_SELF_CHECK_BOUND,
         })
         .collect()
 }

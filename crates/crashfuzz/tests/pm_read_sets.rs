@@ -8,6 +8,9 @@
 //! what the checks read takes wrong verdicts on the same runs: the
 //! comparison can fail.
 
+mod common;
+
+use common::Compared;
 use fsapi::crash::{self, judge_state, Op, PmFs, Recording};
 use pcie_sim::pmem::{PmClasses, PmConstraint};
 use pcie_sim::readset::ReadSetTree;
@@ -19,17 +22,6 @@ use wofs::Wofs;
 /// Points with more pending items than this are not compared (2^N states
 /// judged in full each).
 const MOST_ITEMS: usize = 9;
-
-/// What a comparison saw.
-#[derive(Debug, Default)]
-struct Compared {
-    points: usize,
-    states: usize,
-    checks: usize,
-    failing: usize,
-    /// States whose full verdict differs from their leaf's.
-    wrong: Vec<String>,
-}
 
 /// The run: crashfuzz's PM canary (every operation the PM file systems
 /// have, fsyncs, a rename of an fsynced file after a sync, pauses for

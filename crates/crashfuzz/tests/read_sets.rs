@@ -13,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{config, workload};
+use common::{config, workload, Compared};
 use crashfuzz::blockwise::BlockJudgement;
 use crashfuzz::check::{check_state, CheckContext, CheckOutcome};
 use crashfuzz::devices::devices_explorer_of;
@@ -23,21 +23,6 @@ use crashfuzz::{record, ModeName, RunConfig, SavedConfig, Workload, SELF_CHECKS}
 use mqfs::layout::BLOCK;
 use nvme_ctrl::crash::{CrashState, DevicesState, Unit};
 use nvme_ctrl::Image;
-
-/// What a comparison saw.
-#[derive(Debug, Default)]
-struct Compared {
-    /// Points compared.
-    points: usize,
-    /// States compared.
-    states: usize,
-    /// Checks the trees made.
-    checks: usize,
-    /// States compared whose full verdict failed.
-    failing: usize,
-    /// What went wrong.
-    wrong: Vec<String>,
-}
 
 /// Compares every state of the small points of `w` under `cfg` with its
 /// leaf's verdict, failing on any difference.

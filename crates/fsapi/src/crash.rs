@@ -420,16 +420,33 @@ fn moved<'p>(path: &'p str, from: &str) -> Option<&'p str> {
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
+/// How a check enumerates the crash states after each trace entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enumeration {
+    /// Every state the envelope allows, judged by what the checks read
+    /// ([`explore_read_sets`]): states whose checks read the same lines
+    /// share one verdict, at most `budget` checks per crash point. Within
+    /// the budget no state is left unvisited; past it, each class of
+    /// states not yet split counts as at least one left out
+    /// ([`Report::left_out`]).
+    ReadSets {
+        /// Most checks per crash point.
+        budget: usize,
+    },
+    /// Every subset of the pending items up to 2^`bound` states per crash
+    /// point, sampled past it ([`pcie_sim::pmem::explore()`]; the states
+    /// left out are counted in [`Report::left_out`]).
+    Bounded {
+        /// Pending items enumerated exhaustively per crash point.
+        bound: u32,
+    },
+}
+
 /// How to check a recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckOptions {
-    /// Pending items enumerated exhaustively per crash point (2^bound
-    /// states; sampled past it), when not by read sets.
-    pub bound: u32,
-    /// `Some(budget)`: every state judged by what the checks read
-    /// ([`explore_read_sets`], at most `budget` checks per crash point;
-    /// the bound does not apply); `None`: every state up to the bound.
-    pub read_sets: Option<usize>,
+    /// How the crash states of each point are enumerated.
+    pub enumeration: Enumeration,
     /// Stop at the first violation.
     pub first_only: bool,
     /// The promise the states are judged by.
@@ -469,7 +486,8 @@ pub struct Report {
     /// image under an equal promise.
     pub judged: u64,
     /// Crash points with states left out: more pending items than the
-    /// bound (sampled), or a read-set tree cut at its budget.
+    /// bound ([`Enumeration::Bounded`], sampled), or a read-set tree cut
+    /// at its budget ([`Enumeration::ReadSets`]).
     pub sampled_points: usize,
     /// States left out, summed over the points (by read sets: at least
     /// that many).
@@ -533,10 +551,11 @@ impl Checker {
 
 /// Every crash state after every trace entry, materialized, mounted with
 /// the run's mount options and judged by `opts.promise`, verdicts reused
-/// per content and promise: by what the checks read
-/// ([`explore_read_sets`]: every state the envelope allows gets a verdict)
-/// or, without `opts.read_sets`, all subsets of the pending items up to
-/// `opts.bound`, sampled past it ([`pcie_sim::pmem::explore()`]).
+/// per content and promise, enumerated as `opts.enumeration` says: by
+/// what the checks read ([`Enumeration::ReadSets`]: every state the
+/// envelope allows gets a verdict within the budget) or all subsets of
+/// the pending items up to a bound, sampled past it
+/// ([`Enumeration::Bounded`]).
 pub fn check<F: PmFs>(rec: &Recording<F>, opts: &CheckOptions) -> Result<Report, CrashError> {
     let start = Instant::now();
     let ck = Checker::new();
@@ -546,8 +565,8 @@ pub fn check<F: PmFs>(rec: &Recording<F>, opts: &CheckOptions) -> Result<Report,
     let points = 0..cur.len();
     let promised = |k| promised(rec, opts.promise, k);
     let tally = |leaked: &u64| leaked_states += u64::from(*leaked > 0);
-    let out = match opts.read_sets {
-        Some(budget) => explore_read_sets(
+    let out = match opts.enumeration {
+        Enumeration::ReadSets { budget } => explore_read_sets(
             &mut cur,
             points,
             budget,
@@ -559,10 +578,10 @@ pub fn check<F: PmFs>(rec: &Recording<F>, opts: &CheckOptions) -> Result<Report,
             },
             tally,
         )?,
-        None => explore(
+        Enumeration::Bounded { bound } => explore(
             &mut cur,
             points,
-            opts.bound,
+            bound,
             opts.first_only,
             promised,
             |k, img| {

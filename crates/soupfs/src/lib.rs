@@ -69,7 +69,7 @@
 //!
 //! `tests/crash_envelope.rs` records a workload's [`pcie_sim::PmTrace`],
 //! mounts every crash state [`pcie_sim::PmemCursor`] gives after every
-//! entry (exhaustive up to a bound of pending items, sampled past it) and
+//! entry (enumerated by what the checks read, none left unvisited) and
 //! checks the contract above, plus random workloads checked against a
 //! reference model; each [`Faults`] switch makes it find a violation.
 //! `tests/posix.rs` (with the shared `fsapi::testing::posix` checks

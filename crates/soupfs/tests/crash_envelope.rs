@@ -1,8 +1,8 @@
 //! Crash tests with the PM envelope: after every trace entry of a
-//! workload, every crash state x86 allows (bounded, sampled past the
-//! bound) mounts to a valid tree with only leaks, and keeps every file
-//! fsynced before the crash; with each mechanism switched off, some state
-//! does not.
+//! workload, every crash state x86 allows (enumerated by what the checks
+//! read, none left unvisited) mounts to a valid tree with only leaks, and
+//! keeps every file fsynced before the crash; with each mechanism
+//! switched off, some state does not.
 
 mod common;
 
@@ -10,28 +10,17 @@ use common::crash::{check, random_workload, record, workload};
 use pcie_sim::PersistenceDomain;
 use soupfs::Faults;
 
-/// Pending items enumerated exhaustively per crash point (sampled past
-/// it): `SOUPFS_CRASH_BOUND`, else 8 in an optimized build and 3 in a
-/// debug one (about a minute either way on one core).
-fn bound() -> u32 {
-    let default = if cfg!(debug_assertions) { 3 } else { 8 };
-    std::env::var("SOUPFS_CRASH_BOUND")
-        .ok()
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn every_crash_state_mounts_to_a_valid_tree_with_only_leaks() {
     let rec = record(&workload(), Faults::default(), PersistenceDomain::Adr, 1);
-    let out = check(&rec, bound(), false);
+    let out = check(&rec, false);
     eprintln!(
-        "soupfs crash: {} points, {} states, {} distinct images mounted ({} states with leaks; {} points sampled past the bound), {:.2?}, {:.0} states/s",
+        "soupfs crash: {} points, {} states checked, {} distinct images mounted ({} states with leaks; {} allowed states unvisited), {:.2?}, {:.0} states/s",
         out.points,
         out.states,
         out.judged,
         out.leaked_states,
-        out.sampled_points,
+        out.left_out,
         out.elapsed,
         out.per_second()
     );
@@ -40,6 +29,7 @@ fn every_crash_state_mounts_to_a_valid_tree_with_only_leaks() {
         "{:#?}",
         &out.violations[..out.violations.len().min(5)]
     );
+    assert_eq!(out.left_out, 0, "every allowed state is judged");
     assert!(
         out.leaked_states > 0,
         "some crash states leak (and the collector frees them)"
@@ -56,7 +46,7 @@ fn every_crash_state_mounts_to_a_valid_tree_with_only_leaks() {
 
 fn caught(faults: Faults) -> String {
     let rec = record(&workload(), faults, PersistenceDomain::Adr, 1);
-    let out = check(&rec, bound(), true);
+    let out = check(&rec, true);
     eprintln!("{faults:?}: {} states to the first violation", out.states);
     out.violations
         .into_iter()
@@ -117,7 +107,6 @@ fn random_workloads_leave_only_valid_trees() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default);
-    let b = bound().min(6);
     for seed in 0..seeds {
         let rec = record(
             &random_workload(seed, 30),
@@ -125,9 +114,9 @@ fn random_workloads_leave_only_valid_trees() {
             PersistenceDomain::Adr,
             seed,
         );
-        let out = check(&rec, b, false);
+        let out = check(&rec, false);
         eprintln!(
-            "random seed {seed}: {} points, {} states, {} fsyncs, {} refused, {:.0} states/s",
+            "random seed {seed}: {} points, {} states checked, {} fsyncs, {} refused, {:.0} states/s",
             out.points,
             out.states,
             rec.synced.len(),
@@ -139,6 +128,7 @@ fn random_workloads_leave_only_valid_trees() {
             "seed {seed}: {:#?}",
             &out.violations[..out.violations.len().min(5)]
         );
+        assert_eq!(out.left_out, 0, "seed {seed}: every allowed state is judged");
     }
 }
 
@@ -151,7 +141,7 @@ fn under_eadr_a_missing_clwb_is_harmless_and_a_dropped_edge_is_not() {
         ..Faults::default()
     };
     let rec = record(&workload(), skip, PersistenceDomain::Eadr, 1);
-    let out = check(&rec, bound().min(4), true);
+    let out = check(&rec, true);
     assert!(out.violations.is_empty(), "{:?}", out.violations);
     // ...but an edge dropped from the order is still a bug.
     let early = Faults {
@@ -159,7 +149,7 @@ fn under_eadr_a_missing_clwb_is_harmless_and_a_dropped_edge_is_not() {
         ..Faults::default()
     };
     let rec = record(&workload(), early, PersistenceDomain::Eadr, 1);
-    let out = check(&rec, bound().min(4), true);
+    let out = check(&rec, true);
     assert!(
         !out.violations.is_empty(),
         "the early publish is caught under eADR too"

@@ -1,6 +1,7 @@
 //! What the crashfuzz integration tests share: built-in workloads by
-//! name, run configurations and the reduced exploration bounds that keep
-//! `cargo test` fast.
+//! name, run configurations, the reduced exploration bounds that keep
+//! `cargo test` fast, and what a read-set comparison with brute force saw
+//! ([`Compared`]).
 #![allow(dead_code)]
 
 use crashfuzz::builtin::by_name;
@@ -33,4 +34,23 @@ pub fn opts() -> ExploreOptions {
         jobs: 2,
         ..ExploreOptions::default()
     }
+}
+
+/// What a comparison of the read-set enumeration with brute force saw:
+/// every state of the compared points judged in full against its leaf's
+/// verdict (`tests/read_sets.rs` on the drives, `tests/pm_read_sets.rs`
+/// on persistent memory).
+#[derive(Debug, Default)]
+pub struct Compared {
+    /// Points compared.
+    pub points: usize,
+    /// States compared.
+    pub states: usize,
+    /// Checks the trees made.
+    pub checks: usize,
+    /// States compared whose full verdict failed.
+    pub failing: usize,
+    /// What went wrong: states in no leaf or several, or judged unlike
+    /// their leaf.
+    pub wrong: Vec<String>,
 }

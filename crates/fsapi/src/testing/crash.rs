@@ -7,7 +7,7 @@ use std::time::Duration;
 use pcie_sim::PersistenceDomain;
 
 use super::Op;
-use crate::crash::{self, CheckOptions, PmFs};
+use crate::crash::{self, CheckOptions, Enumeration, PmFs};
 
 /// A recorded run ([`crate::crash::Recording`]).
 pub type Recording<F> = crash::Recording<F>;
@@ -28,9 +28,11 @@ pub struct Report {
     pub states: u64,
     /// Distinct images mounted (the others reuse a verdict).
     pub mounts: u64,
-    /// Crash points with more pending items than the bound (sampled).
-    pub sampled_points: usize,
-    /// Allowed states the read-set enumeration's budget left unvisited.
+    /// Crash points whose read-set tree the budget cut (some of their
+    /// states unvisited).
+    pub cut_points: usize,
+    /// Allowed states the read-set enumeration's budget left unvisited (at
+    /// least that many).
     pub unvisited: u64,
     /// Wall-clock time of the check.
     pub elapsed: Duration,
@@ -50,13 +52,15 @@ impl Report {
 pub const READ_SET_BUDGET: usize = 1 << 15;
 
 /// Checks every crash state of `rec` under `F`'s promise, enumerated by
-/// what the checks read ([`crate::crash::check`] with read sets, at most
-/// [`READ_SET_BUDGET`] checks per point; `bound` does not apply),
-/// stopping at the first violation. Panics if the check cannot run.
-pub fn check<F: PmFs>(rec: &Recording<F>, bound: u32) -> Report {
+/// what the checks read ([`crate::crash::check`] with
+/// [`Enumeration::ReadSets`], at most [`READ_SET_BUDGET`] checks per
+/// point), stopping at the first violation. Panics if the check cannot
+/// run.
+pub fn check<F: PmFs>(rec: &Recording<F>) -> Report {
     let opts = CheckOptions {
-        bound,
-        read_sets: Some(READ_SET_BUDGET),
+        enumeration: Enumeration::ReadSets {
+            budget: READ_SET_BUDGET,
+        },
         first_only: true,
         promise: F::PROMISE,
     };
@@ -65,33 +69,18 @@ pub fn check<F: PmFs>(rec: &Recording<F>, bound: u32) -> Report {
         points: r.points,
         states: r.states,
         mounts: r.judged,
-        sampled_points: r.sampled_points,
+        cut_points: r.sampled_points,
         unvisited: r.left_out,
         elapsed: r.elapsed,
         violation: r.violations.first().map(ToString::to_string),
     }
 }
 
-/// All crash states up to 2^8 per crash point, sampled past it (2^6 in a
-/// debug build, which checks about ten times fewer states per second).
-pub const BOUND: u32 = if cfg!(debug_assertions) { 6 } else { 8 };
-
-/// The canaries stop at their first violation; a smaller bound finds it.
-pub const CANARY_BOUND: u32 = 6;
-
-/// [`BOUND`], or the bound environment variable `var` sets (10: about
-/// 20 s in a release build).
-pub fn bound_from_env(var: &str) -> u32 {
-    std::env::var(var)
-        .ok()
-        .and_then(|b| b.parse().ok())
-        .unwrap_or(BOUND)
-}
-
-/// Checks `rec` up to `bound`, prints what was checked under `label`, and
-/// asserts that no crash state broke the contract.
-pub fn must_pass<F: PmFs>(label: &str, rec: &Recording<F>, bound: u32) -> Report {
-    let r = check(rec, bound);
+/// Checks `rec` ([`check`]), prints what was checked under `label`, and
+/// asserts that no crash state broke the contract and none was left
+/// unvisited.
+pub fn must_pass<F: PmFs>(label: &str, rec: &Recording<F>) -> Report {
+    let r = check(rec);
     eprintln!(
         "{label}: {} points, {} states checked ({} distinct mounts, {} states unvisited) in {:.2?}: {:.0} states/s",
         r.points,
@@ -112,7 +101,7 @@ pub fn must_pass<F: PmFs>(label: &str, rec: &Recording<F>, bound: u32) -> Report
 pub fn must_fail<F: PmFs>(how: impl Into<F::Mount>) -> String {
     let how = how.into();
     let rec = record::<F>(PersistenceDomain::Adr, &super::workload(), how.clone(), 1);
-    let r = check(&rec, CANARY_BOUND);
+    let r = check(&rec);
     eprintln!("{how:?}: {} states in {:.2?}", r.states, r.elapsed);
     let v = r
         .violation

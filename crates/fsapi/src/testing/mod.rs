@@ -24,8 +24,7 @@ use pcie_sim::{Executor, Machine, MachineProfile, PersistenceDomain, Pmem, PmemP
 use crate::{Ctx, FileSystem};
 
 pub use crash::{
-    bound_from_env, check, must_fail, must_pass, record, recording_is_deterministic, Recording, Report,
-    BOUND, CANARY_BOUND, READ_SET_BUDGET,
+    check, must_fail, must_pass, record, recording_is_deterministic, Recording, Report, READ_SET_BUDGET,
 };
 pub use model::{agree_with_the_model, Model, Refused};
 pub use workload::{churn, random_op, workload, Op, PATHS};

@@ -1,7 +1,7 @@
 //! SoupFS's own crash workloads, run through the shared crash harness
 //! ([`fsapi::crash`], under SoupFS's promise: durable at fsync).
 
-use fsapi::crash::{self, CheckOptions, Op, Recording, Report};
+use fsapi::crash::{self, CheckOptions, Enumeration, Op, Recording, Report};
 use pcie_sim::PersistenceDomain;
 use rand::{Rng, SeedableRng};
 use soupfs::{Faults, SoupFs};
@@ -82,13 +82,15 @@ pub fn record(ops: &[Op], faults: Faults, domain: PersistenceDomain, seed: u64) 
     crash::record::<SoupFs>(&[], ops, faults, domain, seed).expect("the workload records")
 }
 
-/// Checks every crash state, enumerated by what the checks read (the
-/// shared harness's budget per point); stops at the first violation if
+/// Checks every crash state, enumerated by what the checks read
+/// ([`Enumeration::ReadSets`], the shared harness's budget per point:
+/// [`fsapi::testing::READ_SET_BUDGET`]); stops at the first violation if
 /// `first_only`.
-pub fn check(rec: &Recording<SoupFs>, bound: u32, first_only: bool) -> Report {
+pub fn check(rec: &Recording<SoupFs>, first_only: bool) -> Report {
     let opts = CheckOptions {
-        bound,
-        read_sets: Some(fsapi::testing::READ_SET_BUDGET),
+        enumeration: Enumeration::ReadSets {
+            budget: fsapi::testing::READ_SET_BUDGET,
+        },
         first_only,
         promise: crash::Promise::Fsync,
     };
