@@ -99,8 +99,14 @@ pub enum FlushIssue {
 /// crash explorer must report a violation for each.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DriverFaults {
-    /// Skip the zero-length read after flushing P-SQ entries and pointers
-    /// (the entries may still be in flight when the doorbell lands).
+    /// Skip the zero-length read that ends a persistent MMIO write: after
+    /// flushing P-SQ entries and pointers (the entries may still be in
+    /// flight when the doorbell lands), and after each write of the Horae
+    /// ordering queue (its entries, tail, `flushed` and `dr` words may
+    /// still be in flight when a caller is told they are durable). The
+    /// latter is what HoRAE's released ordering-layer module does: its
+    /// `cmb_flush` ends with `memcpy_fromio` of 0 bytes, which on x86
+    /// Linux makes no access (`docs/decisions.md` H18).
     pub no_flush_read: bool,
     /// Skip the clflush + mfence before the zero-length read (the entries
     /// may still sit in write-combining buffers).

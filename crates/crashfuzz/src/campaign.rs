@@ -54,7 +54,7 @@ impl CaughtBy {
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 10] = [
+pub const SELF_CHECKS: [SelfCheck; 11] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -114,6 +114,16 @@ pub const SELF_CHECKS: [SelfCheck; 10] = [
     SelfCheck {
         fault: Fault::HoraeNoRedirectCommit,
         workload: "stress_scattered",
+        mode: ModeName::Horae,
+        profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
+    },
+    // Horae's ordering queue without the read after each persistent
+    // write (HoRAE's released module): an fsync returns while the tail
+    // that commits its transaction may still be on the link.
+    SelfCheck {
+        fault: Fault::NoFlushRead,
+        workload: "create_delete",
         mode: ModeName::Horae,
         profile: "optane-905p",
         caught_by: CaughtBy::Promise,

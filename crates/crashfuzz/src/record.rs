@@ -149,7 +149,9 @@ impl ModeName {
 /// crashfuzz reports its absence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Fault {
-    /// ccNVMe without the zero-length read after flushing the P-SQ.
+    /// No zero-length read after a persistent MMIO write: ccNVMe's P-SQ,
+    /// Horae's ordering queue (what HoRAE's released module does,
+    /// `ccnvme::DriverFaults::no_flush_read`).
     NoFlushRead,
     /// ccNVMe without clflush + mfence before that read.
     NoFence,
@@ -218,8 +220,9 @@ impl Fault {
     }
 
     /// True if the mechanism this fault switches off exists in `mode`:
-    /// the P-SQ's flush read and fence, in-order completion and selective
-    /// revocation are MQFS-on-ccNVMe mechanisms; the commit record's FUA
+    /// the flush read of a persistent MMIO write is ccNVMe's and Horae's;
+    /// the P-SQ's fence, in-order completion and selective revocation are
+    /// MQFS-on-ccNVMe mechanisms; the commit record's FUA
     /// is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has none of them.
     /// The flush for data written outside a sync is the journaled modes'
     /// (Ext4-NJ's fsync always flushes). The flush stage and the
@@ -227,11 +230,8 @@ impl Fault {
     pub fn applies_to(self, mode: ModeName) -> bool {
         let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
         match self {
-            Fault::NoFlushRead
-            | Fault::NoFence
-            | Fault::NoEntryFence
-            | Fault::OutOfOrder
-            | Fault::NoRevoke => ccnvme,
+            Fault::NoFlushRead => ccnvme || mode.is_horae(),
+            Fault::NoFence | Fault::NoEntryFence | Fault::OutOfOrder | Fault::NoRevoke => ccnvme,
             Fault::NoCommitFua | Fault::NoDataFlush => ccnvme || mode == ModeName::Classic || mode.is_horae(),
             Fault::HoraeEarlyAck | Fault::HoraeEarlyDr => mode.is_horae(),
             Fault::HoraeNoRedirectCommit => mode.is_horae(),

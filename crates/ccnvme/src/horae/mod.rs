@@ -169,6 +169,7 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::device::BlockDevice;
 use crate::error::DriverError;
+use crate::profile::DriverFaults;
 
 pub use append::OrderedWrite;
 pub use layout::{Geometry, RawEntry, RegionLayout};
@@ -379,9 +380,20 @@ pub(crate) fn region_of(dev: &BlockDevice) -> Result<(BusAddr, u64), DriverError
 /// A persistent MMIO write (H1) of `bytes` at PMR offset `at`: the shared
 /// [`Core::persistent_write`] (WC store, `clflush` of each line, `mfence`,
 /// then a zero-length read through the WC mapping that cannot pass the
-/// write).
-pub(crate) async fn persist(core: &Core, pmr: BusAddr, at: u64, bytes: &[u8]) -> Result<(), DriverError> {
-    core.persistent_write(pmr + at, bytes, ORDERING_QUEUE, ATTR, PersistSkips::default())
+/// write), the read left out under the fault switch
+/// [`crate::DriverFaults::no_flush_read`] (HoRAE's released module, H18).
+pub(crate) async fn persist(
+    core: &Core,
+    pmr: BusAddr,
+    at: u64,
+    bytes: &[u8],
+    faults: &DriverFaults,
+) -> Result<(), DriverError> {
+    let skips = PersistSkips {
+        fence: false,
+        read: faults.no_flush_read,
+    };
+    core.persistent_write(pmr + at, bytes, ORDERING_QUEUE, ATTR, skips)
         .await?;
     Ok(())
 }
@@ -468,6 +480,7 @@ impl OrderingQueue {
             .ok_or_else(|| DriverError::Unsupported("no room for the ordering queue".into()))?;
         let start = slice.start;
         let core = dev.machine().core(0)?;
+        let faults = &dev.profile().faults;
         let found = read_region_head(&core, pmr, start, pmr_bytes).await?;
         let (layout, ptrs, format) = match found {
             Some((_, g, _)) if g != geometry => {
@@ -506,9 +519,9 @@ impl OrderingQueue {
         }
         if format {
             for o in [layout::HEAD, layout::FLUSHED, layout::TAIL] {
-                persist(&core, pmr, start + o, &0u64.to_le_bytes()).await?;
+                persist(&core, pmr, start + o, &0u64.to_le_bytes(), faults).await?;
             }
-            persist(&core, pmr, start, &layout.header_bytes_of(geometry)).await?;
+            persist(&core, pmr, start, &layout.header_bytes_of(geometry), faults).await?;
         }
         let q = Rc::new_cyclic(|me| OrderingQueue {
             devs: devices.to_vec(),
@@ -604,7 +617,8 @@ impl OrderingQueue {
             Some(l) => Some(l.lock().await),
             None => None,
         };
-        persist(core, self.pmr, self.layout.start + off, bytes).await?;
+        let faults = &self.home().profile().faults;
+        persist(core, self.pmr, self.layout.start + off, bytes, faults).await?;
         self.mirror.borrow_mut().write(off as usize, bytes);
         Ok(())
     }

@@ -207,8 +207,9 @@ impl HoraeRecovery {
             r?;
         }
         let c = home.machine().core(core)?;
-        persist(&c, pmr, start + layout::HEAD, &self.tail.to_le_bytes()).await?;
-        persist(&c, pmr, start + layout::FLUSHED, &self.tail.to_le_bytes()).await?;
+        let faults = &home.profile().faults;
+        persist(&c, pmr, start + layout::HEAD, &self.tail.to_le_bytes(), faults).await?;
+        persist(&c, pmr, start + layout::FLUSHED, &self.tail.to_le_bytes(), faults).await?;
         Ok(())
     }
 }
