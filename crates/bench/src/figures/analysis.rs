@@ -310,8 +310,9 @@ pub fn fig14(rows: &[Breakdown], d: &Diagnostics, r11: &fig11::Results) -> Vec<S
                      block-layer entry, flushing the P-SQ entries with clflush, fence and a \
                      zero-length read, the P-SQDB write), the thread's core also runs, for every \
                      earlier transaction, one interrupt handler per completion (1 us each in the \
-                     driver profile) and the wake-up of MQFS's durability bookkeeping task (2 us), \
-                     and some of that lands inside the call.",
+                     driver profile; MQFS's durability bookkeeping runs in that handler as a \
+                     completion callback, with no thread to wake), and some of that lands inside \
+                     the call.",
                     q.blocks_per_op, q.sync.mean
                 )
             })

@@ -220,16 +220,18 @@ impl MqJournal {
     /// Phase 4a: when the device reports the transaction durable (or
     /// failed), whether or not the caller waits: its pages back to the
     /// pool, its flag set, its id no longer pending, the frees it carried
-    /// released.
+    /// released. This is the transaction's completion callback (a bio's
+    /// `end_io` in Linux): it runs in the completion's interrupt context,
+    /// whose cost the driver's interrupt handler already charges, so no
+    /// thread sleeps for it and none is woken (only a caller that waits
+    /// pays a wake-up, in [`MqJournal::wait`]).
     fn track(self: &Rc<Self>, fs: &Fs, txid: u64, sub: &Submitted, durable_flag: Rc<Cell<bool>>) {
         let me = self.clone();
-        let dev = fs.vol.first().clone();
         let durable = sub.handle.durable.clone();
-        let core = sub.core;
         let recycled = sub.pages.clone();
         let pool: Rc<RefCell<Vec<HostAddr>>> = fs.pages.clone();
         fs.machine.sim().spawn(async move {
-            let s = dev.wait(core, &durable).await;
+            let s = durable.wait_raw().await;
             pool.borrow_mut().extend(recycled);
             if s.is_success() {
                 durable_flag.set(true);
