@@ -134,7 +134,10 @@
 //! writes the checkpoint without FUA (the head moves while the copy may
 //! sit in a volatile cache); `tests/horae_swap.rs` catches it.
 //! `horae_no_redirect_commit` makes recovery skip the commit of durable
-//! prepare writes; `tests/horae_redirect.rs` catches it.
+//! prepare writes; `tests/horae_redirect.rs` catches it. `no_flush_read`
+//! leaves out the zero-length read after each ordering-queue write, as
+//! HoRAE's released module does (`docs/decisions.md` H18); crashfuzz's
+//! self-check `create_delete:horae+no-flush-read` catches it.
 //!
 //! The joint FLUSH sends its FLUSHes at once; `DriverProfile::horae_flush`
 //! = [`crate::FlushIssue::Serialized`] sends them one after another, the
