@@ -73,6 +73,26 @@ fn dma_read_of_4k_takes_requests_latency_dram_and_completions() {
     // the completions go back to back from the first service.
     let expected = first_served + cpl * 16 + link.one_way_latency;
     assert_eq!(done, expected);
+    // The requester takes each request's completions as one action when
+    // its last CplD arrives, but every CplD is on the wire and in the
+    // trace, each ending where the link puts it.
+    let c = m
+        .counters()
+        .get(pcie_sim::EventKind::DmaReadCompletion, Purpose::new(2));
+    assert_eq!((c.tlps, c.payload_bytes), (16, 4096));
+    let cpls: Vec<SimTime> = m
+        .trace()
+        .entries()
+        .iter()
+        .filter(|e| e.kind == pcie_sim::EventKind::DmaReadCompletion)
+        .map(|e| e.effect)
+        .collect();
+    assert_eq!(cpls.len(), 16);
+    assert!(
+        cpls.windows(2).all(|w| w[1] == w[0] + cpl),
+        "back to back: {cpls:?}"
+    );
+    assert_eq!(cpls.last().copied(), Some(expected));
 }
 
 #[test]
