@@ -630,16 +630,17 @@ impl Jbd {
         // Lay the transaction out in the log, the commit block after it.
         let start = self.st.borrow().tail;
         let laid = lay_out(self.ring, start, seq, seq, &snapshots, &revokes);
-        let log = laid.blocks;
+        let end = laid.end;
+        let log = laid.into_writes(&snapshots);
         let commit = (
-            self.ring.start + laid.end,
+            self.ring.start + end,
             Commit {
                 seq,
                 blocks: log.len() as u32,
             }
             .encode(self.ring.seed),
         );
-        let pos = self.ring.advance(laid.end, 1);
+        let pos = self.ring.advance(end, 1);
         let remember = |this: &Self, snapshots: Vec<(u64, Box<[u8; BLOCK]>)>| {
             let mut st = this.st.borrow_mut();
             st.tail = pos;

@@ -119,14 +119,53 @@ pub(crate) fn log_blocks(copies: usize, revokes: usize) -> u64 {
     (descriptors + copies + revokes.div_ceil(REVOKES_PER_BLOCK)) as u64
 }
 
+/// The bytes of one log block: built for the log (a descriptor, a revoke
+/// record), or a journaled copy, named by its index in the copies the
+/// transaction was laid out with (the log holds the copy's bytes as they
+/// are, so they are not copied again to lay it out).
+#[derive(Debug)]
+pub(crate) enum LogBytes {
+    /// A block made for the log.
+    Built(Box<[u8; BLOCK]>),
+    /// `copies[i]`'s content.
+    Copy(usize),
+}
+
+impl LogBytes {
+    /// The block's bytes, `copies` being what it was laid out with.
+    pub fn bytes<'a>(&'a self, copies: &'a [Write]) -> &'a [u8; BLOCK] {
+        match self {
+            LogBytes::Built(b) => b,
+            LogBytes::Copy(i) => match copies.get(*i) {
+                Some((_, d)) => d,
+                None => unreachable!("log block names copy {i} of {}", copies.len()),
+            },
+        }
+    }
+}
+
 /// A transaction laid out in the log (commit block not included).
 pub(crate) struct Layout {
     /// Every block, in log order, at its device block.
-    pub blocks: Vec<Write>,
+    pub blocks: Vec<(u64, LogBytes)>,
     /// Index in `blocks` of the last descriptor (MQFS's JH).
     pub last: usize,
     /// Offset right after the transaction.
     pub end: u64,
+}
+
+impl Layout {
+    /// The blocks as writes of their own bytes (the copies cloned), for a
+    /// caller that sends the log as plain writes.
+    pub fn into_writes(self, copies: &[Write]) -> Vec<Write> {
+        self.blocks
+            .into_iter()
+            .map(|(b, l)| match l {
+                LogBytes::Built(d) => (b, d),
+                LogBytes::Copy(_) => (b, Box::new(*l.bytes(copies))),
+            })
+            .collect()
+    }
 }
 
 /// Lays out transaction `seq` (global id `txid`) with `copies` (home,
@@ -153,13 +192,13 @@ pub(crate) fn lay_out(
         pos = ring.advance(pos, 1);
         let mut tags = Vec::with_capacity(group.len());
         let mut body = Vec::with_capacity(group.len());
-        for (home, data) in group.iter() {
+        for (j, (home, data)) in group.iter().enumerate() {
             tags.push(Tag {
                 home: *home,
                 journal: pos,
                 crc: crc_seeded(ring.seed, &data[..]),
             });
-            body.push((ring.start + pos, data.clone()));
+            body.push((ring.start + pos, LogBytes::Copy(i * TAGS_PER_DESC + j)));
             pos = ring.advance(pos, 1);
         }
         let is_last = i + 1 == groups.len();
@@ -172,7 +211,7 @@ pub(crate) fn lay_out(
             last: is_last,
             tags,
         };
-        blocks.push((ring.start + desc_pos, d.encode(ring.seed)));
+        blocks.push((ring.start + desc_pos, LogBytes::Built(d.encode(ring.seed))));
         blocks.extend(body);
     }
     for chunk in revokes.chunks(REVOKES_PER_BLOCK) {
@@ -180,7 +219,7 @@ pub(crate) fn lay_out(
             seq,
             blocks: chunk.to_vec(),
         };
-        blocks.push((ring.start + pos, r.encode(ring.seed)));
+        blocks.push((ring.start + pos, LogBytes::Built(r.encode(ring.seed))));
         pos = ring.advance(pos, 1);
     }
     Layout {
@@ -526,10 +565,14 @@ mod tests {
         let l = lay_out(ring, 6, 4, 40, &copies, &[99]);
         let at: Vec<u64> = l.blocks.iter().map(|(b, _)| b - ring.start).collect();
         assert_eq!(at, vec![6, 7, 1, 2, 3]);
+        // The copies' blocks hold the copies' bytes, in order.
+        for (k, (_, data)) in copies.iter().enumerate() {
+            assert_eq!(l.blocks[1 + k].1.bytes(&copies), &**data);
+        }
         assert_eq!(l.end, 4);
         assert_eq!(l.last, 0);
-        let d =
-            Descriptor::decode(&l.blocks[0].1[..], ring.seed).unwrap_or_else(|| panic!("not a descriptor"));
+        let d = Descriptor::decode(l.blocks[0].1.bytes(&copies), ring.seed)
+            .unwrap_or_else(|| panic!("not a descriptor"));
         assert!(d.last);
         assert_eq!(d.txid, 40);
         assert_eq!(
@@ -537,16 +580,15 @@ mod tests {
             vec![7, 1, 2]
         );
         assert_eq!(
-            Revoke::decode(&l.blocks[4].1[..], ring.seed).map(|r| r.blocks),
+            Revoke::decode(l.blocks[4].1.bytes(&copies), ring.seed).map(|r| r.blocks),
             Some(vec![99])
         );
         assert_eq!(log_blocks(3, 1), 5);
         // Without copies, an empty last descriptor still opens it.
         let l = lay_out(ring, 1, 1, 1, &[], &[5]);
         assert_eq!(l.blocks.len() as u64, log_blocks(0, 1));
-        assert!(
-            Descriptor::decode(&l.blocks[0].1[..], ring.seed).is_some_and(|d| d.last && d.tags.is_empty())
-        );
+        assert!(Descriptor::decode(l.blocks[0].1.bytes(&[]), ring.seed)
+            .is_some_and(|d| d.last && d.tags.is_empty()));
     }
 
     /// Writes `txs` (copies, revokes) from offset 1 of area 0 of a fresh
@@ -598,7 +640,7 @@ mod tests {
                 let l = lay_out(ring, pos, seq, seq, copies, revokes);
                 pos = l.end;
                 let n = l.blocks.len() as u32;
-                writes.extend(l.blocks);
+                writes.extend(l.into_writes(copies));
                 if end == End::CommitBlock {
                     writes.push((ring.start + pos, Commit { seq, blocks: n }.encode(ring.seed)));
                     pos = ring.advance(pos, 1);

@@ -19,7 +19,7 @@
 //! it, so later transactions and checkpoints go on.
 
 use super::*;
-use crate::journal::log::{lay_out, log_blocks, Write};
+use crate::journal::log::{lay_out, log_blocks, LogBytes, Write};
 
 use ccnvme::TxHandle;
 
@@ -33,8 +33,9 @@ pub(super) struct Planned {
     homes: Vec<Write>,
     /// Journaled (home, copy).
     copies: Vec<Write>,
-    /// The log blocks but the JH.
-    log: Vec<Write>,
+    /// The log blocks but the JH (copies named by their index in
+    /// `copies`).
+    log: Vec<(u64, LogBytes)>,
     /// The JH (the last descriptor).
     jh: Write,
 }
@@ -101,7 +102,10 @@ impl MqJournal {
             (a.tail, a.next_seq)
         };
         let mut laid = lay_out(area.ring(), tail, seq, txid, &copies, revokes);
-        let jh = laid.blocks.remove(laid.last);
+        let jh = match laid.blocks.remove(laid.last) {
+            (b, LogBytes::Built(d)) => (b, d),
+            (_, LogBytes::Copy(i)) => unreachable!("the JH is a descriptor, not copy {i}"),
+        };
         Ok(Planned {
             seq,
             end: laid.end,
@@ -144,11 +148,21 @@ impl MqJournal {
             fs.write_all(ctx, &early, BioFlags::FUA).await?;
         }
         let mut pages: Vec<HostAddr> = Vec::new();
+        let copies = &p.copies;
         let r = async {
             let mut tx = fs.vol.first().begin_tx(core, TxId(txid)).await?;
-            for run in runs.iter().chain(logged.iter()) {
-                let mut bio_pages = Vec::with_capacity(run.len());
-                for (_, data) in run {
+            let homes = runs
+                .iter()
+                .map(|run| (run[0].0, run.iter().map(|(_, d)| &**d).collect::<Vec<_>>()));
+            let log = logged.iter().map(|run| {
+                (
+                    run[0].0,
+                    run.iter().map(|(_, l)| l.bytes(copies)).collect::<Vec<_>>(),
+                )
+            });
+            for (first, blocks) in homes.chain(log) {
+                let mut bio_pages = Vec::with_capacity(blocks.len());
+                for data in blocks {
                     let page = fs.take_page_pub()?;
                     pages.push(page);
                     cpu.write_mem(page, &data[..]).await?;
@@ -156,7 +170,7 @@ impl MqJournal {
                 }
                 fs.vol
                     .first()
-                    .tx_add(&mut tx, &Bio::write(run[0].0, bio_pages))
+                    .tx_add(&mut tx, &Bio::write(first, bio_pages))
                     .await?;
             }
             let jh_page = fs.take_page_pub()?;
@@ -278,9 +292,9 @@ impl From<FsError> for TxError {
 /// Sorts `blocks` and groups runs of consecutive block numbers, at most
 /// `max` blocks a run.
 #[allow(clippy::type_complexity)]
-fn runs_of(mut blocks: Vec<(u64, Box<[u8; BLOCK]>)>, max: usize) -> Vec<Vec<(u64, Box<[u8; BLOCK]>)>> {
+fn runs_of<T>(mut blocks: Vec<(u64, T)>, max: usize) -> Vec<Vec<(u64, T)>> {
     blocks.sort_by_key(|(b, _)| *b);
-    let mut out: Vec<Vec<(u64, Box<[u8; BLOCK]>)>> = Vec::new();
+    let mut out: Vec<Vec<(u64, T)>> = Vec::new();
     for (b, d) in blocks {
         match out.last_mut() {
             Some(run) if run.len() < max && run.last().is_some_and(|(p, _)| p + 1 == b) => run.push((b, d)),
