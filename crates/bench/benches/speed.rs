@@ -21,7 +21,8 @@
 
 use std::time::{Duration, Instant};
 
-use crashfuzz::{ExploreOptions, ModeName, RunConfig};
+use crashfuzz::explore::DEFAULT_DRIVE_BOUND;
+use crashfuzz::{DriveEnumeration, ExploreOptions, ModeName, RunConfig};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use mqfs::testing::{new_fs, TestFs};
 use mqfs::{Ctx, Mode};
@@ -138,7 +139,10 @@ fn crash_states(c: &mut Criterion) {
     // checking, which the read-set enumeration (the default) does for far
     // fewer states.
     let opts = ExploreOptions {
-        read_sets: false,
+        enumeration: DriveEnumeration::Bounded {
+            lines: DEFAULT_DRIVE_BOUND,
+            blocks: DEFAULT_DRIVE_BOUND,
+        },
         ..ExploreOptions::default()
     };
     let explore = || crashfuzz::explore(&w, &cfg, &opts, "generic_035").expect("exploration runs");

@@ -11,23 +11,24 @@ use nvme_ctrl::Image;
 use crate::check::{CheckContext, CheckOutcome};
 use crate::error::Error;
 use crate::oracle::Failure;
-use crate::pipeline::{enumerate_bounded, Checked, CrashSpace, ExploreOptions, ExploreReport, Job};
+use crate::pipeline::{
+    enumerate_bounded, Checked, CrashSpace, DriveEnumeration, ExploreOptions, ExploreReport, Job,
+};
 
 /// A failing state: its crash point, its choice, the failed checks.
 pub(crate) type Found<C> = Vec<(usize, C, Vec<Failure>)>;
 
 /// Checks every crash state of `explorer` (one drive or several) on
 /// `opts.jobs` checker threads, each running `check` on the states sent
-/// to it: enumerated by what the checks read (`opts.read_sets`,
-/// [`crate::observe`]; `bases`: each drive's starting image) or up to
-/// the bounds (`opts.bound_lines` lines, `max_blocks` cache blocks per
-/// drive). Counts into `report` and names the reductions that applied
+/// to it, enumerated as `enumeration` says (`opts.enumeration`, with the
+/// block bound per drive): by what the checks read ([`crate::observe`];
+/// `bases`: each drive's starting image) or up to the bounds. Counts into `report` and names the reductions that applied
 /// (those of `cx` included); returns the failing states.
 pub(crate) fn check_all<S: CrashSpace>(
     explorer: &mut S,
     cx: &CheckContext,
     bases: &[Arc<Image>],
-    max_blocks: u32,
+    enumeration: DriveEnumeration,
     opts: &ExploreOptions,
     report: &mut ExploreReport,
     check: impl Fn(&S::State) -> CheckOutcome + Sync,
@@ -73,19 +74,20 @@ pub(crate) fn check_all<S: CrashSpace>(
             }
         };
         let t_enum = Instant::now();
-        let res = if opts.read_sets {
-            crate::observe::enumerate(
+        let res = match enumeration {
+            DriveEnumeration::ReadSets { budget } => crate::observe::enumerate(
                 explorer,
                 &cx.promises,
                 bases,
-                opts.node_budget,
+                budget,
                 &tx,
                 &rrx,
                 report,
                 &mut tally,
-            )
-        } else {
-            enumerate_bounded(explorer, &cx.promises, opts.bound_lines, max_blocks, &tx, report)
+            ),
+            DriveEnumeration::Bounded { lines, blocks } => {
+                enumerate_bounded(explorer, &cx.promises, lines, blocks, &tx, report)
+            }
         };
         let waiting = match res {
             Ok(w) => w,
@@ -105,8 +107,8 @@ pub(crate) fn check_all<S: CrashSpace>(
     }
     report.reductions = [
         (true, "equal-content"),
-        (opts.read_sets, "read-set"),
-        (opts.read_sets, "block-judgement"),
+        (enumeration.by_read_sets(), "read-set"),
+        (enumeration.by_read_sets(), "block-judgement"),
         (cx.verdicts.is_some(), "recovered-alike"),
         (cx.recoveries.is_some(), "recovery-reuse"),
     ]

@@ -28,6 +28,15 @@ pub enum Error {
         /// The mode it does not apply to.
         mode: String,
     },
+    /// A bound (`--bound`, `--bound-lines`, `--bound-blocks`, `--pm-bound`,
+    /// as named) given without `--bounded` or `--brute-force`: the states
+    /// are enumerated by what the checks read, and no bound applies.
+    #[error("{0} applies only with --bounded or --brute-force (by default states are enumerated by what the checks read)")]
+    BoundWithoutBounded(String),
+    /// `--budget` given with `--bounded` or `--brute-force` (as named):
+    /// the states are enumerated up to the bounds, and no budget applies.
+    #[error("--budget applies only when states are enumerated by what the checks read (the default), not with {0}")]
+    BudgetWhenBounded(String),
     /// No drive profile has this name.
     #[error("unknown drive profile `{0}` (one of: {1})")]
     UnknownProfile(String, String),

@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use nvme_ctrl::crash::{BootState, Explorer, StateChoice};
 
-pub use crate::pipeline::{ExploreOptions, ExploreReport, Violation};
+pub use crate::pipeline::{
+    DriveEnumeration, ExploreOptions, ExploreReport, Violation, DEFAULT_DRIVE_BOUND, DRIVE_NODE_BUDGET,
+};
 
 use crate::check::{check_state, CheckContext};
 use crate::checkers::check_all;
@@ -119,31 +121,29 @@ pub fn explore_recording(
     let cx = CheckContext {
         recoveries: (opts.reuse_verdicts && opts.reuse_recovery).then(Arc::default),
         verdicts: opts.reuse_verdicts.then(Arc::default),
-        observe: opts.read_sets,
+        observe: opts.enumeration.by_read_sets(),
         ..CheckContext::for_run(cfg, rec, opts.sanity)
     };
     let drives = u32::from(cfg.mode.drives());
     let found = if drives > 1 {
-        // The media subsets per point are the product of each drive's: the
-        // block bound is shared out so that their product stays within the
-        // one-drive bound (2^bound subsets per point).
-        let per_drive = (opts.bound_blocks / drives).max(1);
+        let enumeration = opts.enumeration.per_drive(drives);
         let mut explorer = devices_explorer_of(rec, &cfg.profile)?;
-        check_space(&mut explorer, &cx, per_drive, opts, &mut report)?
+        check_space(&mut explorer, &cx, enumeration, opts, &mut report)?
     } else {
         let mut explorer = explorer_of(rec, &cfg.profile)?;
-        check_space(&mut explorer, &cx, opts.bound_blocks, opts, &mut report)?
+        check_space(&mut explorer, &cx, opts.enumeration, opts, &mut report)?
     };
     Ok(finish_report(report, found, cfg, opts, replay_of, t0))
 }
 
 /// Checks every state of `explorer` with [`check_state`] ([`check_all`],
-/// `max_blocks` cache blocks per drive within the bounds); the failing
-/// states with their choices encoded for ids.
+/// enumerated as `enumeration` says: `opts.enumeration`, with the block
+/// bound shared out among the drives); the failing states with their
+/// choices encoded for ids.
 fn check_space<S>(
     explorer: &mut S,
     cx: &CheckContext,
-    max_blocks: u32,
+    enumeration: DriveEnumeration,
     opts: &ExploreOptions,
     report: &mut ExploreReport,
 ) -> Result<Vec<(usize, String, Vec<Failure>)>, Error>
@@ -151,7 +151,7 @@ where
     S: CrashSpace,
     S::State: BootState + Clone + 'static,
 {
-    let found = check_all(explorer, cx, &cx.bases, max_blocks, opts, report, |state| {
+    let found = check_all(explorer, cx, &cx.bases, enumeration, opts, report, |state| {
         check_state(cx, state)
     })?;
     Ok(found

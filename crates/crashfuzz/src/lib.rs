@@ -51,7 +51,8 @@
 //!   built-in recorder follows; its [`Promise`]s ([`Expect`], with
 //!   [`Kind`]) go into the run;
 //! - [`OpRecord`]: one operation, for timelines and reports;
-//! - [`explore_saved`], [`explore_recording`], [`ExploreOptions`],
+//! - [`explore_saved`], [`explore_recording`], [`ExploreOptions`] (with
+//!   [`DriveEnumeration`]),
 //!   [`ExploreReport`] and [`Error`]: exploring what was recorded.
 
 pub mod blockwise;
@@ -79,7 +80,9 @@ pub mod workload;
 
 pub use campaign::{Campaign, CaughtBy, SelfCheck, SELF_CHECKS};
 pub use error::Error;
-pub use explore::{explore, explore_recording, explore_saved, ExploreOptions, ExploreReport, Violation};
+pub use explore::{
+    explore, explore_recording, explore_saved, DriveEnumeration, ExploreOptions, ExploreReport, Violation,
+};
 pub use model::Kind;
 pub use oracle::{Expect, Promise};
 pub use promises::{Durable, OpId, PromiseBuilder};

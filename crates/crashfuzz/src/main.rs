@@ -13,15 +13,15 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 use crashfuzz::builtin::{names, resolve};
-use crashfuzz::explore::explore_saved;
+use crashfuzz::explore::{explore_saved, DEFAULT_DRIVE_BOUND, DRIVE_NODE_BUDGET};
 use crashfuzz::pm::{self, PmCampaign, PmEnumeration, PmFault, PmMode, PmOptions};
 use crashfuzz::record::Fault;
 use crashfuzz::replay::{replay, replay_saved};
 use crashfuzz::shard::{merge, ReportFile, SelfCheckReport, Shard};
 use crashfuzz::workload::Outcome;
 use crashfuzz::{
-    timeline, Campaign, Error, ExploreOptions, ExploreReport, ModeName, RunConfig, SavedConfig, SavedRun,
-    Workload, SELF_CHECKS,
+    timeline, Campaign, DriveEnumeration, Error, ExploreOptions, ExploreReport, ModeName, RunConfig,
+    SavedConfig, SavedRun, Workload, SELF_CHECKS,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -146,15 +146,18 @@ struct RunArgs {
     /// PM modes with --bounded or --brute-force: pending stores and lines
     /// enumerated per crash point (2^N subsets, sampled past it; default
     /// 4, and 1 for the ACE workloads, whose large writes leave hundreds
-    /// pending). By default PM states are judged by what checks read.
+    /// pending). By default PM states are judged by what checks read, and
+    /// it is refused.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
     pm_bound: Option<u32>,
-    /// Write-combining lines enumerated per crash point (2^N subsets).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=16))]
-    bound_lines: u32,
-    /// Volatile-cache blocks enumerated per crash point (2^N subsets).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(0..=16))]
-    bound_blocks: u32,
+    /// With --bounded or --brute-force: write-combining lines enumerated
+    /// per crash point (2^N subsets; default 8). Refused without them.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
+    bound_lines: Option<u32>,
+    /// With --bounded or --brute-force: volatile-cache blocks enumerated
+    /// per crash point (2^N subsets; default 8). Refused without them.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
+    bound_blocks: Option<u32>,
     /// Worker threads (default: all cores).
     #[arg(long, short)]
     jobs: Option<usize>,
@@ -171,14 +174,16 @@ struct RunArgs {
     /// `crashfuzz list` names them all) to see crashfuzz catch it.
     #[arg(long)]
     fault: Option<String>,
-    /// Enumeration bound for both write-combining lines and cache blocks
-    /// (sets --bound-lines and --bound-blocks).
+    /// With --bounded or --brute-force: the bound for both write-combining
+    /// lines and cache blocks (sets --bound-lines and --bound-blocks).
+    /// Refused without them.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
     bound: Option<u32>,
     /// Most checks per crash point when states are enumerated by what the
     /// checks read (the default): past it, each class of states not split
     /// yet counts as (at least) one state not visited (default 4096; for
-    /// the PM modes, whose checks are cheaper, 32768).
+    /// the PM modes, whose checks are cheaper, 32768). Refused with
+    /// --bounded or --brute-force.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     budget: Option<u64>,
     /// Skip CrashMonkey's sanity check (faster).
@@ -234,17 +239,43 @@ const DEFAULT_CANARIES: [&str; 3] = ["canary_out_of_order", "canary_block_reuse"
 /// mode and drive on two cores).
 const MORE_WORKLOADS: [&str; 1] = ["ace2"];
 
+/// The drive options `a` sets; a bound given without `--bounded` or
+/// `--brute-force`, or a budget given with them, is refused (it would not
+/// apply).
 fn explore_options(a: &RunArgs) -> Result<ExploreOptions, Error> {
+    let bounded = a.bounded || a.brute_force;
+    let enumeration = if bounded {
+        if a.budget.is_some() {
+            let flag = if a.brute_force {
+                "--brute-force"
+            } else {
+                "--bounded"
+            };
+            return Err(Error::BudgetWhenBounded(flag.into()));
+        }
+        DriveEnumeration::Bounded {
+            lines: a.bound.or(a.bound_lines).unwrap_or(DEFAULT_DRIVE_BOUND),
+            blocks: a.bound.or(a.bound_blocks).unwrap_or(DEFAULT_DRIVE_BOUND),
+        }
+    } else {
+        let given = [
+            (a.bound_lines.is_some(), "--bound-lines"),
+            (a.bound_blocks.is_some(), "--bound-blocks"),
+            (a.bound.is_some(), "--bound"),
+            (a.pm_bound.is_some(), "--pm-bound"),
+        ];
+        if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
+            return Err(Error::BoundWithoutBounded((*flag).into()));
+        }
+        DriveEnumeration::ReadSets {
+            budget: a.budget.map_or(DRIVE_NODE_BUDGET, |b| b as usize),
+        }
+    };
     let mut opts = ExploreOptions {
-        bound_lines: a.bound.unwrap_or(a.bound_lines),
-        bound_blocks: a.bound.unwrap_or(a.bound_blocks),
+        enumeration,
         sanity: !a.no_sanity,
         reuse_verdicts: !a.brute_force,
         reuse_recovery: !a.brute_force,
-        read_sets: !a.brute_force && !a.bounded,
-        node_budget: a
-            .budget
-            .map_or(ExploreOptions::default().node_budget, |b| b as usize),
         ..ExploreOptions::default()
     };
     if let Some(j) = a.jobs {
@@ -386,7 +417,7 @@ fn campaigns(a: &RunArgs) -> Result<(Vec<Campaign>, ExploreOptions, Option<PmPar
 
 /// The PM options `a` sets.
 fn pm_options(a: &RunArgs, opts: &ExploreOptions) -> PmOptions {
-    let enumeration = if opts.read_sets {
+    let enumeration = if opts.enumeration.by_read_sets() {
         PmEnumeration::ReadSets {
             budget: a.budget.map_or(pm::PM_NODE_BUDGET, |b| b as usize),
         }

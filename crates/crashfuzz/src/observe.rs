@@ -91,7 +91,7 @@
 //! A unit with more than [`nvme_ctrl::crash::MAX_CLASSES`] classes is not
 //! split; its point counts as having states not visited (no run of the
 //! default campaign has one). A point's tree is cut at a budget of nodes
-//! ([`crate::ExploreOptions::node_budget`]): a check that reads many units
+//! ([`crate::DriveEnumeration::ReadSets`]'s `budget`): a check that reads many units
 //! each with pending items (an oracle reading every block of a file whose
 //! blocks were all overwritten) splits its point into the product of their
 //! classes. Past the budget, each node left open is counted as (at least)

@@ -133,13 +133,76 @@ impl CrashSpace for Explorer<'_> {
     }
 }
 
-/// Bounds and parallelism.
+/// Most checks per crash point when the drives' states are enumerated by
+/// what their checks read ([`DriveEnumeration::ReadSets`], `--budget`).
+pub const DRIVE_NODE_BUDGET: usize = 1 << 12;
+
+/// The bound on write-combining lines and on cache blocks with
+/// [`DriveEnumeration::Bounded`] when none is given (`--bounded`).
+pub const DEFAULT_DRIVE_BOUND: u32 = 8;
+
+/// How the crash states of the drives after each trace entry are
+/// enumerated (the drive side's counterpart of
+/// [`crate::pm::PmEnumeration`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriveEnumeration {
+    /// Every state the envelope allows, judged by what the checks read
+    /// ([`crate::observe`]): states that hold the same at every PMR line
+    /// and block their class's check read share its verdict, so within
+    /// the budget no state is left unvisited and none is sampled.
+    ReadSets {
+        /// Most checks per crash point (each judges a class of states;
+        /// past it, each class not split yet counts as at least one state
+        /// not visited).
+        budget: usize,
+    },
+    /// Every state up to the bounds, each built and checked (2^`lines`
+    /// subsets of the write-combining lines and 2^`blocks` of the
+    /// volatile cache's blocks per crash point); past them, sampled and
+    /// the rest counted as not visited (`--bounded`, `--brute-force`).
+    Bounded {
+        /// Write-combining lines enumerated per crash point.
+        lines: u32,
+        /// Volatile-cache blocks enumerated per crash point (on several
+        /// drives, shared out among them, `blocks / drives` each).
+        blocks: u32,
+    },
+}
+
+impl DriveEnumeration {
+    /// True when states are enumerated by what their checks read.
+    pub fn by_read_sets(&self) -> bool {
+        matches!(self, DriveEnumeration::ReadSets { .. })
+    }
+
+    /// This enumeration on a machine of `drives` drives (more than one):
+    /// the media subsets per point are the product of each drive's, so the
+    /// block bound is shared out (`blocks / drives` each, at least 1) to
+    /// keep their product within the one-drive bound.
+    pub(crate) fn per_drive(self, drives: u32) -> DriveEnumeration {
+        match self {
+            DriveEnumeration::Bounded { lines, blocks } => DriveEnumeration::Bounded {
+                lines,
+                blocks: (blocks / drives).max(1),
+            },
+            read_sets => read_sets,
+        }
+    }
+}
+
+impl Default for DriveEnumeration {
+    fn default() -> Self {
+        DriveEnumeration::ReadSets {
+            budget: DRIVE_NODE_BUDGET,
+        }
+    }
+}
+
+/// How the drives' crash states are enumerated and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExploreOptions {
-    /// Write-combining lines enumerated per crash point (2^bound subsets).
-    pub bound_lines: u32,
-    /// Volatile-cache blocks enumerated per crash point (2^bound subsets).
-    pub bound_blocks: u32,
+    /// How each crash point's states are enumerated.
+    pub enumeration: DriveEnumeration,
     /// Worker threads.
     pub jobs: usize,
     /// Run the sanity check on every state.
@@ -154,28 +217,17 @@ pub struct ExploreOptions {
     /// of booting ([`crate::reuse`]: it keeps every verdict; it needs
     /// `reuse_verdicts`).
     pub reuse_recovery: bool,
-    /// Enumerate states by what their checks read ([`crate::observe`]):
-    /// every state the envelope allows is judged, none sampled, and the
-    /// bounds do not apply. Off: every state up to the bounds is built.
-    pub read_sets: bool,
-    /// With `read_sets`: most states checked per crash point (each judges
-    /// a class of states; past it, the classes not split are counted as
-    /// not visited).
-    pub node_budget: usize,
 }
 
 impl Default for ExploreOptions {
     fn default() -> Self {
         ExploreOptions {
-            bound_lines: 8,
-            bound_blocks: 8,
+            enumeration: DriveEnumeration::default(),
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
             sanity: true,
             max_violations: 0,
             reuse_verdicts: true,
             reuse_recovery: true,
-            read_sets: true,
-            node_budget: 1 << 12,
         }
     }
 }

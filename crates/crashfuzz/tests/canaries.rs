@@ -9,8 +9,6 @@ use crashfuzz::{explore, ExploreOptions, SELF_CHECKS};
 #[test]
 fn each_ordering_mechanism_switched_off_is_caught_and_replays() {
     let opts = ExploreOptions {
-        bound_lines: 6,
-        bound_blocks: 4,
         jobs: 2,
         ..ExploreOptions::default()
     };

@@ -75,6 +75,42 @@ fn the_same_seed_records_the_same_bus_trace() {
     }
 }
 
+/// Runs the binary on `args`; returns its exit code and standard error.
+fn crashfuzz_cli(args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crashfuzz"))
+        .args(args)
+        .output()
+        .expect("run crashfuzz");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_bound_or_budget_that_would_not_apply_is_a_usage_error() {
+    let run = ["-w", "generic_035", "-m", "mq", "-p", "optane-905p"];
+    // By default states are enumerated by what the checks read: a bound
+    // would be ignored.
+    for flag in ["--bound", "--bound-lines", "--bound-blocks", "--pm-bound"] {
+        let (code, err) = crashfuzz_cli(&[&run[..], &[flag, "4"]].concat());
+        assert_eq!(code, Some(2), "{flag}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("{flag} applies only with --bounded or --brute-force")),
+            "{err}"
+        );
+    }
+    // Up to the bounds, a budget would be ignored.
+    for mode in ["--bounded", "--brute-force"] {
+        let (code, err) = crashfuzz_cli(&[&run[..], &[mode, "--budget", "64"]].concat());
+        assert_eq!(code, Some(2), "{mode}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("--budget applies only"), "{err}");
+        assert!(err.contains(mode), "{err}");
+    }
+}
+
 #[test]
 fn bad_input_is_a_typed_error() {
     assert!(matches!(

@@ -102,7 +102,7 @@ fn run_file(text: &str, args: &[&str]) -> (Option<i32>, String) {
     let path = dir.join(format!("w{}.txt", text.len()));
     std::fs::write(&path, text).expect("write");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_crashfuzz"))
-        .args(["-w", path.to_str().expect("utf-8"), "--bound", "2", "-j", "2"])
+        .args(["-w", path.to_str().expect("utf-8"), "-j", "2"])
         .args(args)
         .output()
         .expect("run crashfuzz");

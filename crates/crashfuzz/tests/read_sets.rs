@@ -333,12 +333,9 @@ fn two_drives_find_the_violations_brute_force_finds() {
         &w,
         &cfg,
         &crashfuzz::ExploreOptions {
-            read_sets: false,
             reuse_verdicts: false,
             reuse_recovery: false,
-            bound_lines: 8,
-            bound_blocks: 8,
-            ..common::opts()
+            ..common::bounded(8, 8)
         },
         &w.name,
     )
@@ -450,7 +447,7 @@ fn a_tree_cut_by_the_budget_is_the_same_whatever_checker_finishes_first() {
     let cfg = config(ModeName::Mq, "flash-vwc");
     let run = |jobs| {
         let o = crashfuzz::ExploreOptions {
-            node_budget: 16,
+            enumeration: crashfuzz::DriveEnumeration::ReadSets { budget: 16 },
             jobs,
             ..common::opts()
         };

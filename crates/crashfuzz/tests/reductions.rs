@@ -9,19 +9,16 @@
 
 mod common;
 
-use common::{config, opts, workload};
+use common::{bounded, config, workload};
 use crashfuzz::{explore, ExploreOptions, ExploreReport, ModeName, RunConfig, Workload, SELF_CHECKS};
 
 /// The run explored with every reduction, and by brute force; asserts
 /// that with verdict reuse alone it finds what the brute force finds too.
-/// All three enumerate every state up to the bounds (the read-set
+/// All three enumerate every state up to `o`'s bounds (the read-set
 /// reduction, which checks fewer states, is compared with brute force
 /// state by state in `tests/read_sets.rs`).
 fn both(w: &Workload, cfg: &RunConfig, o: &ExploreOptions) -> (ExploreReport, ExploreReport) {
-    let o = &ExploreOptions {
-        read_sets: false,
-        ..o.clone()
-    };
+    assert!(!o.enumeration.by_read_sets(), "compared up to the bounds");
     let with = explore(w, cfg, o, &w.name).expect("explore");
     let run = |reuse_verdicts, reuse_recovery| {
         let o = ExploreOptions {
@@ -54,11 +51,7 @@ fn assert_same(what: &str, with: &ExploreReport, without: &ExploreReport) -> u64
 
 #[test]
 fn reuse_keeps_the_violations_of_every_mechanism_switched_off() {
-    let o = ExploreOptions {
-        bound_lines: 6,
-        bound_blocks: 4,
-        ..opts()
-    };
+    let o = bounded(6, 4);
     let mut reused = 0;
     for sc in SELF_CHECKS {
         let (w, cfg) = sc.config(true).expect("self-check");
@@ -84,7 +77,7 @@ fn reuse_keeps_every_verdict_on_a_cached_drive() {
             ModeName::Mq,
             ModeName::MqAtomic,
         ] {
-            let (with, without) = both(&w, &config(mode, "flash-vwc"), &opts());
+            let (with, without) = both(&w, &config(mode, "flash-vwc"), &bounded(4, 4));
             reused += assert_same(&format!("{name} {mode:?}"), &with, &without);
         }
     }
@@ -101,7 +94,7 @@ fn reuse_keeps_every_verdict_on_two_drives() {
     let mut reused = 0;
     for name in ["generic_035", "generic_106"] {
         let w = workload(name);
-        let (with, without) = both(&w, &config(ModeName::Horae2, "flash-vwc"), &opts());
+        let (with, without) = both(&w, &config(ModeName::Horae2, "flash-vwc"), &bounded(4, 4));
         reused += assert_same(&format!("{name} horae2"), &with, &without);
         assert!(
             with.states_recovered_alike > 0,

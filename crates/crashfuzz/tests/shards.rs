@@ -56,8 +56,6 @@ fn four_shards_merged_equal_the_unsharded_campaign() {
         "none,classic,mq",
         "-p",
         "optane-905p",
-        "--bound",
-        "3",
         "-j",
         "1",
     ];

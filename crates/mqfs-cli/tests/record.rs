@@ -18,11 +18,10 @@ use common::{fsck_ok, image_bytes, is_mounted, mkfs, mqfs, ok, output, require, 
 use crashfuzz::{explore_recording, explore_saved, Expect, ExploreOptions, ExploreReport, SavedRun};
 use mqfs_cli::ioctl::fatomic;
 
-/// Small bounds and two workers: each exploration takes about a second.
+/// The default enumeration (by what the checks read) on two workers:
+/// each exploration takes about a second.
 fn options() -> ExploreOptions {
     ExploreOptions {
-        bound_lines: 4,
-        bound_blocks: 4,
         jobs: 2,
         ..ExploreOptions::default()
     }

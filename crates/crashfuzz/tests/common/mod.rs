@@ -1,11 +1,11 @@
 //! What the crashfuzz integration tests share: built-in workloads by
-//! name, run configurations, the reduced exploration bounds that keep
-//! `cargo test` fast, and what a read-set comparison with brute force saw
+//! name, run configurations, the exploration options (by read sets, or
+//! with small bounds that keep `cargo test` fast), and what a read-set comparison with brute force saw
 //! ([`Compared`]).
 #![allow(dead_code)]
 
 use crashfuzz::builtin::by_name;
-use crashfuzz::{ExploreOptions, ModeName, RunConfig, Workload};
+use crashfuzz::{DriveEnumeration, ExploreOptions, ModeName, RunConfig, Workload};
 
 /// The built-in workload `name` (its first, for a family).
 pub fn workload(name: &str) -> Workload {
@@ -26,13 +26,20 @@ pub fn config(mode: ModeName, profile: &str) -> RunConfig {
     RunConfig::new(mode, RunConfig::profile_by_name(profile).expect("profile"), 1)
 }
 
-/// Exploration bounded to 2^4 subsets per crash point, on two jobs.
+/// The default exploration (by what the checks read), on two jobs.
 pub fn opts() -> ExploreOptions {
     ExploreOptions {
-        bound_lines: 4,
-        bound_blocks: 4,
         jobs: 2,
         ..ExploreOptions::default()
+    }
+}
+
+/// [`opts`] with every state up to 2^`lines` line and 2^`blocks` block
+/// subsets per crash point built and checked instead.
+pub fn bounded(lines: u32, blocks: u32) -> ExploreOptions {
+    ExploreOptions {
+        enumeration: DriveEnumeration::Bounded { lines, blocks },
+        ..opts()
     }
 }
 
