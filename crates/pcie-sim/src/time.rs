@@ -73,10 +73,9 @@ impl SimDuration {
     }
     /// Time to move `bytes` at `rate`, rounded up to the next picosecond.
     pub fn for_bytes(bytes: u64, rate: Bandwidth) -> SimDuration {
-        // ps = bytes * 1e12 / bytes_per_sec, rounded up; u128 avoids overflow.
-        let num = bytes as u128 * 1_000_000_000_000u128;
-        let den = rate.bytes_per_sec as u128;
-        SimDuration(num.div_ceil(den.max(1)) as u64)
+        // ps = bytes * 1e12 / bytes_per_sec, rounded up: in u64 where the
+        // product fits (every TLP and block), else in u128.
+        SimDuration(mul_div_ceil(bytes, 1_000_000_000_000, rate.bytes_per_sec))
     }
 }
 
@@ -168,8 +167,18 @@ impl Frequency {
     /// Simulated time taken by `cycles` at this clock rate (rounded up).
     pub fn time_of(self, cycles: Cycles) -> SimDuration {
         // ps = cycles * 1e9 / khz
-        let num = cycles.0 as u128 * 1_000_000_000u128;
-        SimDuration(num.div_ceil(self.khz.max(1) as u128) as u64)
+        SimDuration(mul_div_ceil(cycles.0, 1_000_000_000, self.khz))
+    }
+}
+
+/// `a * b / d` rounded up (`d` of 0 taken as 1), in u64 arithmetic when
+/// the product fits, in u128 otherwise (a u128 division is a library call
+/// several times as slow, and these run for every simulated event).
+fn mul_div_ceil(a: u64, b: u64, d: u64) -> u64 {
+    let d = d.max(1);
+    match a.checked_mul(b) {
+        Some(n) => n.div_ceil(d),
+        None => (a as u128 * b as u128).div_ceil(d as u128) as u64,
     }
 }
 
@@ -191,6 +200,20 @@ impl Bandwidth {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mul_div_ceil_agrees_with_u128_on_both_sides_of_the_u64_product() {
+        for (a, b, d) in [
+            (4096u64, 1_000_000_000_000u64, 3_938_000_000u64),
+            (u64::MAX / 3, 1_000_000_000, 2_500_000),
+            (7, 1_000_000_000, 0),
+            (18_446_744, 1_000_000_000_000, 7),
+            (18_446_745, 1_000_000_000_000, 7),
+        ] {
+            let wide = (a as u128 * b as u128).div_ceil(d.max(1) as u128) as u64;
+            assert_eq!(super::mul_div_ceil(a, b, d), wide, "{a} * {b} / {d}");
+        }
+    }
+
     use super::*;
 
     #[test]
