@@ -28,7 +28,7 @@ pub struct DriverProfile {
     /// Bios the Horae background submitter's ring holds (HoRAE's released
     /// ordering-layer module, `MAX_BIO_SQES`); a caller that finds it full
     /// submits the bio itself. Used only by a stream given a submitter
-    /// ([`crate::horae::StreamParams::submitter`]).
+    /// ([`crate::horae::StreamParams::submitters`]).
     pub horae_submitter_ring: u32,
     /// Driver work to build and place one command in a queue.
     pub submit_cycles: Cycles,

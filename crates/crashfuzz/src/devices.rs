@@ -20,7 +20,7 @@
 //!
 //! Either way, states are deduplicated by content (every drive's PMR and
 //! media, with the promises in force) and each state is judged by the
-//! one check of [`crate::check`] ([`check_state`], the same as on one
+//! one check of [`crate::check`] ([`check_state`](crate::check::check_state), the same as on one
 //! drive): a fresh machine with every drive on its port again, the volume
 //! assembled and mounted (HoraeFS's recovery over both drives:
 //! `recover_stream`, a discard on each), fsck through the members, then

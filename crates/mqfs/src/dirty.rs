@@ -1,6 +1,6 @@
 //! Which inodes own each unsynced metadata block: every inode's set of
 //! dirtied metadata blocks ([`DirtyMeta`]) and one reverse index over all
-//! of them ([`DirtyIndex`], block to owners), kept up to date by every
+//! of them (`DirtyIndex`, block to owners), kept up to date by every
 //! change to a set.
 //!
 //! The `mq` journal closes a transaction over entanglement (every inode
@@ -74,7 +74,7 @@ impl DirtyIndex {
 
 /// Metadata blocks changed on behalf of one inode and not yet synced (what
 /// an `mq` or `none` fsync of it must persist), registered in its file
-/// system's [`DirtyIndex`] (dropping the set unregisters it).
+/// system's `DirtyIndex` (dropping the set unregisters it).
 pub struct DirtyMeta {
     owner: Owner,
     set: RefCell<BTreeSet<u64>>,

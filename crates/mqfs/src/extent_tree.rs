@@ -2,7 +2,7 @@
 //! keyed by file block whose leaves hold [`Extent`]s and whose index nodes
 //! hold [`IndexEntry`]s (`ext4_extent_idx`). The root lives in the inode
 //! (its 8 slots, [`ROOT_ENTRIES`]); every other node is one block
-//! ([`encode_node`] / [`decode_node`] in `layout`). Depth 0: the root holds
+//! ([`crate::layout::encode_node`] / [`crate::layout::decode_node`]). Depth 0: the root holds
 //! the extents themselves.
 //!
 //! The whole tree is kept in memory while the inode is cached (Ext4 reads
@@ -273,7 +273,7 @@ impl ExtentTree {
     }
 
     /// The last extent starting at or before file block `key`. (The leaf
-    /// [`ExtentTree::descend`] reaches holds it: an index key is its
+    /// `ExtentTree::descend` reaches holds it: an index key is its
     /// child's first key.)
     pub fn at_or_before(&self, key: u32) -> Option<Extent> {
         let (_, at) = self.descend(key);

@@ -43,9 +43,9 @@
 //!   close; after a crash, mount frees it ([`orphan`]). O_DIRECT writes
 //!   and sync_file_range write data home without a FLUSH; the next fsync
 //!   sends one ([`direct`]).
-//! - In the journaled modes every crash state recovers ([`mount`]) to an
-//!   image [`fsck`] finds clean, holding every promise above.
-//! - The drive is reached only through `ccnvme`'s block layer; [`fsck`]
+//! - In the journaled modes every crash state recovers ([`mount()`]) to an
+//!   image [`fsck()`] finds clean, holding every promise above.
+//! - The drive is reached only through `ccnvme`'s block layer; [`fsck()`]
 //!   reads any [`BlockSource`].
 //! - Determinism: the same operations on the same machine give the same
 //!   bus trace.

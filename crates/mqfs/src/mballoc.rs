@@ -1,7 +1,7 @@
 //! Block allocation as ext4's multiblock allocator does it (Linux 4.18
 //! `fs/ext4/mballoc.c`): every block the file system allocates comes from
-//! [`Fs::mb_new_block`], and every block it frees goes back through
-//! [`Fs::free_block`].
+//! `Fs::mb_new_block`, and every block it frees goes back through
+//! `Fs::free_block`.
 //!
 //! # What is modelled
 //!
@@ -13,7 +13,7 @@
 //!   bitmap plus the preallocations (`ext4_mb_generate_buddy`,
 //!   `ext4_mb_generate_from_pa`). Here a block is free for a search when
 //!   its on-disk bit is clear, no preallocation holds it and no allocation
-//!   under way has claimed it ([`Mballoc::is_free`]); the bitmap buffers
+//!   under way has claimed it (`Mballoc::is_free`); the bitmap buffers
 //!   are the only copy of the bits.
 //! - **Regular allocator** (`ext4_mb_regular_allocator`, simplified): the
 //!   first run of free blocks of the wanted length at or after the goal,
@@ -51,7 +51,7 @@
 //!   [`crate::FsProfile::mb_mark_window_on_disk`] switches this off for
 //!   fault injection (the whole window is marked at once, as a naive
 //!   design would), which fsck catches after a crash as leaked blocks.
-//! - **Release** ([`Fs::discard_preallocations`],
+//! - **Release** (`Fs::discard_preallocations`,
 //!   `ext4_discard_preallocations`): at the last close of a file
 //!   (`ext4_release_file`), at truncate, punch and free of its blocks, and
 //!   for everyone at `NoSpace`: a failed search discards every

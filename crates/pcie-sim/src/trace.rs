@@ -362,7 +362,7 @@ impl Counters {
 }
 
 /// The bus trace: entries, payloads and the rolling hash
-/// ([`crate::event_log`], the one record every trace keeps), and the bus
+/// (`crate::event_log`, the one record every trace keeps), and the bus
 /// counters.
 #[derive(Debug, Default, Clone)]
 pub struct BusTrace {

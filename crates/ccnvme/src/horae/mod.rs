@@ -47,7 +47,7 @@
 //! submission the block layer's ([`crate::DriverProfile::block_layer`],
 //! 1.0 us); the persistent MMIO writes are bus traffic on top. A stream
 //! given background submitters ([`StreamParams::submitters`],
-//! [`submitter`], Horae 6.2's per-CPU threads) runs the block layer on
+//! `submitter`, Horae 6.2's per-CPU threads) runs the block layer on
 //! theirs: the caller returns once the bio is handed over. An append
 //! of a write that goes to its home blocks first waits until no earlier
 //! write to one of them is in flight: that is how a dependency loop is

@@ -48,7 +48,7 @@ pub struct StreamParams {
     /// ([`super::redirect`]).
     pub p_area: Option<super::PArea>,
     /// The cores of the stream's background submitter threads (Horae 6.2,
-    /// [`super::submitter`]): the caller of [`super::OrderingQueue::submit`]
+    /// `super::submitter`): the caller of [`super::OrderingQueue::submit`]
     /// hands the data bio to its core's submitter and returns, and the
     /// submitter sends it through the block layer on its own core. `None`:
     /// the caller submits it (the released module without

@@ -278,7 +278,7 @@ impl<S: Served> MqfsFuse<S> {
 impl<S: Served> Filesystem for MqfsFuse<S> {
     /// Asks the kernel for `FUSE_ATOMIC_O_TRUNC` (open gets `O_TRUNC`, so
     /// the truncation is checked with the open, [`perm::open_mask`]) and
-    /// [`FUSE_HANDLE_KILLPRIV`].
+    /// `FUSE_HANDLE_KILLPRIV`.
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
         for (cap, name) in [
             (fuser::consts::FUSE_ATOMIC_O_TRUNC, "FUSE_ATOMIC_O_TRUNC"),
@@ -824,7 +824,7 @@ impl<S: Served> Filesystem for MqfsFuse<S> {
         }
     }
 
-    /// fallocate(2), its mode bits mapped by [`falloc_mode`]. While
+    /// fallocate(2), its mode bits mapped by `falloc_mode`. While
     /// recording, a preallocation is recorded as the truncate it amounts
     /// to (or as an attribute change), and the modes that change bytes
     /// (punch hole, zero range) are refused with EOPNOTSUPP: the recorder

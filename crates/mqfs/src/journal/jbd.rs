@@ -13,7 +13,7 @@
 //!   waits before it wakes the commit thread. One transaction at a time.
 //! - **horae** (HoraeFS, Horae 5.6.2, built on BarrierFS): the fsync caller
 //!   dispatches its own file's data as one epoch of ordered writes in its
-//!   own context ([`Jbd::dispatch_data`], Horae 5.6.1 guideline: "the fsync
+//!   own context (`Jbd::dispatch_data`, Horae 5.6.1 guideline: "the fsync
 //!   thread's data" is an ordered write), then wakes the commit thread.
 //!   JBD2 is split in two stages, as BarrierFS splits it into a commit
 //!   thread and a flush thread: the **submit stage** (the commit thread)

@@ -624,7 +624,7 @@ impl<'t> PmemCursor<'t> {
     }
 
     /// Per line with an item in `pending` (this point's), how many certain
-    /// writes [`PmemCursor::landed_over`] applies again on it (stores, then
+    /// writes `PmemCursor::landed_over` applies again on it (stores, then
     /// non-temporal lines). A line with a pending item is never folded, so
     /// its certain writes only grow while the item is pending: two points
     /// with the same pending items, certain content and counts build every

@@ -34,7 +34,7 @@
 //!   one line (a word store, a write-combining line), and a state's bytes
 //!   on a line are the certain content with that line's certain writes
 //!   and landed items applied in trace order
-//!   ([`PmemCursor::landed_over`]): they depend on that line's landed
+//!   (`PmemCursor::landed_over`): they depend on that line's landed
 //!   items alone. [`PmClasses`] makes a class of each distinct line
 //!   content over the line's allowed landed sets: equal classes, equal
 //!   bytes, by definition.

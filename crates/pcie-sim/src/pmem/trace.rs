@@ -191,7 +191,7 @@ impl PmCounters {
 }
 
 /// The persistent memory's trace: entries, payloads and the rolling hash
-/// ([`crate::event_log`], the record every trace keeps), and the
+/// (`crate::event_log`, the record every trace keeps), and the
 /// persistent-memory counters.
 #[derive(Clone, Debug, Default)]
 pub struct PmTrace {
