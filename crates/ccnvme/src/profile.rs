@@ -1,7 +1,7 @@
 //! Software costs of the host I/O stack, charged in simulated time on the
 //! core that runs the code. Sources beside each number.
 
-use pcie_sim::{Cycles, SimDuration};
+use pcie_sim::{Cycles, PersistSkips, SimDuration};
 
 /// Costs of the block layer and the driver.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,8 +108,9 @@ pub struct DriverFaults {
     /// `cmb_flush` ends with `memcpy_fromio` of 0 bytes, which on x86
     /// Linux makes no access (`docs/decisions.md` H18).
     pub no_flush_read: bool,
-    /// Skip the clflush + mfence before the zero-length read (the entries
-    /// may still sit in write-combining buffers).
+    /// Skip the clflush + mfence before the zero-length read of a
+    /// persistent MMIO write, ccNVMe's or Horae's (the lines may still sit
+    /// in write-combining buffers).
     pub no_fence: bool,
     /// Skip only the fence between a transaction's P-SQ entries and its
     /// P-SQDB store (the entries' lines may leave after the doorbell's:
@@ -138,6 +139,19 @@ pub struct DriverFaults {
     /// redirected in-place updates (it empties the queue with their home
     /// blocks still holding the old content).
     pub horae_no_redirect_commit: bool,
+}
+
+impl DriverFaults {
+    /// The steps of a persistent MMIO write ([`pcie_sim::Core::persist_wc`])
+    /// these switches leave out: the fence with `no_fence`, the read with
+    /// `no_flush_read`. Every persistent write of the driver, ccNVMe's
+    /// P-SQ and Horae's ordering queue, takes its steps from here.
+    pub fn persist_skips(&self) -> PersistSkips {
+        PersistSkips {
+            fence: self.no_fence,
+            read: self.no_flush_read,
+        }
+    }
 }
 
 impl Default for DriverProfile {

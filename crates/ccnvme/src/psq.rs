@@ -223,7 +223,7 @@ impl PersistentSq {
             .collect();
         let skips = PersistSkips {
             fence: self.faults.no_fence || self.faults.no_entry_fence,
-            ..self.skips()
+            ..self.faults.persist_skips()
         };
         self.core.persist_wc(&slots, self.pmr, a, skips).await?;
         Ok(())
@@ -239,17 +239,15 @@ impl PersistentSq {
         a: u32,
     ) -> Result<(), DriverError> {
         self.core
-            .persistent_write(self.pmr + offset, &value.to_le_bytes(), purpose, a, self.skips())
+            .persistent_write(
+                self.pmr + offset,
+                &value.to_le_bytes(),
+                purpose,
+                a,
+                self.faults.persist_skips(),
+            )
             .await?;
         Ok(())
-    }
-
-    /// The steps of a persistent write the fault switches leave out.
-    fn skips(&self) -> PersistSkips {
-        PersistSkips {
-            fence: self.faults.no_fence,
-            read: self.faults.no_flush_read,
-        }
     }
 
     /// Commits: flushes the entries, then persists P-SQDB (the doorbell).

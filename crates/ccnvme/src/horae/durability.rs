@@ -164,16 +164,16 @@ impl OrderingQueue {
             lba: crate::bio::Lba(pl),
             ..bio.clone()
         });
-        let bio = redirected.as_ref().unwrap_or(bio);
-        let n = self.submitters.len();
-        let Some(which) = (n > 0)
-            .then_some(core % n.max(1))
+        let Some(which) = core
+            .checked_rem(self.submitters.len())
             .filter(|&i| self.submitters[i].enqueue())
         else {
-            return self.dispatch(core, id, device, bio).await;
+            return self
+                .dispatch(core, id, device, redirected.as_ref().unwrap_or(bio))
+                .await;
         };
         // The submitter owns the bio it sends later.
-        let bio = bio.clone();
+        let bio = redirected.unwrap_or_else(|| bio.clone());
         let outer = Done::new();
         let (me, out, sub_core) = (self.clone(), outer.clone(), self.submitters[which].core);
         self.home().machine().sim().spawn(async move {

@@ -167,7 +167,7 @@ use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
 use nvme_spec::completion::Status;
-use pcie_sim::{BusAddr, Core, PersistSkips, Purpose};
+use pcie_sim::{BusAddr, Core, Purpose};
 use tokio::sync::{Mutex, Notify};
 
 use crate::device::BlockDevice;
@@ -383,8 +383,9 @@ pub(crate) fn region_of(dev: &BlockDevice) -> Result<(BusAddr, u64), DriverError
 /// A persistent MMIO write (H1) of `bytes` at PMR offset `at`: the shared
 /// [`Core::persistent_write`] (WC store, `clflush` of each line, `mfence`,
 /// then a zero-length read through the WC mapping that cannot pass the
-/// write), the read left out under the fault switch
-/// [`crate::DriverFaults::no_flush_read`] (HoRAE's released module, H18).
+/// write), with the steps the fault switches leave out
+/// ([`DriverFaults::persist_skips`]; without the read it is what HoRAE's
+/// released module does, H18).
 pub(crate) async fn persist(
     core: &Core,
     pmr: BusAddr,
@@ -392,11 +393,7 @@ pub(crate) async fn persist(
     bytes: &[u8],
     faults: &DriverFaults,
 ) -> Result<(), DriverError> {
-    let skips = PersistSkips {
-        fence: false,
-        read: faults.no_flush_read,
-    };
-    core.persistent_write(pmr + at, bytes, ORDERING_QUEUE, ATTR, skips)
+    core.persistent_write(pmr + at, bytes, ORDERING_QUEUE, ATTR, faults.persist_skips())
         .await?;
     Ok(())
 }
