@@ -493,9 +493,9 @@ async fn mount_on(vol: Volume, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, F
                     Err(ccnvme::DriverError::NoLayout) => {}
                     Err(e) => return Err(e.into()),
                 }
-                let params = match fs.profile.submitters {
-                    Some(s) => params.with_submitters(s),
-                    None => params,
+                let params = StreamParams {
+                    submitters: fs.profile.submitters,
+                    ..params
                 };
                 Some(OrderingQueue::init_stream(devs, params).await?)
             } else {

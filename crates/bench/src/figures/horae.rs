@@ -1231,7 +1231,9 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
          of their own), which runs the block layer: {:.2} us per write in the caller in all. One \
          stream from one core thus issues at most {:.0}K writes per second ({:.2} GB/s of 4 KiB \
          writes), against the paper's 2.6 GB/s from (1) + (2) alone: the gap is the persistent \
-         MMIO writes' zero-length reads, which the paper's 0.7 us cannot contain.",
+         MMIO writes' zero-length reads, which the paper's 0.7 us cannot contain (HoRAE's \
+         released module makes none, and loses fsynced data for it: `docs/decisions.md` H18 and \
+         Figure 10's side experiment).",
         b.ordering,
         b.ordering_cpu_share * 100.0,
         charge,
