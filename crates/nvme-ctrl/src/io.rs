@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use nvme_spec::traffic;
-use pcie_sim::Purpose;
+use pcie_sim::{BusAddr, Purpose};
 
 use crate::controller::Controller;
 use crate::engine::{attr, Outcome};
@@ -129,19 +129,32 @@ impl Controller {
         let segs = self.prp_segments(sqe.prp1(), sqe.prp2(), bytes, a).await?;
         self.sim.sleep(self.profile.write_overhead).await;
         let lpb = self.lbas_per_block();
-        let blocks =
-            if slba % lpb == 0 && count == lpb && segs.iter().map(|s| s.1).sum::<u64>() == BLOCK as u64 {
-                // Exactly one whole media block (the common 4 KiB write): the
-                // DMA reads land in the new block itself (no gather buffer, no
-                // merge copy); same transfers as the general path.
+        let whole_block = slba % lpb == 0 && count == lpb;
+        let blocks = match segs[..] {
+            // One whole media block from one host page (the common 4 KiB
+            // write): the page the DMA read sampled becomes the block (no
+            // buffer, no copy, no zero-fill); same transfers as below.
+            [(addr, n)] if whole_block && n == BLOCK as u64 && addr % BLOCK as u64 == 0 => {
+                let blk = self
+                    .port
+                    .dma_read_page(BusAddr(addr), traffic::DATA_BLOCK, a)
+                    .await
+                    .map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+                vec![(slba / lpb, blk)]
+            }
+            // One whole media block in pieces: the DMA reads land in the
+            // new block itself (no gather buffer, no merge copy).
+            _ if whole_block && segs.iter().map(|s| s.1).sum::<u64>() == BLOCK as u64 => {
                 let mut blk = crate::media::zero_block();
                 self.dma_from_host_into(&segs, &mut Arc::make_mut(&mut blk)[..], traffic::DATA_BLOCK, a)
                     .await?;
                 vec![(slba / lpb, blk)]
-            } else {
+            }
+            _ => {
                 let data = self.dma_from_host(&segs, traffic::DATA_BLOCK, a).await?;
                 self.merge(slba, count, Some(&data)).await
-            };
+            }
+        };
         self.backend.write(blocks, sqe.fua(), a).await;
         let mut s = self.smart.borrow_mut();
         s.host_writes += 1;

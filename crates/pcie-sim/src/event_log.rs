@@ -48,12 +48,29 @@ pub(crate) fn mix(h: u64, v: u64) -> u64 {
     (h ^ v).wrapping_mul(HASH_MUL).rotate_left(29)
 }
 
+/// Mixes an entry's `words` into `h`: each word through a multiply of its
+/// own (salted and rotated by its position, so a word moved to another
+/// field changes the value), the results folded, and the fold through one
+/// [`mix`] into the chain. The multiplies are independent, so the CPU
+/// overlaps them: the chain from one entry to the next is one `mix` long
+/// instead of one per word (every bus event passes here).
+#[inline]
+fn mix_words(h: u64, words: &[u64]) -> u64 {
+    let mut acc = 0u64;
+    for (i, &w) in words.iter().enumerate() {
+        let salt = HASH_MUL.rotate_left(7 * i as u32 + 1);
+        acc ^= (w ^ salt).wrapping_mul(HASH_MUL).rotate_left(11 * i as u32 + 29);
+    }
+    mix(h, acc)
+}
+
 /// Lanes of [`mix_payload`]: independent chains the CPU runs in parallel.
 const LANES: usize = 8;
 
 /// Mixes `payload` into `h`: its 64-byte blocks word by word into eight
 /// lanes (word `i` of a block into lane `i`), each lane a chain of [`mix`]
-/// seeded from `h` and its index, then the lanes into `h` in order, then
+/// seeded from `h` and its index, then the lanes into `h` by position
+/// ([`mix_words`]), then
 /// the remaining words (the last zero-padded) and the length. Eight
 /// independent chains run several times as fast as one (a `mix` waits
 /// for the multiply of the step before it), and every DMA payload byte
@@ -78,9 +95,7 @@ fn mix_payload(mut h: u64, payload: &[u8]) -> u64 {
                 *l = mix(*l, word(w));
             }
         }
-        for l in lanes {
-            h = mix(h, l);
-        }
+        h = mix_words(h, &lanes);
     }
     for w in blocks.remainder().chunks(8) {
         h = mix(h, word(w));
@@ -133,11 +148,7 @@ impl<E: LogEntry> EventLog<E> {
         if self.mode == TraceMode::CountersOnly {
             return seq;
         }
-        let mut h = self.hash;
-        for w in words(&e) {
-            h = mix(h, w);
-        }
-        self.hash = mix_payload(h, payload);
+        self.hash = mix_payload(mix_words(self.hash, &words(&e)), payload);
         match self.mode {
             TraceMode::Off | TraceMode::CountersOnly => {}
             TraceMode::Events => {
@@ -176,11 +187,7 @@ impl<E: LogEntry> EventLog<E> {
         };
         let seq = self.events;
         self.events += 1;
-        let mut h = self.hash;
-        for &w in words {
-            h = mix(h, w);
-        }
-        self.hash = h;
+        self.hash = mix_words(self.hash, words);
         e.set_payload_at(at);
         self.entries.push(e);
         Some(seq)
@@ -214,7 +221,30 @@ impl<E: LogEntry> EventLog<E> {
 
 #[cfg(test)]
 mod tests {
-    use super::mix_payload;
+    use super::{mix_payload, mix_words};
+
+    #[test]
+    fn the_entry_hash_sees_every_word_and_its_place() {
+        let base = [3u64, 0, 1 << 40, 77, 0xdead_beef];
+        let h = mix_words(5, &base);
+        assert_eq!(h, mix_words(5, &base), "equal words, equal hashes");
+        assert_ne!(h, mix_words(6, &base), "the hash so far counts");
+        for i in 0..base.len() {
+            for bit in [0, 1, 31, 63] {
+                let mut w = base;
+                w[i] ^= 1 << bit;
+                assert_ne!(h, mix_words(5, &w), "bit {bit} of word {i}");
+            }
+            for j in i + 1..base.len() {
+                let mut w = base;
+                w.swap(i, j);
+                assert_ne!(h, mix_words(5, &w), "words {i} and {j} swapped");
+            }
+        }
+        // Equal values in two fields do not cancel.
+        assert_ne!(mix_words(5, &[9, 9]), mix_words(5, &[0, 0]), "a value repeated");
+        assert_ne!(mix_words(5, &[1]), mix_words(5, &[1, 0]), "a word more");
+    }
 
     #[test]
     fn the_payload_hash_sees_every_byte_its_place_and_the_length() {

@@ -246,6 +246,8 @@ struct Inner {
     free_slots: RefCell<Vec<usize>>,
     live_tasks: Cell<usize>,
     wake_list: Arc<WakeList>,
+    /// The run loop's buffer for the ids it takes from `wake_list`.
+    draining: Cell<Vec<TaskId>>,
     current: Cell<Option<TaskId>>,
     polls: Cell<u64>,
     rng: RefCell<ChaCha8Rng>,
@@ -293,6 +295,7 @@ impl Executor {
             free_slots: RefCell::new(Vec::new()),
             live_tasks: Cell::new(0),
             wake_list: Arc::new(WakeList::default()),
+            draining: Cell::new(Vec::new()),
             current: Cell::new(None),
             polls: Cell::new(0),
             rng: RefCell::new(ChaCha8Rng::seed_from_u64(seed)),
@@ -433,24 +436,19 @@ impl Executor {
         {
             return;
         }
-        let ids = match inner.wake_list.ids.lock() {
-            Ok(mut ids) => std::mem::take(&mut *ids),
+        // The woken ids are swapped into a buffer of the run loop's own
+        // (one lock, no allocation): scheduling them may wake others, which
+        // go to the list again and are drained by the next call.
+        let mut ids = inner.draining.take();
+        match inner.wake_list.ids.lock() {
+            Ok(mut list) => std::mem::swap(&mut *list, &mut ids),
             Err(_) => unreachable!("the wake list lock is never poisoned"),
-        };
+        }
         for id in &ids {
             inner.schedule(*id, inner.now.get());
         }
-        // Give the buffer back to avoid reallocating on the next wake.
-        match inner.wake_list.ids.lock() {
-            Ok(mut list) => {
-                if list.is_empty() {
-                    let mut ids = ids;
-                    ids.clear();
-                    *list = ids;
-                }
-            }
-            Err(_) => unreachable!("the wake list lock is never poisoned"),
-        }
+        ids.clear();
+        inner.draining.set(ids);
     }
 
     /// Number of task polls so far (a measure of simulation work).

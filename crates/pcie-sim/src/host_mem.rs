@@ -103,6 +103,26 @@ impl HostMemory {
         Ok(())
     }
 
+    /// Appends the `len` bytes at `addr` to `out` (as [`HostMemory::read`]
+    /// would copy them, without a zero-filled buffer to copy into). On an
+    /// error `out` is unchanged.
+    pub fn read_append(&self, addr: HostAddr, len: usize, out: &mut Vec<u8>) -> Result<(), PcieError> {
+        let a = self.check(addr, len)?;
+        let pages = self.pages.borrow();
+        out.reserve(len);
+        let mut done = 0;
+        while done < len {
+            let (p, o) = page_of(a + done);
+            let n = (PAGE_SIZE as usize - o).min(len - done);
+            match pages.get(p) {
+                Some(Some(page)) => out.extend_from_slice(&page[o..o + n]),
+                _ => out.resize(out.len() + n, 0),
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Copies `data` to `addr`.
     pub fn write(&self, addr: HostAddr, data: &[u8]) -> Result<(), PcieError> {
         let a = self.check(addr, data.len())?;

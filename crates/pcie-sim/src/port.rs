@@ -6,9 +6,10 @@ use std::rc::Rc;
 use crate::addr::{BusAddr, HostAddr};
 use crate::error::PcieError;
 use crate::executor::Sim;
+use crate::host_mem::PAGE_SIZE;
 use crate::irq::MSI_ADDRESS;
 use crate::link::TlpKind;
-use crate::machine::{Action, Inner, Payload, ReadDone, SharedPage};
+use crate::machine::{Action, Inner, Payload, ReadDone, ReadWait, SharedPage};
 use crate::time::SimTime;
 use crate::trace::{EventKind, Purpose, TraceEntry, TraceMode, NO_PAYLOAD};
 
@@ -61,18 +62,61 @@ impl DevicePort {
         if buf.is_empty() {
             return Ok(());
         }
-        if addr.0.checked_add(buf.len() as u64).is_none() {
+        let w = self.read_request(addr, buf.len(), purpose, attr).await?;
+        debug_assert_eq!(w.buf.len(), buf.len(), "completions covered the whole read");
+        buf.copy_from_slice(&w.buf);
+        self.machine.reads.borrow_mut().recycle(w.buf);
+        Ok(())
+    }
+
+    /// Reads the 4 KiB page of host memory at page-aligned `addr` by DMA,
+    /// as [`DevicePort::dma_read`] does (same requests, completions, trace
+    /// and timing), into a page of its own: one copy of the bytes that
+    /// arrived, where a caller of `dma_read` would zero a page first and
+    /// copy into it (a device storing a whole block keeps the page).
+    pub async fn dma_read_page(
+        &self,
+        addr: BusAddr,
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<SharedPage, PcieError> {
+        debug_assert_eq!(
+            addr.0 % PAGE_SIZE,
+            0,
+            "dma_read_page takes a page-aligned address"
+        );
+        let w = self.read_request(addr, PAGE_SIZE as usize, purpose, attr).await?;
+        let page = match SharedPage::try_from(std::sync::Arc::<[u8]>::from(&w.buf[..])) {
+            Ok(page) => page,
+            Err(_) => unreachable!("the completions of a page read fill PAGE_SIZE bytes"),
+        };
+        self.machine.reads.borrow_mut().recycle(w.buf);
+        Ok(page)
+    }
+
+    /// Sends the read requests for `len` (> 0) bytes at `addr` and waits
+    /// for every completion: the finished read, or the error of a failed
+    /// one (its buffer given back).
+    async fn read_request(
+        &self,
+        addr: BusAddr,
+        len: usize,
+        purpose: Purpose,
+        attr: u32,
+    ) -> Result<ReadWait, PcieError> {
+        debug_assert!(len > 0, "a DMA read of no bytes sends no request");
+        if addr.0.checked_add(len as u64).is_none() {
             return Err(PcieError::OutsideHostMemory {
                 addr: addr.0,
-                len: buf.len() as u64,
+                len: len as u64,
             });
         }
         let m = &self.machine;
         let now = m.now();
         let link = &m.profile.link;
         m.trace.borrow_mut().count_op(EventKind::DmaRead, purpose);
-        let tag = m.reads.borrow_mut().open(buf.len(), buf.len() as u64);
-        for (a, l) in link.split_read_request(addr.0, buf.len() as u64) {
+        let tag = m.reads.borrow_mut().open(len, len as u64);
+        for (a, l) in link.split_read_request(addr.0, len as u64) {
             let wire = link.wire_bytes(TlpKind::Request, a, 0);
             let tx = m.ports.borrow_mut()[self.port as usize]
                 .up
@@ -113,18 +157,14 @@ impl DevicePort {
             tag,
         }
         .await;
-        let failed = w.failed;
-        if !failed {
-            buf.copy_from_slice(&w.buf);
-        }
-        m.reads.borrow_mut().recycle(w.buf);
-        if failed {
+        if w.failed {
+            m.reads.borrow_mut().recycle(w.buf);
             return Err(PcieError::OutsideHostMemory {
                 addr: addr.0,
-                len: buf.len() as u64,
+                len: len as u64,
             });
         }
-        Ok(())
+        Ok(w)
     }
 
     /// Writes `data` to host memory at `addr` by DMA (posted; returns at

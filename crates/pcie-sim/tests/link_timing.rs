@@ -95,6 +95,40 @@ fn dma_read_of_4k_takes_requests_latency_dram_and_completions() {
     assert_eq!(cpls.last().copied(), Some(expected));
 }
 
+/// `dma_read_page` is `dma_read` of a page into a page of its own: the same
+/// bytes, the same TLPs in the trace and the same completion time.
+#[test]
+fn a_page_read_is_a_dma_read_of_the_page() {
+    let run = |page: bool| {
+        let (ex, m, dev) = setup();
+        let buf = m.memory().alloc(8192).unwrap();
+        let bytes: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 1) as u8).collect();
+        m.memory().write(buf + 4096, &bytes).unwrap();
+        let port = dev.port.clone();
+        let sim = m.sim();
+        let (got, at) = ex
+            .block_on(async move {
+                let addr = (buf + 4096).bus();
+                let got = if page {
+                    port.dma_read_page(addr, Purpose::new(2), 0)
+                        .await
+                        .unwrap()
+                        .to_vec()
+                } else {
+                    let mut out = vec![0u8; 4096];
+                    port.dma_read(addr, &mut out, Purpose::new(2), 0).await.unwrap();
+                    out
+                };
+                (got, sim.now())
+            })
+            .unwrap();
+        assert_eq!(got, bytes, "page read: {page}");
+        let t = m.trace();
+        (at, t.entries().to_vec(), t.hash())
+    };
+    assert_eq!(run(true), run(false));
+}
+
 #[test]
 fn uncached_doorbell_write_lands_after_serialization_latency_and_service() {
     let (ex, m, dev) = setup();

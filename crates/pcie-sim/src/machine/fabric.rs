@@ -138,13 +138,7 @@ impl Inner {
                 ur,
                 covers,
             } => self.complete_read(tag, 0, data.bytes(), ur, covers),
-            Action::DmaCompletion {
-                tag,
-                offset,
-                data,
-                ur,
-                covers,
-            } => self.complete_read(tag, offset as usize, data.bytes(), ur, covers),
+            Action::DmaCompletion { tag, ur, covers } => self.complete_read(tag, 0, &[], ur, covers),
             Action::ServeDmaRead {
                 port,
                 addr,
@@ -174,9 +168,15 @@ impl Inner {
         };
         if ur {
             w.failed = true;
-        } else {
-            let end = (offset + data.len()).min(w.buf.len());
-            if offset < end {
+        } else if !data.is_empty() {
+            let end = (offset + data.len()).min(w.len);
+            if offset == w.buf.len() {
+                // In order (the usual case): appended, no zero-fill.
+                w.buf.extend_from_slice(&data[..end.saturating_sub(offset)]);
+            } else if offset < end {
+                if w.buf.len() < end {
+                    w.buf.resize(end, 0);
+                }
                 w.buf[offset..end].copy_from_slice(&data[..end - offset]);
             }
         }
@@ -201,9 +201,27 @@ impl Inner {
     ) {
         let now = self.now();
         let link = self.profile.link.clone();
-        let mut buf = vec![0u8; len as usize];
-        let ur = self.mem.read(crate::addr::HostAddr(addr), &mut buf).is_err();
-        if ur {
+        // The bytes are sampled now, straight into the reader's buffer at
+        // their place: the reader sees the buffer only once the last
+        // completion of the read has arrived (its waiter wakes then), so
+        // sampling here and handing the bytes over on arrival cannot be
+        // told apart, and no buffer travels with the completions.
+        let sampled = {
+            let mut reads = self.reads.borrow_mut();
+            let Some(w) = reads.get(tag) else {
+                unreachable!("read tag {tag} is open until its last request is answered");
+            };
+            let (at, n) = (offset as usize, len as usize);
+            if at == w.buf.len() {
+                self.mem.read_append(crate::addr::HostAddr(addr), n, &mut w.buf)
+            } else {
+                if w.buf.len() < at + n {
+                    w.buf.resize(at + n, 0);
+                }
+                self.mem.read(crate::addr::HostAddr(addr), &mut w.buf[at..at + n])
+            }
+        };
+        if sampled.is_err() {
             let wire = link.wire_bytes(TlpKind::Completion, 0, 0);
             let tx = self.ports.borrow_mut()[port as usize]
                 .down
@@ -232,8 +250,6 @@ impl Inner {
                 tx.arrival,
                 Action::DmaCompletion {
                     tag,
-                    offset,
-                    data: Payload::new(&[]),
                     ur: true,
                     covers: len,
                 },
@@ -251,9 +267,13 @@ impl Inner {
         // had (nothing else is scheduled between them).
         debug_assert!(len > 0, "a DMA read of no bytes sends no request");
         let mut last_arrival = now;
+        let reads = self.reads.borrow();
+        let Some(data) = reads.sampled(tag, offset as usize, len as usize) else {
+            unreachable!("read tag {tag} holds the bytes just sampled into it");
+        };
         for (a, l) in link.split_completion(addr, len as u64) {
             let rel = (a - addr) as usize;
-            let chunk = &buf[rel..rel + l as usize];
+            let chunk = &data[rel..rel + l as usize];
             let wire = link.wire_bytes(TlpKind::Completion, a, l);
             let tx = self.ports.borrow_mut()[port as usize]
                 .down
@@ -278,12 +298,11 @@ impl Inner {
             debug_assert!(tx.arrival >= last_arrival, "CplDs of one port arrive in order");
             last_arrival = tx.arrival;
         }
+        drop(reads);
         self.schedule(
             last_arrival,
             Action::DmaCompletion {
                 tag,
-                offset,
-                data: Payload::owned(buf),
                 ur: false,
                 covers: len,
             },

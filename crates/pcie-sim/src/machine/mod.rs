@@ -75,10 +75,13 @@ impl BusLayout {
     }
 }
 
-/// Bytes carried by a bus action (inline up to one WC line).
+/// Bytes a [`Payload`] carries inline (one WC line, a queue entry).
+pub(crate) const INLINE_PAYLOAD: usize = 64;
+
+/// Bytes carried by a bus action (inline up to [`INLINE_PAYLOAD`]).
 #[derive(Debug)]
 pub(crate) enum Payload {
-    Inline(u8, [u8; 64]),
+    Inline(u8, [u8; INLINE_PAYLOAD]),
     Heap(Vec<u8>),
     /// A range of a page the sender shares (a device's stored block sent
     /// by DMA without a copy); the page is never written while shared.
@@ -90,20 +93,12 @@ pub type SharedPage = std::sync::Arc<[u8; crate::host_mem::PAGE_SIZE as usize]>;
 
 impl Payload {
     pub(crate) fn new(data: &[u8]) -> Self {
-        if data.len() <= 64 {
-            let mut b = [0u8; 64];
+        if data.len() <= INLINE_PAYLOAD {
+            let mut b = [0u8; INLINE_PAYLOAD];
             b[..data.len()].copy_from_slice(data);
             Payload::Inline(data.len() as u8, b)
         } else {
             Payload::Heap(data.to_vec())
-        }
-    }
-    /// `data` without a copy where it does not fit inline.
-    pub(crate) fn owned(data: Vec<u8>) -> Self {
-        if data.len() <= 64 {
-            Payload::new(&data)
-        } else {
-            Payload::Heap(data)
         }
     }
     pub(crate) fn bytes(&self) -> &[u8] {
@@ -151,10 +146,10 @@ pub(crate) enum Action {
         attr: u32,
     },
     /// A completion for a device's DMA read arrives at the device.
+    /// Its bytes are in the reader's buffer already: they were sampled
+    /// into it when the request was served (see `serve_dma_read`).
     DmaCompletion {
         tag: u32,
-        offset: u32,
-        data: Payload,
         ur: bool,
         /// Bytes of the read this completion accounts for (a UR covers its
         /// whole request, so the tag stays open for the other requests).
@@ -181,7 +176,11 @@ pub(crate) struct ReadTable {
 const SPARE_READ_BUFFERS: usize = 32;
 
 pub(crate) struct ReadWait {
+    /// The bytes read, each at its offset (a DMA read's sampled when its
+    /// request is served, an MMIO read's when its completion arrives).
     pub(crate) buf: Vec<u8>,
+    /// Bytes the read asks for.
+    pub(crate) len: usize,
     pub(crate) remaining: u64,
     pub(crate) failed: bool,
     pub(crate) waker: Option<Waker>,
@@ -189,11 +188,12 @@ pub(crate) struct ReadWait {
 
 impl ReadTable {
     pub(crate) fn open(&mut self, len: usize, expected: u64) -> u32 {
+        // Empty: the bytes are appended in order (no zero-fill first).
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.clear();
-        buf.resize(len, 0);
         let w = ReadWait {
             buf,
+            len,
             remaining: expected,
             failed: false,
             waker: None,
@@ -211,6 +211,10 @@ impl ReadTable {
     }
     fn get(&mut self, tag: u32) -> Option<&mut ReadWait> {
         self.slots.get_mut(tag as usize).and_then(|s| s.as_mut())
+    }
+    /// Bytes `at..at + len` of open read `tag`'s buffer.
+    pub(crate) fn sampled(&self, tag: u32, at: usize, len: usize) -> Option<&[u8]> {
+        self.slots.get(tag as usize)?.as_ref()?.buf.get(at..at + len)
     }
     /// Gives a finished read's buffer back for the next read to reuse.
     pub(crate) fn recycle(&mut self, buf: Vec<u8>) {
