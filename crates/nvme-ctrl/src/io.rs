@@ -132,8 +132,9 @@ impl Controller {
         let whole_block = slba % lpb == 0 && count == lpb;
         let blocks = match segs[..] {
             // One whole media block from one host page (the common 4 KiB
-            // write): the page the DMA read sampled becomes the block (no
-            // buffer, no copy, no zero-fill); same transfers as below.
+            // write): the bytes the DMA read brought are copied once into
+            // the block's own page (no zero-filled block to copy into, no
+            // gather buffer); same transfers as below.
             [(addr, n)] if whole_block && n == BLOCK as u64 && addr % BLOCK as u64 == 0 => {
                 let blk = self
                     .port
