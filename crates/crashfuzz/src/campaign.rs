@@ -54,7 +54,7 @@ impl CaughtBy {
 }
 
 /// One self-check per fault switch.
-pub const SELF_CHECKS: [SelfCheck; 11] = [
+pub const SELF_CHECKS: [SelfCheck; 12] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -125,6 +125,16 @@ pub const SELF_CHECKS: [SelfCheck; 11] = [
         fault: Fault::NoFlushRead,
         workload: "create_delete",
         mode: ModeName::Horae,
+        profile: "optane-905p",
+        caught_by: CaughtBy::Promise,
+    },
+    // JBD2 committing through ccNVMe: the P-SQ doorbell is its commit
+    // record, so without the read after it an fsync returns while the
+    // doorbell that commits its transaction may still be on the link.
+    SelfCheck {
+        fault: Fault::NoFlushRead,
+        workload: "generic_035",
+        mode: ModeName::ClassicCc,
         profile: "optane-905p",
         caught_by: CaughtBy::Promise,
     },

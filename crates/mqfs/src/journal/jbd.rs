@@ -42,13 +42,13 @@
 //!   the one area, a revoke hiding its own transaction too).
 //!
 //! A transaction is laid out in the log as `log` says, followed by its
-//! commit block (`End::CommitBlock`; none when committed through ccNVMe). Committed transactions stay in the
-//! log until a checkpoint writes their snapshots home (when the log is
-//! three quarters full, at sync and at unmount); a checkpoint first waits
-//! until no transaction is in flight. Recovery (`log::scan`, `Replay`)
-//! replays committed transactions in order and honours revoke records (a
-//! revoke in transaction T hides copies from T and earlier,
-//! `RevokeScope::ThisAndEarlier`).
+//! commit block (`End::CommitBlock`; none when committed through ccNVMe).
+//! Committed transactions stay in the log until a checkpoint writes their
+//! snapshots home (when the log is three quarters full, at sync and at
+//! unmount); a checkpoint first waits until no transaction is in flight.
+//! Recovery (`log::scan`, `Replay`) replays committed transactions in
+//! order and honours revoke records (a revoke in transaction T hides
+//! copies from T and earlier, `RevokeScope::ThisAndEarlier`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
