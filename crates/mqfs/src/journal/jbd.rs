@@ -31,7 +31,7 @@
 //! - **classic committing through ccNVMe** ([`JbdCommit::CcNvmeTransaction`],
 //!   ccNVMe 7.5.1, Figure 13's "+ccNVMe"): the same commit thread, compound
 //!   running transaction, group commit and BH_Shadow, but the commit is one
-//!   ccNVMe transaction on the commit thread's core ([`cc::submit`], the
+//!   ccNVMe transaction on the commit thread's core (`cc::submit`, the
 //!   path MQFS uses): the ordered data to their homes, the descriptors,
 //!   copies and revokes REQ_TX, the last descriptor REQ_TX_COMMIT; no
 //!   commit block, no FLUSH, no wait between data and log. The commit
