@@ -53,7 +53,11 @@ impl CaughtBy {
     }
 }
 
-/// One self-check per fault switch.
+/// The self-checks: one per fault switch a built-in workload shows by a
+/// broken promise, `no-flush-read` once per mechanism it takes away
+/// (ccNVMe's P-SQ under MQFS and under `classic-cc`, Horae's ordering
+/// queue). `horae-early-dr` and `replay-unfinished` have none: no built-in
+/// workload breaks a promise without them (`docs/decisions.md` H11, E7).
 pub const SELF_CHECKS: [SelfCheck; 12] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
