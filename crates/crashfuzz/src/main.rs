@@ -130,8 +130,9 @@ struct RunArgs {
     /// `all`: those and ACE seq-2).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
     workload: Vec<String>,
-    /// Modes, comma-separated (none, classic, horae, mq, mq-atomic,
-    /// mq-literal, horae2 (HoraeFS striped over two drives); the PM modes
+    /// Modes, comma-separated (none, classic, classic-cc (JBD2 committing
+    /// through ccNVMe), horae, mq, mq-atomic, mq-literal, horae2 (HoraeFS
+    /// striped over two drives); the PM modes
     /// wofs, soupfs, pmfs (the file systems on persistent memory); or
     /// `default`, which has the PM modes too).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]
@@ -169,7 +170,8 @@ struct RunArgs {
     shard: Option<String>,
     /// Switch off one ordering mechanism (no-flush-read, no-fence, no-entry-fence,
     /// no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack,
-    /// horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr; for a
+    /// horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr,
+    /// replay-unfinished; for a
     /// PM mode, MODE-SWITCH: wofs-skip-clwb, pmfs-skip-commit, ...,
     /// `crashfuzz list` names them all) to see crashfuzz catch it.
     #[arg(long)]

@@ -331,9 +331,11 @@ impl PromiseBuilder {
     /// starts after `at` trace entries: the promises about what it can
     /// change stop holding.
     pub fn begin(&mut self, paths: Vec<String>, at: usize) -> OpId {
-        // Ended spans matter only to syncs that ran with them; once none
-        // runs, none can.
-        if self.spans.values().all(|s| s.end.is_some()) {
+        // Ended spans matter only to syncs that ran with them, and to an
+        // atomic operation begun at the trace position they ended at
+        // ([`PromiseBuilder::atomic_op`]); once none runs and none ended
+        // here, none can.
+        if self.spans.values().all(|s| s.end.is_some_and(|e| e < at)) {
             self.spans.clear();
         }
         for p in &paths {
@@ -520,8 +522,16 @@ impl PromiseBuilder {
         let Some(start) = self.spans.get(&id.0).map(|s| s.start) else {
             return false;
         };
+        // Busy: another operation on the names is in flight, or began at
+        // this same trace position (no bus entry between the two, as for
+        // a create just before a rename of the new name): its widening
+        // starts after `start`, so the state durable at `start` is not
+        // the state before this operation at a later crash (a commit
+        // between the two may make the first durable without the second).
         let busy = self.spans.iter().any(|(i, s)| {
-            *i != id.0 && s.end.is_none() && s.paths.iter().any(|q| paths.iter().any(|p| touches(q, p)))
+            *i != id.0
+                && (s.end.is_none() || s.start >= start)
+                && s.paths.iter().any(|q| paths.iter().any(|p| touches(q, p)))
         });
         // As durable just before the operation (its own widening starts
         // after its first entry).
@@ -977,6 +987,30 @@ mod tests {
             let r = b.begin_op(paths.to_vec(), 12, &effects);
             assert!(!b.atomic_op(r, &paths, &[None, f(b"y", 1)], "rename /b /c".into()));
         }
+    }
+
+    /// A create and a rename of the new name with no bus entry between
+    /// them (found by `classic-cc` on random-1-3x6): a commit between the
+    /// two may make the create durable without the rename, so the state
+    /// durable at the rename's start is not "before" it for later crashes.
+    #[test]
+    fn a_rename_begun_where_an_operation_on_its_names_began_promises_nothing() {
+        let mut b = PromiseBuilder::new(ModeName::Classic);
+        b.base(tree_durable(vec![("/".into(), Some(Node::DIR))], None));
+        let c = b.begin_op(vec!["/a".into()], 5, &[("/a".into(), f(b"", 1))]);
+        b.end(c, 5, true);
+        let paths = ["/a".to_string(), "/b".to_string()];
+        let effects = [("/a".to_string(), None), ("/b".to_string(), f(b"", 1))];
+        let r = b.begin_op(paths.to_vec(), 5, &effects);
+        assert!(!b.atomic_op(r, &paths, &[None, f(b"", 1)], "rename /a /b".into()));
+        // One bus entry later, the create's widening is in force and the
+        // rename's before-state is not durable either: still nothing.
+        let mut b = PromiseBuilder::new(ModeName::Classic);
+        b.base(tree_durable(vec![("/".into(), Some(Node::DIR))], None));
+        let c = b.begin_op(vec!["/a".into()], 5, &[("/a".into(), f(b"", 1))]);
+        b.end(c, 6, true);
+        let r = b.begin_op(paths.to_vec(), 6, &effects);
+        assert!(!b.atomic_op(r, &paths, &[None, f(b"", 1)], "rename /a /b".into()));
     }
 
     #[test]

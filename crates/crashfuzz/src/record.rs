@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use ccnvme::BlockDevice;
 use mqfs::{
-    mkfs, mkfs_volume, mount, mount_devices, mount_volume, probe_options, Ctx, FsError, FsProfile,
-    MkfsOptions, Mode, RecoveryRule, StripeOptions, SyncKind,
+    mkfs, mkfs_volume, mount, mount_devices, mount_volume, probe_options_for, Ctx, FsError, FsProfile,
+    JbdCommit, MkfsOptions, Mode, RecoveryRule, StripeOptions, SyncKind,
 };
 use nvme_ctrl::{attach_drives, ControllerConfig, Drive, Image, Media, SsdProfile};
 use pcie_sim::{
@@ -40,6 +40,10 @@ pub enum ModeName {
     None,
     /// Ext4 with JBD2.
     Classic,
+    /// Ext4 whose JBD2 commits each transaction as one ccNVMe transaction
+    /// (`mqfs::JbdCommit::CcNvmeTransaction`, ccNVMe 7.5.1's "+ccNVMe"):
+    /// recovery trusts the driver's report of unfinished transactions.
+    ClassicCc,
     /// HoraeFS.
     Horae,
     /// MQFS with fsync.
@@ -56,9 +60,10 @@ pub enum ModeName {
 
 impl ModeName {
     /// Every mode.
-    pub const ALL: [ModeName; 7] = [
+    pub const ALL: [ModeName; 8] = [
         ModeName::None,
         ModeName::Classic,
+        ModeName::ClassicCc,
         ModeName::Horae,
         ModeName::Mq,
         ModeName::MqAtomic,
@@ -67,9 +72,10 @@ impl ModeName {
     ];
 
     /// The modes of the default run (the safe ones and Ext4-NJ).
-    pub const DEFAULT: [ModeName; 6] = [
+    pub const DEFAULT: [ModeName; 7] = [
         ModeName::None,
         ModeName::Classic,
+        ModeName::ClassicCc,
         ModeName::Horae,
         ModeName::Mq,
         ModeName::MqAtomic,
@@ -81,6 +87,7 @@ impl ModeName {
         match self {
             ModeName::None => "none",
             ModeName::Classic => "classic",
+            ModeName::ClassicCc => "classic-cc",
             ModeName::Horae => "horae",
             ModeName::Mq => "mq",
             ModeName::MqAtomic => "mq-atomic",
@@ -98,7 +105,7 @@ impl ModeName {
     pub fn fs_mode(self) -> Mode {
         match self {
             ModeName::None => Mode::None,
-            ModeName::Classic => Mode::Classic,
+            ModeName::Classic | ModeName::ClassicCc => Mode::Classic,
             ModeName::Horae | ModeName::Horae2 => Mode::Horae,
             ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral => Mode::Mq,
         }
@@ -117,6 +124,17 @@ impl ModeName {
         self.fs_mode() == Mode::Horae
     }
 
+    /// True for the modes whose journal commits through ccNVMe: the MQFS
+    /// modes and `classic-cc`.
+    pub fn is_ccnvme(self) -> bool {
+        self.is_mq() || self == ModeName::ClassicCc
+    }
+
+    /// The driver options of the mode's file system and profile.
+    pub fn probe(self) -> ccnvme::ProbeOptions {
+        probe_options_for(self.fs_mode(), &self.fs_profile())
+    }
+
     /// True for the MQFS modes (where fatomic is weaker than fsync).
     pub fn is_mq(self) -> bool {
         self.fs_mode() == Mode::Mq
@@ -132,6 +150,7 @@ impl ModeName {
         let mut p = FsProfile::default();
         match self {
             ModeName::MqLiteral => p.mq.rule = RecoveryRule::PaperLiteral,
+            ModeName::ClassicCc => p.jbd_commit = JbdCommit::CcNvmeTransaction,
             // HoraeFS as measured: the ordering layer hands every data bio
             // to a background submitter (Horae 6.2), here on core 1 (every
             // machine has two, [`RunConfig::cores`]), so crash points fall
@@ -184,11 +203,16 @@ pub enum Fault {
     /// volatile cache before its write completed
     /// (`ccnvme::DriverFaults::horae_early_dr`).
     HoraeEarlyDr,
+    /// Recovery of a journal committed through ccNVMe ignoring the
+    /// driver's report of unfinished transactions: a transaction whose
+    /// log blocks all landed is replayed though its REQ_TX_COMMIT never
+    /// finished (`mqfs::FsProfile::recovery_drops_unfinished` off).
+    ReplayUnfinished,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::NoFlushRead,
         Fault::NoFence,
         Fault::NoEntryFence,
@@ -200,6 +224,7 @@ impl Fault {
         Fault::HoraeNoRedirectCommit,
         Fault::HoraeNoJointFlush,
         Fault::HoraeEarlyDr,
+        Fault::ReplayUnfinished,
     ];
 
     /// Command-line name.
@@ -216,22 +241,26 @@ impl Fault {
             Fault::HoraeNoRedirectCommit => "horae-no-redirect-commit",
             Fault::HoraeNoJointFlush => "horae-no-joint-flush",
             Fault::HoraeEarlyDr => "horae-early-dr",
+            Fault::ReplayUnfinished => "replay-unfinished",
         }
     }
 
     /// True if the mechanism this fault switches off exists in `mode`:
     /// the flush read of a persistent MMIO write is ccNVMe's and Horae's;
-    /// the P-SQ's fence, in-order completion and selective revocation are
-    /// MQFS-on-ccNVMe mechanisms; the commit record's FUA
-    /// is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has none of them.
+    /// the P-SQ's fence and in-order completion are ccNVMe's (MQFS and
+    /// `classic-cc`), and so is recovery's use of the driver's report of
+    /// unfinished transactions; selective revocation is MQFS's; the commit
+    /// record's FUA is JBD2's (classic, horae) and ccNVMe's. Ext4-NJ has
+    /// none of them.
     /// The flush for data written outside a sync is the journaled modes'
     /// (Ext4-NJ's fsync always flushes). The flush stage and the
     /// redirection commit are HoraeFS's.
     pub fn applies_to(self, mode: ModeName) -> bool {
-        let ccnvme = matches!(mode, ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral);
+        let ccnvme = mode.is_ccnvme();
         match self {
             Fault::NoFlushRead => ccnvme || mode.is_horae(),
-            Fault::NoFence | Fault::NoEntryFence | Fault::OutOfOrder | Fault::NoRevoke => ccnvme,
+            Fault::NoFence | Fault::NoEntryFence | Fault::OutOfOrder | Fault::ReplayUnfinished => ccnvme,
+            Fault::NoRevoke => mode.is_mq(),
             Fault::NoCommitFua | Fault::NoDataFlush => ccnvme || mode == ModeName::Classic || mode.is_horae(),
             Fault::HoraeEarlyAck | Fault::HoraeEarlyDr => mode.is_horae(),
             Fault::HoraeNoRedirectCommit => mode.is_horae(),
@@ -263,7 +292,7 @@ impl Fault {
 
 /// The driver options of `mode` with `fault` applied.
 pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
-    let mut p = probe_options(mode.fs_mode());
+    let mut p = mode.probe();
     let f = &mut p.profile.faults;
     match fault {
         Some(Fault::NoFlushRead) => f.no_flush_read = true,
@@ -274,7 +303,8 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
         Some(Fault::HoraeNoRedirectCommit) => f.horae_no_redirect_commit = true,
         Some(Fault::HoraeNoJointFlush) => f.horae_no_joint_flush = true,
         Some(Fault::HoraeEarlyDr) => f.horae_early_dr = true,
-        Some(Fault::NoRevoke | Fault::NoDataFlush | Fault::HoraeEarlyAck) | None => {}
+        Some(Fault::NoRevoke | Fault::NoDataFlush | Fault::HoraeEarlyAck | Fault::ReplayUnfinished)
+        | None => {}
     }
     p
 }
@@ -287,6 +317,7 @@ pub fn fs_profile_for(mode: ModeName, fault: Option<Fault>) -> FsProfile {
         Some(Fault::NoCommitFua) => p.commit_fua = false,
         Some(Fault::NoDataFlush) => p.flush_unflushed_data = false,
         Some(Fault::HoraeEarlyAck) => p.horae_ack_after_flush = false,
+        Some(Fault::ReplayUnfinished) => p.recovery_drops_unfinished = false,
         _ => {}
     }
     p
@@ -686,7 +717,7 @@ fn run_setup(w: &Workload, cfg: &RunConfig) -> Result<Prepared, Error> {
         let c = Ctx::on(0);
         let mut devs = Vec::new();
         for port in 0..mode.drives() {
-            devs.push(BlockDevice::probe(&m2, port, probe_options(mode.fs_mode())).await?);
+            devs.push(BlockDevice::probe(&m2, port, mode.probe()).await?);
         }
         let mut opts = MkfsOptions::new(mode.fs_mode());
         opts.journal_areas = cores;

@@ -87,12 +87,13 @@ pub use error::FsError;
 pub use falloc::FallocMode;
 pub use fs::{Ctx, Fs, Ino};
 pub use fsck::{fsck, BlockSource, Finding, FindingKind, Report, Severity};
+pub use journal::jbd::JbdCommit;
 pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
 pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
 pub use mount::{
-    horae_recovery, mkfs, mkfs_volume, mount, mount_devices, mount_volume, probe_options, MkfsOptions,
-    StripeOptions,
+    horae_recovery, mkfs, mkfs_volume, mount, mount_devices, mount_volume, probe_options, probe_options_for,
+    MkfsOptions, StripeOptions,
 };
 pub use ops::{Attr, NewInode, SetAttr, StatFs};
 pub use perm::Cred;

@@ -14,6 +14,7 @@ use crate::extent_tree::ExtentTree;
 use crate::fs::{Ctx, Fs};
 use crate::journal::format::AreaSuper;
 use crate::journal::jbd::Jbd;
+use crate::journal::log::RevokeScope;
 use crate::journal::mq;
 use crate::journal::Journal;
 use crate::layout::{
@@ -94,13 +95,59 @@ impl MkfsOptions {
     }
 }
 
-/// Probe options the block device needs for `mode`.
+/// Probe options the block device needs for `mode` mounted with the
+/// default [`FsProfile`].
 pub fn probe_options(mode: Mode) -> ProbeOptions {
+    probe_options_for(mode, &FsProfile::default())
+}
+
+/// Probe options the block device needs for `mode` mounted with
+/// `profile`: ccNVMe for `mq`, and for `classic` whose JBD2 commits as
+/// ccNVMe transactions ([`crate::JbdCommit::CcNvmeTransaction`]); the
+/// Horae PMR for `horae`.
+pub fn probe_options_for(mode: Mode, profile: &FsProfile) -> ProbeOptions {
     ProbeOptions {
-        ccnvme: mode == Mode::Mq,
+        ccnvme: mode == Mode::Mq || (mode == Mode::Classic && jbd_through_ccnvme(profile)),
         horae: mode == Mode::Horae,
         ..ProbeOptions::default()
     }
+}
+
+/// True if `profile` makes the classic journal commit through ccNVMe.
+fn jbd_through_ccnvme(profile: &FsProfile) -> bool {
+    profile.jbd_commit == crate::JbdCommit::CcNvmeTransaction
+}
+
+/// The recovery of a journal committed through ccNVMe (`mq`, and
+/// `classic` with [`crate::JbdCommit::CcNvmeTransaction`]): the driver
+/// reports the unfinished transactions (ccNVMe 5.5), the journal's areas
+/// are replayed without them ([`mq::recover`], revokes within `scope`),
+/// and the driver resets its queues once that is durable. Sets the next
+/// transaction id past every id seen and returns each area's (position,
+/// next sequence number).
+async fn recover_through_ccnvme(
+    fs: &Fs,
+    ctx: Ctx,
+    scope: crate::journal::log::RevokeScope,
+) -> Result<Vec<(u64, u64)>, FsError> {
+    let dev = fs.vol.first().clone();
+    let rec = dev.recovery().ok_or_else(|| {
+        FsError::Unsupported(format!(
+            "{:?} journaling through ccNVMe needs the ccNVMe driver",
+            fs.sb.borrow().mode
+        ))
+    })?;
+    let unfinished: std::collections::BTreeSet<u64> = if fs.profile.recovery_drops_unfinished {
+        rec.unfinished_ids().iter().map(|t| t.0).collect()
+    } else {
+        // Fault injection: the driver's verdict ignored.
+        std::collections::BTreeSet::new()
+    };
+    let (starts, max_txid) = mq::recover(fs, ctx, &unfinished, fs.profile.mq.rule, scope).await?;
+    // Recovery is durable: the driver may reset its queues now.
+    dev.ack_recovery().await?;
+    fs.next_txid.set(fs.next_txid.get().max(max_txid + 1));
+    Ok(starts)
 }
 
 /// HoraeFS's one stream on `vol`: with the checkpoint region mkfs
@@ -503,22 +550,23 @@ async fn mount_on(vol: Volume, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, F
             };
             let raw = fs.read_raw(ctx, sb.area_start(0)).await?;
             let jsb = AreaSuper::decode(&raw[..], 0, sb.area_blocks)?;
-            let next = Jbd::recover(&fs, ctx, &jsb).await?;
+            let next = if sb.mode == Mode::Classic && jbd_through_ccnvme(&fs.profile) {
+                // JBD2 keeps a revoke's own transaction's copies hidden.
+                let starts = recover_through_ccnvme(&fs, ctx, RevokeScope::ThisAndEarlier).await?;
+                starts
+                    .first()
+                    .copied()
+                    .ok_or_else(|| FsError::Corrupt("no journal area".into()))?
+            } else {
+                Jbd::recover(&fs, ctx, &jsb).await?
+            };
             let j = Jbd::new(&fs, &jsb, Some(next), oq);
             j.start(&fs);
             Journal::Jbd(j)
         }
         Mode::Mq => {
-            let rec = dev
-                .recovery()
-                .ok_or_else(|| FsError::Unsupported("mq needs ccNVMe".into()))?;
-            let unfinished: std::collections::BTreeSet<u64> =
-                rec.unfinished_ids().iter().map(|t| t.0).collect();
-            let (starts, max_txid) = mq::recover(&fs, ctx, &unfinished, fs.profile.mq.rule).await?;
-            // Recovery is durable: the driver may reset its queues now.
-            dev.ack_recovery().await?;
-            let next = fs.next_txid.get().max(max_txid + 1);
-            fs.next_txid.set(next);
+            let starts = recover_through_ccnvme(&fs, ctx, RevokeScope::Earlier).await?;
+            let next = fs.next_txid.get();
             Journal::Mq(mq::MqJournal::new(&fs, &starts, fs.profile.mq, next))
         }
     };

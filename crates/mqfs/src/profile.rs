@@ -101,6 +101,20 @@ pub struct FsProfile {
     /// only to show the mechanism: every buffer then has a frozen copy and
     /// no modifier waits (as the model did before).
     pub jbd_shadow: bool,
+    /// How the `classic` mode's JBD2 commits a transaction
+    /// ([`JbdCommit`](crate::journal::jbd::JbdCommit)): with a commit
+    /// record behind a FLUSH (Linux's JBD2, the default), or as one ccNVMe
+    /// transaction (ccNVMe 7.5.1, Figure 13's "+ccNVMe": Ext4 with ccNVMe
+    /// performing its journaling), which needs the ccNVMe driver
+    /// ([`crate::mount::probe_options_for`]). The other modes ignore it.
+    pub jbd_commit: crate::journal::jbd::JbdCommit,
+    /// Recovery of a journal committed through ccNVMe (`mq`, and `classic`
+    /// with [`JbdCommit::CcNvmeTransaction`](crate::journal::jbd::JbdCommit::CcNvmeTransaction))
+    /// replays only the transactions the driver's recovery does not report
+    /// unfinished (ccNVMe 5.5). Off only for fault injection: every
+    /// transaction the log scan finds whole is replayed, as if its
+    /// REQ_TX_COMMIT had made it durable.
+    pub recovery_drops_unfinished: bool,
     /// Switches of the `mq` mode.
     pub mq: crate::journal::mq::MqOptions,
     /// How long a dirty inode's pages, or a dirty metadata buffer in mode
@@ -144,6 +158,8 @@ impl Default for FsProfile {
             flush_unflushed_data: true,
             horae_ack_after_flush: true,
             jbd_shadow: true,
+            jbd_commit: crate::journal::jbd::JbdCommit::CommitRecord,
+            recovery_drops_unfinished: true,
             mq: crate::journal::mq::MqOptions::default(),
             dirty_expire: SimDuration::from_ms(30_000),
             dirty_writeback_interval: Some(SimDuration::from_ms(5_000)),

@@ -12,7 +12,7 @@ use pcie_sim::{CpuProfile, Executor, HostProfile, Machine, MachineProfile, PageS
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs};
 use crate::layout::Mode;
-use crate::mount::{mkfs, mkfs_volume, mount, probe_options, MkfsOptions, StripeOptions};
+use crate::mount::{mkfs, mkfs_volume, mount, probe_options, probe_options_for, MkfsOptions, StripeOptions};
 use crate::profile::FsProfile;
 
 /// Everything a test needs.
@@ -112,7 +112,8 @@ pub fn machine_with_drives(
 /// Probes the drive on port 0 of `machine`, makes a file system of `mode`
 /// on its `blocks` (one journal area per hardware queue, an eighth of the
 /// drive for the journals, then `tune` may change the options) and mounts
-/// it with `profile`, on core 0.
+/// it with `profile` (the driver probed as [`probe_options_for`] says),
+/// on core 0.
 pub async fn format_and_mount(
     machine: &Machine,
     mode: Mode,
@@ -120,7 +121,7 @@ pub async fn format_and_mount(
     tune: impl FnOnce(&mut MkfsOptions),
     profile: FsProfile,
 ) -> Result<(Rc<BlockDevice>, Rc<Fs>), FsError> {
-    let dev = BlockDevice::probe(machine, 0, probe_options(mode)).await?;
+    let dev = BlockDevice::probe(machine, 0, probe_options_for(mode, &profile)).await?;
     let ctx = Ctx::on(0);
     let mut opts = MkfsOptions::new(mode);
     opts.journal_areas = dev.queue_count() as u32;

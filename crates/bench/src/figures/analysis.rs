@@ -232,39 +232,67 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
 
 /// Notes for Figure 13.
 pub fn fig13(bars: &[Bar13], p: &fig13::Params) -> Vec<String> {
-    let mut per_ssd = Vec::new();
-    for ssd in &p.ssds {
-        let at = |step: Step, t: usize| fig13::get(bars, ssd.name, step, t).map(|q| q.ops_per_sec);
-        let vals: Vec<f64> = p.threads.iter().filter_map(|t| at(Step::CcNvme, *t)).collect();
-        if vals.is_empty() {
-            continue;
-        }
-        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min) / 1e3;
-        let hi = vals.iter().copied().fold(0.0, f64::max) / 1e3;
-        let below = p
-            .threads
+    // "T threads R" for each thread count with both steps measured.
+    let ratios = |ssd: &str, step: Step, prev: Step| -> Vec<String> {
+        p.threads
             .iter()
-            .find(|t| matches!((at(Step::CcNvme, **t), at(Step::Base, **t)), (Some(c), Some(b)) if c < b));
-        let cross = match below {
-            Some(t) => format!("below Base from {t} threads on"),
-            None => "above Base at every thread count".into(),
-        };
-        per_ssd.push(format!(
-            "{}: {lo:.1}K to {hi:.1}K fsyncs per second, {cross}",
-            ssd.name
+            .filter_map(|t| {
+                let a = fig13::get(bars, ssd, step, *t)?.ops_per_sec;
+                let b = fig13::get(bars, ssd, prev, *t)?.ops_per_sec;
+                (b > 0.0).then(|| format!("{t} threads {:.2}x", a / b))
+            })
+            .collect()
+    };
+    let per_ssd = |step: Step, prev: Step| -> Vec<String> {
+        p.ssds
+            .iter()
+            .filter_map(|ssd| {
+                let v = ratios(ssd.name, step, prev);
+                (!v.is_empty()).then(|| format!("{}: {}", ssd.name, v.join(", ")))
+            })
+            .collect()
+    };
+    let mut n = Vec::new();
+    let cc = per_ssd(Step::CcNvme, Step::Base);
+    if !cc.is_empty() {
+        n.push(format!(
+            "**+ccNVMe is Ext4 whose JBD2 commits through ccNVMe** (`classic` with \
+             `JbdCommit::CcNvmeTransaction`). JBD2's commit thread, compound running transaction \
+             and group commit stay; a commit is one ccNVMe transaction on the commit thread's \
+             queue (ordered data and log blocks REQ_TX, the last descriptor REQ_TX_COMMIT) instead \
+             of data, wait, log, wait, commit record with PREFLUSH+FUA, wait. Over Base: {}.",
+            cc.join("; ")
         ));
     }
-    let mut n = Vec::new();
-    if !per_ssd.is_empty() {
+    let mq = per_ssd(Step::MqJournal, Step::CcNvme);
+    if !mq.is_empty() {
+        // At the most threads: each step's fsync latency and blocks per
+        // fsync (what group commit and the page locks leave of batching).
+        let top = p.threads.iter().copied().max().unwrap_or(1);
+        let at_top: Vec<String> = p
+            .ssds
+            .iter()
+            .filter_map(|ssd| {
+                let c = fig13::get(bars, ssd.name, Step::CcNvme, top)?;
+                let m = fig13::get(bars, ssd.name, Step::MqJournal, top)?;
+                Some(format!(
+                    "{}: {:.1} against {:.1} us, {:.2} against {:.2} blocks",
+                    ssd.name, c.sync.mean, m.sync.mean, c.blocks_per_op, m.blocks_per_op
+                ))
+            })
+            .collect();
         n.push(format!(
-            "**+ccNVMe does not scale with threads ({}).** With `multi_queue: false` every thread's \
-             transaction takes journal area 0's lock for the whole transaction, durability wait \
-             included, so fsyncs run one at a time, one per transaction. The paper's +ccNVMe swaps \
-             only JBD2's commit protocol for a ccNVMe transaction and keeps JBD2's compound running \
-             transaction, which batches the fsyncs of concurrent threads as Base (Ext4) does; mqfs \
-             has no such setting, so the +ccNVMe step here measures a different design past one \
-             thread, and the +MQJournal step's gain is measured against it.",
-            per_ssd.join("; ")
+            "**+MQJournal replaces the one commit thread.** Both steps commit through ccNVMe; \
+             +ccNVMe hands every fsync to JBD2's one commit thread (a wake-up and a switch back per \
+             fsync, one commit in flight at a time, fsyncs batched by group commit), and the fsync \
+             caller writes and waits for its file's data before it wakes that thread, while \
+             +MQJournal journals each thread's transaction, data included, in its own context on \
+             its own core's queue and journal area. +MQJournal over +ccNVMe: {}. At {top} threads, \
+             fsync mean and blocks sent per fsync of +ccNVMe against +MQJournal: {}: without \
+             shadow paging the threads' transactions wait for each other on the shared metadata \
+             blocks (next note).",
+            mq.join("; "),
+            at_top.join("; ")
         ));
     }
     n.push(

@@ -1,11 +1,12 @@
 //! Figure 13: the contribution of each MQFS technique. Threads append 4 KiB
-//! and fsync a private file each; the base is Ext4 (`classic`), then MQFS
-//! (`mq`) with its techniques switched on one by one: ccNVMe alone (one
-//! journal area under one lock, metadata page locks held until durable),
-//! plus multi-queue journaling, plus metadata shadow paging. On the 905P
-//! and the P5800X.
+//! and fsync a private file each; the base is Ext4 (`classic`), then
+//! ccNVMe alone: Ext4 whose JBD2 commits each transaction as one ccNVMe
+//! transaction (`classic` with [`JbdCommit::CcNvmeTransaction`], ccNVMe
+//! 7.5.1: commit thread, compound transaction and group commit kept),
+//! then MQFS (`mq`) with multi-queue journaling, then with metadata shadow
+//! paging too. On the 905P and the P5800X.
 
-use mqfs::{FsProfile, MqOptions};
+use mqfs::{FsProfile, JbdCommit, MqOptions};
 use nvme_ctrl::SsdProfile;
 
 use super::append::{measure, Job, Point};
@@ -18,7 +19,8 @@ use super::report::{f, Check, FigureOut, Kind, Plot};
 pub enum Step {
     /// Ext4 (`classic`).
     Base,
-    /// `mq` with multi-queue journaling and shadow paging off.
+    /// Ext4 (`classic`) whose JBD2 commits through ccNVMe
+    /// ([`JbdCommit::CcNvmeTransaction`]).
     CcNvme,
     /// `mq` with multi-queue journaling on, shadow paging off.
     MqJournal,
@@ -42,8 +44,8 @@ impl Step {
 
     fn system(self) -> System {
         match self {
-            Step::Base => System::Ext4,
-            _ => System::Mqfs,
+            Step::Base | Step::CcNvme => System::Ext4,
+            Step::MqJournal | Step::MetaPaging => System::Mqfs,
         }
     }
 
@@ -53,7 +55,12 @@ impl Step {
             Step::MqJournal => (true, false),
             Step::MetaPaging => (true, true),
         };
+        let jbd_commit = match self {
+            Step::CcNvme => JbdCommit::CcNvmeTransaction,
+            _ => JbdCommit::CommitRecord,
+        };
         FsProfile {
+            jbd_commit,
             mq: MqOptions {
                 multi_queue,
                 shadow_paging,
@@ -307,10 +314,12 @@ pub fn figure(p: &Params) -> BenchResult<(Vec<Bar>, FigureOut)> {
     let out = FigureOut {
         title: "Figure 13: performance contribution (4 KiB append + fsync)".into(),
         setup: format!(
-            "Base = Ext4 (`classic`); +ccNVMe = `mq` with `MqOptions {{ multi_queue: false, \
-             shadow_paging: false }}` (one journal area under one lock, metadata page locks held \
-             until the transaction is durable); +MQJournal = `multi_queue: true`; +MetaPaging = \
-             both true (MQFS). Threads {:?}, {} ms warm-up then {} ms measured per point.",
+            "Base = Ext4 (`classic`, JBD2 with a commit record behind PREFLUSH+FUA); +ccNVMe = \
+             Ext4 whose JBD2 commits each transaction as one ccNVMe transaction (`classic` with \
+             `JbdCommit::CcNvmeTransaction`: the same commit thread, compound transaction and \
+             group commit, no commit record, no FLUSH); +MQJournal = `mq` with \
+             `MqOptions {{ multi_queue: true, shadow_paging: false }}`; +MetaPaging = both true \
+             (MQFS). Threads {:?}, {} ms warm-up then {} ms measured per point.",
             p.threads,
             p.span.warmup.as_secs_f64() * 1e3,
             p.span.length.as_secs_f64() * 1e3,

@@ -28,14 +28,27 @@
 //!   journal: the ordering layer orders them (Horae 5.3, "HORAE eliminates
 //!   intermediate FLUSHes").
 //!
+//! - **classic committing through ccNVMe** ([`JbdCommit::CcNvmeTransaction`],
+//!   ccNVMe 7.5.1, Figure 13's "+ccNVMe"): the same commit thread, compound
+//!   running transaction, group commit and BH_Shadow, but the commit is one
+//!   ccNVMe transaction on the commit thread's core (`cc::submit`, the
+//!   path MQFS uses): the ordered data to their homes, the descriptors,
+//!   copies and revokes REQ_TX, the last descriptor REQ_TX_COMMIT; no
+//!   commit block, no FLUSH, no wait between data and log. The commit
+//!   thread waits until the transaction is durable, then acknowledges it.
+//!   Recovery scans the log to the last descriptor
+//!   (`End::LastDescriptor`) and replays only what the driver's recovery
+//!   does not report unfinished (`mq::recover`, the MQFS recovery over
+//!   the one area, a revoke hiding its own transaction too).
+//!
 //! A transaction is laid out in the log as `log` says, followed by its
-//! commit block (`End::CommitBlock`). Committed transactions stay in the
-//! log until a checkpoint writes their snapshots home (when the log is
-//! three quarters full, at sync and at unmount); a checkpoint first waits
-//! until no transaction is in flight. Recovery (`log::scan`, `Replay`)
-//! replays committed transactions in order and honours revoke records (a
-//! revoke in transaction T hides copies from T and earlier,
-//! `RevokeScope::ThisAndEarlier`).
+//! commit block (`End::CommitBlock`; none when committed through ccNVMe).
+//! Committed transactions stay in the log until a checkpoint writes their
+//! snapshots home (when the log is three quarters full, at sync and at
+//! unmount); a checkpoint first waits until no transaction is in flight.
+//! Recovery (`log::scan`, `Replay`) replays committed transactions in
+//! order and honours revoke records (a revoke in transaction T hides
+//! copies from T and earlier, `RevokeScope::ThisAndEarlier`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -48,10 +61,30 @@ use tokio::sync::{Mutex, Notify};
 use crate::cache::CachedBlock;
 use crate::error::FsError;
 use crate::fs::{Ctx, Fs, Ino, InodeState};
+use crate::journal::cc;
 use crate::journal::format::{AreaSuper, Commit};
-use crate::journal::log::{self, lay_out, log_blocks, End, Found, Replay, RevokeScope, Ring};
+use crate::journal::log::{self, lay_out, log_blocks, End, Found, Layout, Replay, RevokeScope, Ring};
 use crate::layout::BLOCK;
 use crate::volume::Submitted;
+
+/// How the classic journal commits a transaction
+/// ([`crate::FsProfile::jbd_commit`]; HoraeFS ignores it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum JbdCommit {
+    /// JBD2 as Linux runs it: ordered data, wait; descriptors, copies and
+    /// revokes, wait; the commit record with PREFLUSH and FUA, wait
+    /// (`End::CommitBlock`).
+    #[default]
+    CommitRecord,
+    /// Ext4 "using ccNVMe to perform journaling" (ccNVMe 7.5.1, Figure 13's
+    /// +ccNVMe): one ccNVMe transaction per commit, its last descriptor
+    /// the REQ_TX_COMMIT request, no commit record (see the module doc).
+    /// Needs the ccNVMe driver
+    /// ([`probe_options_for`](crate::mount::probe_options_for)); the log
+    /// is recovered with the driver's report of unfinished transactions
+    /// (`docs/decisions.md` E7).
+    CcNvmeTransaction,
+}
 
 /// A committed transaction still in the log.
 struct LiveTx {
@@ -154,6 +187,9 @@ struct State {
 pub(crate) struct Jbd {
     ring: Ring,
     horae: Option<Rc<OrderingQueue>>,
+    /// Classic commits as one ccNVMe transaction each
+    /// ([`JbdCommit::CcNvmeTransaction`]; never with `horae`).
+    cc: bool,
     st: RefCell<State>,
     /// HoraeFS transactions between their submit and flush stages, in
     /// order.
@@ -182,9 +218,11 @@ impl Jbd {
     ) -> Rc<Jbd> {
         let s = fs.sb.borrow();
         let (tail, seq) = next.unwrap_or((sb.head, sb.seq));
+        let cc = horae.is_none() && fs.profile.jbd_commit == JbdCommit::CcNvmeTransaction;
         Rc::new(Jbd {
             ring: Ring::of(&s, 0),
             horae,
+            cc,
             st: RefCell::new(State {
                 running: Running::default(),
                 next_seq: seq,
@@ -625,12 +663,37 @@ impl Jbd {
         };
         fs.cycles(ctx, fs.profile.journal_block_cycles * snapshots.len() as u64)
             .await;
-        let need = log_blocks(snapshots.len(), revokes.len()) + 1;
+        // Through ccNVMe: no commit block, and a global transaction id the
+        // driver tracks (its recovery reports the unfinished ones by id).
+        let commit_blocks = u64::from(!self.cc);
+        let need = log_blocks(snapshots.len(), revokes.len()) + commit_blocks;
         self.make_room(fs, ctx, need).await?;
+        let txid = if self.cc {
+            let t = fs.next_txid.get();
+            fs.next_txid.set(t + 1);
+            t
+        } else {
+            seq
+        };
         // Lay the transaction out in the log, the commit block after it.
         let start = self.st.borrow().tail;
-        let laid = lay_out(self.ring, start, seq, seq, &snapshots, &revokes);
+        let laid = lay_out(self.ring, start, seq, txid, &snapshots, &revokes);
         let end = laid.end;
+        if self.cc {
+            self.commit_cc(fs, ctx, txid, data, laid, &snapshots, locked)
+                .await?;
+            let mut st = self.st.borrow_mut();
+            st.tail = end;
+            st.journaled.extend(snapshots.iter().map(|(b, _)| *b));
+            st.live.push_back(LiveTx {
+                blocks: snapshots,
+                revokes,
+            });
+            drop(st);
+            self.count(|s| s.commits += 1);
+            self.acknowledge(tid);
+            return Ok(tid);
+        }
         let log = laid.into_writes(&snapshots);
         let commit = (
             self.ring.start + end,
@@ -701,6 +764,35 @@ impl Jbd {
             }
         }
         Ok(tid)
+    }
+
+    /// Commits a classic transaction as one ccNVMe transaction
+    /// ([`JbdCommit::CcNvmeTransaction`]) on the commit thread's core: the
+    /// ordered `data` to their homes and the log blocks of `laid` REQ_TX,
+    /// its last descriptor REQ_TX_COMMIT ([`cc::submit`]), then waits
+    /// until it is durable. The buffers are shadowed (BH_Shadow) until
+    /// then: the log writes complete when the transaction does.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_cc(
+        &self,
+        fs: &Fs,
+        ctx: Ctx,
+        txid: u64,
+        data: Vec<(u64, Box<[u8; BLOCK]>)>,
+        laid: Layout,
+        snapshots: &[(u64, Box<[u8; BLOCK]>)],
+        locked: Vec<(Rc<CachedBlock>, u64)>,
+    ) -> Result<(), FsError> {
+        let (log, last) = laid.split_last();
+        let shadow = self.shadow(fs, locked);
+        let sub = cc::submit(fs, ctx, txid, data, log, snapshots, &last, std::future::ready(())).await?;
+        let s = fs.vol.first().wait(sub.core, &sub.handle.durable).await;
+        fs.pages.borrow_mut().extend(sub.pages);
+        drop(shadow);
+        if !s.is_success() {
+            return Err(FsError::Driver(ccnvme::DriverError::Command(s)));
+        }
+        Ok(())
     }
 
     /// JBD2's choice for each metadata buffer of a classic transaction as

@@ -168,6 +168,18 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// The blocks but the last descriptor, and the last descriptor: what
+    /// a journal committing through ccNVMe sends REQ_TX, and its
+    /// REQ_TX_COMMIT request (MQFS's JH, [`End::LastDescriptor`]).
+    pub fn split_last(mut self) -> (Vec<(u64, LogBytes)>, Write) {
+        match self.blocks.remove(self.last) {
+            (b, LogBytes::Built(d)) => (self.blocks, (b, d)),
+            (_, LogBytes::Copy(i)) => unreachable!("the last descriptor is a descriptor, not copy {i}"),
+        }
+    }
+}
+
 /// Lays out transaction `seq` (global id `txid`) with `copies` (home,
 /// content) and `revokes` from offset `pos` of `ring`, as the module doc
 /// says. Takes [`log_blocks`] blocks.

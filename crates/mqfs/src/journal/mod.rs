@@ -9,6 +9,7 @@
 //! Both journals write the block formats of [`format`](mod@format) in the one log
 //! layout of `log`, whose scanner and replay both recoveries run.
 
+pub(crate) mod cc;
 pub mod format;
 pub mod jbd;
 pub(crate) mod log;

@@ -19,9 +19,8 @@
 //! it, so later transactions and checkpoints go on.
 
 use super::*;
+use crate::journal::cc;
 use crate::journal::log::{lay_out, log_blocks, LogBytes, Write};
-
-use ccnvme::TxHandle;
 
 /// A transaction laid out in its area's log, not submitted yet.
 pub(super) struct Planned {
@@ -41,11 +40,7 @@ pub(super) struct Planned {
 }
 
 /// A submitted transaction: atomic, its pages still the device's.
-pub(super) struct Submitted {
-    handle: TxHandle,
-    core: usize,
-    pages: Vec<HostAddr>,
-}
+pub(super) type Submitted = cc::CcTx;
 
 impl MqJournal {
     /// Runs transaction `txid` of `items` and `revokes` on `area` (the
@@ -101,25 +96,22 @@ impl MqJournal {
             let a = area.st.borrow();
             (a.tail, a.next_seq)
         };
-        let mut laid = lay_out(area.ring(), tail, seq, txid, &copies, revokes);
-        let jh = match laid.blocks.remove(laid.last) {
-            (b, LogBytes::Built(d)) => (b, d),
-            (_, LogBytes::Copy(i)) => unreachable!("the JH is a descriptor, not copy {i}"),
-        };
+        let laid = lay_out(area.ring(), tail, seq, txid, &copies, revokes);
+        let end = laid.end;
+        let (log, jh) = laid.split_last();
         Ok(Planned {
             seq,
-            end: laid.end,
+            end,
             homes,
             copies,
-            log: laid.blocks,
+            log,
             jh,
         })
     }
 
-    /// Phase 2: one ccNVMe transaction, committed after every lower id
-    /// (global prefix rule). Takes the blocks out of `p` (what `record`
-    /// needs stays). On error, the pages go back to the pool and the open
-    /// transaction is dropped (the P-SQ forgets it).
+    /// Phase 2: one ccNVMe transaction ([`cc::submit`]), its doorbell rung
+    /// after every lower id's (global prefix rule). Takes the blocks out of
+    /// `p` (what `record` needs stays).
     async fn submit(
         self: &Rc<Self>,
         fs: &Fs,
@@ -127,76 +119,17 @@ impl MqJournal {
         txid: u64,
         p: &mut Planned,
     ) -> Result<Submitted, FsError> {
-        let core = ctx.core % fs.machine.core_count().max(1);
-        let cpu = fs.machine.core(core)?;
-        // One command per block (the convention Table 1 counts), unless
-        // that would not fit a transaction.
-        let fits = p.homes.len() + p.log.len() < fs.vol.first().max_tx_commands();
-        let per_cmd = if fits {
-            1
-        } else {
-            (fs.vol.first().info().max_transfer / BLOCK as u64).max(1) as usize
+        let me = self.clone();
+        let wait_turn = async move {
+            if me.opts.rule == RecoveryRule::GlobalPrefix {
+                while me.turn.get() < txid {
+                    me.turn_notify.notified().await;
+                }
+            }
         };
-        let mut runs = runs_of(std::mem::take(&mut p.homes), per_cmd);
-        let logged = runs_of(std::mem::take(&mut p.log), per_cmd);
-        // A transaction holds a bounded number of commands; home writes past
-        // that go out first, FUA, and the transaction waits for them (they
-        // are new blocks or fsync data, invisible until it commits).
-        let room = fs.vol.first().max_tx_commands().saturating_sub(logged.len() + 1);
-        if runs.len() > room {
-            let early: Vec<Write> = runs.split_off(room).into_iter().flatten().collect();
-            fs.write_all(ctx, &early, BioFlags::FUA).await?;
-        }
-        let mut pages: Vec<HostAddr> = Vec::new();
-        let copies = &p.copies;
-        let r = async {
-            let mut tx = fs.vol.first().begin_tx(core, TxId(txid)).await?;
-            let homes = runs
-                .iter()
-                .map(|run| (run[0].0, run.iter().map(|(_, d)| &**d).collect::<Vec<_>>()));
-            let log = logged.iter().map(|run| {
-                (
-                    run[0].0,
-                    run.iter().map(|(_, l)| l.bytes(copies)).collect::<Vec<_>>(),
-                )
-            });
-            for (first, blocks) in homes.chain(log) {
-                let mut bio_pages = Vec::with_capacity(blocks.len());
-                for data in blocks {
-                    let page = fs.take_page_pub()?;
-                    pages.push(page);
-                    cpu.write_mem(page, &data[..]).await?;
-                    bio_pages.push(page);
-                }
-                fs.vol
-                    .first()
-                    .tx_add(&mut tx, &Bio::write(first, bio_pages))
-                    .await?;
-            }
-            let jh_page = fs.take_page_pub()?;
-            pages.push(jh_page);
-            cpu.write_mem(jh_page, &p.jh.1[..]).await?;
-            let me = self.clone();
-            let wait_turn = async move {
-                if me.opts.rule == RecoveryRule::GlobalPrefix {
-                    while me.turn.get() < txid {
-                        me.turn_notify.notified().await;
-                    }
-                }
-            };
-            let h = tx
-                .commit_after(&Bio::write(p.jh.0, vec![jh_page]), wait_turn)
-                .await?;
-            Ok::<_, FsError>(h)
-        }
-        .await;
-        match r {
-            Ok(handle) => Ok(Submitted { handle, core, pages }),
-            Err(e) => {
-                fs.pages.borrow_mut().extend(pages);
-                Err(e)
-            }
-        }
+        let homes = std::mem::take(&mut p.homes);
+        let log = std::mem::take(&mut p.log);
+        cc::submit(fs, ctx, txid, homes, log, &p.copies, &p.jh, wait_turn).await
     }
 
     /// Phase 3: the committed transaction enters the area's log (tail,
@@ -287,21 +220,6 @@ impl From<FsError> for TxError {
     fn from(e: FsError) -> Self {
         TxError::NotCommitted(e)
     }
-}
-
-/// Sorts `blocks` and groups runs of consecutive block numbers, at most
-/// `max` blocks a run.
-#[allow(clippy::type_complexity)]
-fn runs_of<T>(mut blocks: Vec<(u64, T)>, max: usize) -> Vec<Vec<(u64, T)>> {
-    blocks.sort_by_key(|(b, _)| *b);
-    let mut out: Vec<Vec<(u64, T)>> = Vec::new();
-    for (b, d) in blocks {
-        match out.last_mut() {
-            Some(run) if run.len() < max && run.last().is_some_and(|(p, _)| p + 1 == b) => run.push((b, d)),
-            _ => out.push(vec![(b, d)]),
-        }
-    }
-    out
 }
 
 /// A page lock held across I/O (shadow paging off).

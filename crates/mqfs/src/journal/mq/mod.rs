@@ -35,7 +35,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
-use ccnvme::{Bio, BioFlags, TxId};
+use ccnvme::BioFlags;
 use pcie_sim::HostAddr;
 use tokio::sync::{Mutex, Notify};
 

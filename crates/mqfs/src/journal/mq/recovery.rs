@@ -17,12 +17,15 @@ use crate::journal::log::{self, End, Found, Replay, RevokeScope, Ring};
 /// unfinished one under the global prefix rule, drops every id at or above
 /// its own in every area, so what is replayed is a prefix of the
 /// transaction order. Returns per-area (position, next sequence) and the highest id
-/// seen.
+/// seen. `scope` is MQFS's [`RevokeScope::Earlier`]; JBD2 committing
+/// through ccNVMe (one area, `jbd::JbdCommit::CcNvmeTransaction`) runs
+/// this recovery with its own [`RevokeScope::ThisAndEarlier`].
 pub(crate) async fn recover(
     fs: &Fs,
     ctx: Ctx,
     unfinished: &BTreeSet<u64>,
     rule: RecoveryRule,
+    scope: RevokeScope,
 ) -> Result<(Vec<(u64, u64)>, u64), FsError> {
     let sb = fs.sb.borrow().clone();
     let mut found: Vec<(u64, Found)> = Vec::new();
@@ -63,10 +66,8 @@ pub(crate) async fn recover(
         .map(|(start, t)| (*start, t))
         .collect();
     kept.sort_by_key(|(_, t)| t.txid);
-    // A revoke in transaction t hides versions from ids below t.
-    Replay::resolve(&kept, RevokeScope::Earlier)
-        .apply(fs, ctx)
-        .await?;
+    // MQFS: a revoke in transaction t hides versions from ids below t.
+    Replay::resolve(&kept, scope).apply(fs, ctx).await?;
     // Every area restarts empty past what it held: discarded transactions'
     // blocks are behind the new head and never replayed again, and every
     // id seen is home (or discarded) should a crash cut this loop short.
