@@ -314,12 +314,14 @@ impl Executor {
 
     /// Runs until no wake-up is scheduled.
     pub fn run(&self) {
+        self.drain_wakes();
         while self.step(None) {}
     }
 
     /// Runs every wake-up due at or before `deadline`, then sets the clock to
     /// `deadline` (if it is later than the last event).
     pub fn run_until(&self, deadline: SimTime) {
+        self.drain_wakes();
         while self.step(Some(deadline)) {}
         if self.sim.now() < deadline {
             self.sim.inner.now.set(deadline);
@@ -337,6 +339,7 @@ impl Executor {
         fut: impl Future<Output = T> + 'static,
         limit: Option<SimTime>,
     ) -> Result<T, RunError> {
+        self.drain_wakes();
         let handle = self.sim.spawn(fut);
         loop {
             if let Some(v) = handle.try_take() {
@@ -355,9 +358,16 @@ impl Executor {
     }
 
     /// Runs one wake-up. Returns false when none is due (at or before `limit`).
+    ///
+    /// The wakes the wake-up requested are drained into the run queue
+    /// before it returns. Wakes requested outside the run loop (before a
+    /// run, or between two) are drained once when a run starts
+    /// ([`Executor::run`], [`Executor::run_until`],
+    /// [`Executor::block_on_until`]): nothing else can wake a task between
+    /// two steps, so one drain per step keeps every wake-up's sequence
+    /// number.
     fn step(&self, limit: Option<SimTime>) -> bool {
         let inner = &self.sim.inner;
-        self.drain_wakes();
         let Some(Queued { key, wakeup }) = inner.queue.borrow_mut().pop_due(limit) else {
             return false;
         };
@@ -429,11 +439,18 @@ impl Executor {
     }
 
     /// Moves wake-ups requested through wakers into the run queue at `now`.
+    #[inline(always)]
     fn drain_wakes(&self) {
+        if self.sim.inner.wake_list.dirty.load(Ordering::Relaxed) {
+            self.drain_woken();
+        }
+    }
+
+    /// [`Executor::drain_wakes`] when the wake list may hold ids.
+    #[inline(never)]
+    fn drain_woken(&self) {
         let inner = &self.sim.inner;
-        if !inner.wake_list.dirty.load(Ordering::Relaxed)
-            || !inner.wake_list.dirty.swap(false, Ordering::Acquire)
-        {
+        if !inner.wake_list.dirty.swap(false, Ordering::Acquire) {
             return;
         }
         // The woken ids are swapped into a buffer of the run loop's own
@@ -837,6 +854,63 @@ mod tests {
         let c = Executor::new(10).sim().with_rng(|r| r.next_u64());
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn a_wake_requested_between_runs_is_drained_when_the_next_run_starts() {
+        // A task parked on a waker that code outside the run loop fires.
+        let ex = Executor::new(1);
+        let parked: Rc<RefCell<Option<Waker>>> = Rc::default();
+        let polls = Rc::new(Cell::new(0u32));
+        let (p, n) = (parked.clone(), polls.clone());
+        ex.sim().spawn(std::future::poll_fn(move |cx| {
+            n.set(n.get() + 1);
+            if n.get() == 1 {
+                *p.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        }));
+        ex.run();
+        assert_eq!(polls.get(), 1, "parked after its first poll");
+        let Some(w) = parked.borrow_mut().take() else {
+            unreachable!("the first poll parked its waker")
+        };
+        w.wake();
+        ex.run();
+        assert_eq!(polls.get(), 2, "the wake from outside was run by the next run");
+        assert_eq!(ex.live_tasks(), 0);
+        // And through `block_on` and `run_until`, the other entry points.
+        for entry in 0..2 {
+            let parked: Rc<RefCell<Option<Waker>>> = Rc::default();
+            let p = parked.clone();
+            let done = Rc::new(Cell::new(false));
+            let d = done.clone();
+            ex.sim().spawn(async move {
+                std::future::poll_fn(|cx| {
+                    if p.borrow().is_none() {
+                        *p.borrow_mut() = Some(cx.waker().clone());
+                        Poll::Pending
+                    } else {
+                        Poll::Ready(())
+                    }
+                })
+                .await;
+                d.set(true);
+            });
+            ex.run();
+            let Some(w) = parked.borrow().clone() else {
+                unreachable!("the task parked its waker")
+            };
+            w.wake();
+            if entry == 0 {
+                ex.block_on(async {}).expect("nothing blocks");
+            } else {
+                ex.run_until(ex.sim().now());
+            }
+            assert!(done.get(), "entry point {entry} drained the wake");
+        }
     }
 
     #[test]
