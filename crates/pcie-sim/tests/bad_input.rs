@@ -83,6 +83,39 @@ fn dma_outside_host_memory_fails_and_changes_nothing() {
 }
 
 #[test]
+fn a_dma_read_whose_last_requests_fall_outside_host_memory_fails_whole() {
+    // Split by Max_Read_Request_Size, the read's first requests are served
+    // and its last are refused: the read fails (its one completion carries
+    // the refusal of any request), and the next read, inside memory, gets
+    // its bytes.
+    let (ex, m, dev) = setup();
+    let size = m.memory().size();
+    let inside: Vec<u8> = (0..2048u32).map(|i| (i % 251) as u8).collect();
+    m.memory().write(HostAddr(size - 4096), &inside).unwrap();
+    let port = dev.port.clone();
+    let (straddling, next) = ex
+        .block_on(async move {
+            let mut b = vec![0u8; 2048];
+            let straddling = port
+                .dma_read(BusAddr(size - 1024), &mut b, Purpose::new(2), 0)
+                .await;
+            let mut c = vec![0u8; 2048];
+            let next = port
+                .dma_read(BusAddr(size - 4096), &mut c, Purpose::new(2), 0)
+                .await
+                .map(|_| c);
+            (straddling, next)
+        })
+        .unwrap();
+    assert!(
+        matches!(straddling, Err(PcieError::OutsideHostMemory { .. })),
+        "{straddling:?}"
+    );
+    assert_eq!(next.expect("a read inside host memory"), inside);
+    assert!(m.counters().unsupported_requests >= 1);
+}
+
+#[test]
 fn wc_store_to_registers_and_writes_to_a_disabled_pmr_are_refused() {
     let (ex, m, dev) = setup();
     let core = m.core(0).unwrap();

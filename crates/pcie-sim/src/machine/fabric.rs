@@ -138,7 +138,7 @@ impl Inner {
                 ur,
                 covers,
             } => self.complete_read(tag, 0, data.bytes(), ur, covers),
-            Action::DmaCompletion { tag, ur, covers } => self.complete_read(tag, 0, &[], ur, covers),
+            Action::DmaCompletion { tag } => self.complete_dma_read(tag),
             Action::ServeDmaRead {
                 port,
                 addr,
@@ -185,6 +185,56 @@ impl Inner {
             if let Some(waker) = w.waker.take() {
                 waker.wake();
             }
+        }
+    }
+
+    /// The last completion of DMA read `tag` arrived: every byte is in its
+    /// buffer (or the read failed), and its reader wakes.
+    pub(crate) fn complete_dma_read(&self, tag: u32) {
+        let mut reads = self.reads.borrow_mut();
+        let Some(w) = reads.get(tag) else {
+            unreachable!("the completion of DMA read tag {tag}, which is open until its reader takes it");
+        };
+        debug_assert_eq!(
+            w.unserved, 0,
+            "a DMA read completes after its last request was served"
+        );
+        w.remaining = 0;
+        if let Some(waker) = w.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Notes that `len` bytes of DMA read `tag` were served (sampled, or
+    /// refused) and, if they were its last, schedules the read's one
+    /// completion at `last_arrival`, when its last CplD arrives.
+    ///
+    /// Each CplD is transmitted and recorded where it is sent, but the
+    /// reader takes the whole read as one action: it wakes only once
+    /// every byte has arrived, and the bytes were sampled when their
+    /// request was served, so delivering each request's completions at
+    /// their own arrival would change nothing anyone can observe, only
+    /// cost an event each. The requests are served in the order they were
+    /// sent (they cross one link, each after the same latency) and their
+    /// completions leave one port in order, so the last served arrives
+    /// last; the one action is scheduled where the last request's own
+    /// would have been, so it keeps that place in the run queue.
+    fn served_dma_read(&self, tag: u32, len: u32, failed: bool, last_arrival: SimTime) {
+        let last = {
+            let mut reads = self.reads.borrow_mut();
+            let Some(w) = reads.get(tag) else {
+                unreachable!("read tag {tag} is open until its last request is answered");
+            };
+            w.failed |= failed;
+            debug_assert!(
+                w.unserved >= len as u64,
+                "a DMA read's requests serve its bytes once"
+            );
+            w.unserved = w.unserved.saturating_sub(len as u64);
+            w.unserved == 0
+        };
+        if last {
+            self.schedule(last_arrival, Action::DmaCompletion { tag });
         }
     }
 
@@ -246,25 +296,12 @@ impl Inner {
                 &[],
             );
             drop(t);
-            self.schedule(
-                tx.arrival,
-                Action::DmaCompletion {
-                    tag,
-                    ur: true,
-                    covers: len,
-                },
-            );
+            self.served_dma_read(tag, len, true, tx.arrival);
             return;
         }
         // Every CplD of the request is transmitted and recorded (the trace
-        // holds each TLP), but the requester's side takes them as one
-        // action when the last arrives: the read's waiter wakes only once
-        // every byte of the read has arrived, and the bytes were sampled
-        // here, so delivering each CplD at its own arrival would change
-        // nothing anyone can observe, only cost an event each. The CplDs
-        // leave one port in order, so the last arrives last; the one action
-        // keeps the place in the run queue the CplDs' actions would have
-        // had (nothing else is scheduled between them).
+        // holds each TLP); the reader takes the whole read as one action
+        // when its last CplD arrives (`served_dma_read`).
         debug_assert!(len > 0, "a DMA read of no bytes sends no request");
         let mut last_arrival = now;
         let reads = self.reads.borrow();
@@ -299,14 +336,7 @@ impl Inner {
             last_arrival = tx.arrival;
         }
         drop(reads);
-        self.schedule(
-            last_arrival,
-            Action::DmaCompletion {
-                tag,
-                ur: false,
-                covers: len,
-            },
-        );
+        self.served_dma_read(tag, len, false, last_arrival);
     }
 
     /// Emits a host posted write to a device BAR: it enters the root port's

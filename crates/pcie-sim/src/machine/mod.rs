@@ -145,16 +145,12 @@ pub(crate) enum Action {
         purpose: Purpose,
         attr: u32,
     },
-    /// A completion for a device's DMA read arrives at the device.
-    /// Its bytes are in the reader's buffer already: they were sampled
-    /// into it when the request was served (see `serve_dma_read`).
-    DmaCompletion {
-        tag: u32,
-        ur: bool,
-        /// Bytes of the read this completion accounts for (a UR covers its
-        /// whole request, so the tag stays open for the other requests).
-        covers: u32,
-    },
+    /// The last completion of a device's DMA read arrives at the device:
+    /// the read is done. Its bytes are in the reader's buffer already:
+    /// they were sampled into it when each request was served (see
+    /// `serve_dma_read`), and a request refused then marked the read
+    /// failed.
+    DmaCompletion { tag: u32 },
     /// A DMA write arrives in host memory.
     HostWrite { addr: u64, data: Payload },
     /// An MSI-X message arrives.
@@ -182,6 +178,9 @@ pub(crate) struct ReadWait {
     /// Bytes the read asks for.
     pub(crate) len: usize,
     pub(crate) remaining: u64,
+    /// A DMA read's bytes whose requests the root complex has not served
+    /// yet (the one that serves the last schedules the read's completion).
+    pub(crate) unserved: u64,
     pub(crate) failed: bool,
     pub(crate) waker: Option<Waker>,
 }
@@ -195,6 +194,7 @@ impl ReadTable {
             buf,
             len,
             remaining: expected,
+            unserved: expected,
             failed: false,
             waker: None,
         };
