@@ -21,46 +21,26 @@
 
 use std::time::{Duration, Instant};
 
+use ccnvme_bench::fsync_loop::{self, FSYNCS};
 use crashfuzz::explore::DEFAULT_DRIVE_BOUND;
 use crashfuzz::{DriveEnumeration, ExploreOptions, ModeName, RunConfig};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mqfs::testing::{new_fs, TestFs};
-use mqfs::{Ctx, Mode};
+use mqfs::testing::TestFs;
+use mqfs::Mode;
 use nvme_ctrl::SsdProfile;
 
-/// Appends + fsyncs per timed iteration.
-const FSYNCS: u64 = 200;
-
-/// A fresh file system of `mode` with an empty `/f`; returns it and the
-/// file's inode.
+/// A fresh file system of `mode` with an empty `/f`
+/// (`ccnvme_bench::fsync_loop::fresh`).
 fn fresh(mode: Mode) -> (TestFs, mqfs::Ino) {
-    let t = new_fs(mode, SsdProfile::optane_905p(), 65536, 1).expect("mkfs and mount");
-    let fs = t.fs.clone();
-    let ino =
-        t.ex.block_on(async move { fs.create_path(Ctx::on(0), "/f").await })
-            .expect("the simulation finishes")
-            .expect("create /f")
-            .ino;
-    (t, ino)
+    fsync_loop::fresh(mode).expect("mkfs, mount and create /f")
 }
 
-/// Appends `FSYNCS` 4 KiB blocks to the file, each followed by fsync.
-/// Returns the file system (dropped outside the timed part) and the bus
-/// events simulated.
+/// Appends `FSYNCS` 4 KiB blocks to the file, each followed by fsync
+/// (`ccnvme_bench::fsync_loop::run`). Returns the file system (dropped
+/// outside the timed part) and the bus events simulated.
 fn fsync_loop((t, ino): (TestFs, mqfs::Ino)) -> (TestFs, u64) {
-    let events = t.machine.trace().len();
-    let fs = t.fs.clone();
-    t.ex.block_on(async move {
-        let c = Ctx::on(0);
-        let block = [0x5au8; 4096];
-        for i in 0..FSYNCS {
-            fs.write(c, ino, i * 4096, &block).await.expect("append");
-            fs.fsync(c, ino).await.expect("fsync");
-        }
-    })
-    .expect("the simulation finishes");
-    let events = t.machine.trace().len() - events;
-    (t, events)
+    let run = fsync_loop::run(&t, ino, FSYNCS).expect("the loop runs");
+    (t, run.bus_events)
 }
 
 /// Runs of the loop the real-time ratio is taken over.
@@ -73,12 +53,12 @@ const RATIO_RUNS: usize = 21;
 fn print_real_time_ratio(mode: Mode) {
     let mut runs: Vec<(f64, f64)> = (0..RATIO_RUNS)
         .map(|_| {
-            let t = fresh(mode);
-            let start = t.0.ex.sim().now();
+            let (t, ino) = fresh(mode);
             let wall = Instant::now();
-            let (t, _) = fsync_loop(t);
+            let run = fsync_loop::run(&t, ino, FSYNCS).expect("the loop runs");
             let wall = wall.elapsed().as_secs_f64();
-            (t.ex.sim().now().since(start).as_secs_f64(), wall)
+            drop(t);
+            (run.simulated_secs, wall)
         })
         .collect();
     // Every run simulates the same time (the runs are deterministic); they

@@ -5,6 +5,7 @@
 //! lives in the modules here so tests can exercise it too.
 
 pub mod figures;
+pub mod fsync_loop;
 pub mod table1;
 
 /// What a bench helper can fail with (the crate's one error type).
