@@ -556,10 +556,29 @@ impl Core {
     /// ([`crate::CrashCursor`]) replaying the trace sees the same buffer.
     /// Lines allocated after the drain began (possible only while the idle
     /// evictor drains, which does not occupy the core) stay buffered.
+    ///
+    /// A core's lines leave in the order they left its buffers: lines a
+    /// store filled or evicted for room are out of the buffers already and
+    /// wait for their slots (`CoreState::leaving`), so a drain that runs
+    /// beside that store (the idle evictor) lets them have the slot first.
+    /// Otherwise a line buffered again at the address of an evicted one
+    /// could reach the device before it, and the older bytes overwrite the
+    /// newer: a core's stores to one address arrive in program order
+    /// (Intel SDM Vol. 3A 8.2.2, "writes by a single processor are
+    /// observed in the same order by all processors"; a line is sent
+    /// before its buffer is reused, 11.3.1).
     async fn drain_wc(&self) -> Result<(), PcieError> {
         let count = self.state().wc.borrow().lines().len();
         for _ in 0..count {
-            self.line_slot().await;
+            loop {
+                self.line_slot().await;
+                if self.state().leaving.get() == 0 {
+                    break;
+                }
+                // The store sending them waits for this very slot; it runs
+                // first, and this drain waits for the slot after.
+                self.machine.sim.yield_now().await;
+            }
             let line = self.state().wc.borrow_mut().pop_oldest();
             match line {
                 Some(l) => self.emit_line(&l)?,
@@ -572,11 +591,20 @@ impl Core {
     /// Sends lines that already left the WC buffers (filled, or evicted for
     /// room), in order, each in its slot.
     async fn emit_lines(&self, lines: &[WcLine]) -> Result<(), PcieError> {
-        for line in lines {
+        let st = self.state();
+        st.leaving.set(st.leaving.get() + lines.len());
+        let mut r = Ok(());
+        for (i, line) in lines.iter().enumerate() {
             self.line_slot().await;
-            self.emit_line(line)?;
+            st.leaving.set(st.leaving.get() - 1);
+            r = self.emit_line(line);
+            if r.is_err() {
+                // The rest are dropped with the error: none is waiting.
+                st.leaving.set(st.leaving.get() - (lines.len() - 1 - i));
+                break;
+            }
         }
-        Ok(())
+        r
     }
 
     /// Waits for this core's next line slot: lines leave one core at most

@@ -298,6 +298,10 @@ pub(crate) struct CoreState {
     pub(crate) next_line: Cell<SimTime>,
     /// Reused buffer for lines leaving the WC buffers.
     pub(crate) scratch: Cell<Vec<crate::wc::WcLine>>,
+    /// Lines that left the WC buffers (filled, or evicted for room) and
+    /// wait for their slots: the idle evictor takes no line from the
+    /// buffers before they are sent (`Core::drain_wc`).
+    pub(crate) leaving: Cell<usize>,
     /// WC stores so far (the idle evictor watches it).
     pub(crate) wc_stores: Cell<u64>,
     /// An idle evictor is waiting.
@@ -356,6 +360,7 @@ impl Machine {
                 last_accepted: Cell::new(SimTime::ZERO),
                 next_line: Cell::new(SimTime::ZERO),
                 scratch: Cell::new(Vec::with_capacity(profile.cpu.wc_buffers + 2)),
+                leaving: Cell::new(0),
                 wc_stores: Cell::new(0),
                 evictor: Cell::new(false),
                 stats: Cell::new(crate::cpu::CpuStats::default()),
