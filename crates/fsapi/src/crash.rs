@@ -9,6 +9,7 @@
 //! crashfuzz PM modes both drive it.
 
 use std::fmt;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use pcie_sim::pmem::{explore, explore_read_sets};
@@ -244,8 +245,9 @@ pub struct Recording<F: PmFs> {
     pub trace: PmTrace,
     /// The trace length when each operation returned.
     pub marks: Vec<usize>,
-    /// The tree before the first operation and after each.
-    pub trees: Vec<Tree>,
+    /// The tree before the first operation and after each (shared: every
+    /// crash state's check takes the ones it allows without a copy).
+    pub trees: Vec<Rc<Tree>>,
     /// The files fsynced ([`Promise::Fsync`]'s oracle).
     pub synced: Vec<Synced>,
     /// The operations refused with a POSIX error (changing nothing): the
@@ -350,7 +352,7 @@ pub fn record<F: PmFs>(
             .await
             .map_err(fs_err::<F>("mount the base image"))?;
         fs.start().map_err(fs_err::<F>("start"))?;
-        let mut trees = vec![fs.snapshot(CTX).await.map_err(fs_err::<F>("snapshot"))?];
+        let mut trees = vec![Rc::new(fs.snapshot(CTX).await.map_err(fs_err::<F>("snapshot"))?)];
         let mut marks = Vec::new();
         let mut synced: Vec<Synced> = Vec::new();
         // Where each fsynced file is now.
@@ -393,7 +395,7 @@ pub fn record<F: PmFs>(
                     now.push(p.clone());
                 }
             }
-            trees.push(tree);
+            trees.push(Rc::new(tree));
         }
         fs.finish(&m2).await.map_err(fs_err::<F>("finish the run"))?;
         Ok::<_, CrashError>((marks, trees, synced, refused))
@@ -689,7 +691,7 @@ fn judge_on<F: PmFs>(
     let m = ck.m.clone();
     let how = rec.how.clone();
     let returned = rec.returned(k);
-    let allowed: Vec<Tree> = match promise {
+    let allowed: Vec<Rc<Tree>> = match promise {
         Promise::Synchronous => rec.trees[returned..(returned + 2).min(rec.trees.len())].to_vec(),
         Promise::Fsync => Vec::new(),
     };
@@ -713,11 +715,11 @@ fn judge_on<F: PmFs>(
                 None
             };
             if let Some(t) = tree.as_ref().filter(|_| promise == Promise::Synchronous) {
-                if !allowed.contains(t) {
+                if !allowed.iter().any(|a| **a == *t) {
                     return Err(format!(
                         "recovered tree {:?} is none of the allowed {:?}",
                         summary(t),
-                        allowed.iter().map(summary).collect::<Vec<_>>()
+                        allowed.iter().map(|a| summary(a)).collect::<Vec<_>>()
                     ));
                 }
             }

@@ -194,7 +194,7 @@ fn a_crash_before_the_commit_is_rolled_back_at_mount() {
             })
             .unwrap()
             .unwrap();
-        assert_eq!(&tree, want, "{faults:?}");
+        assert_eq!(&tree, &**want, "{faults:?}");
         let expect = if faults.skip_rollback { 0 } else { 2 };
         assert_eq!(recovered.rolled_back, expect);
     }
