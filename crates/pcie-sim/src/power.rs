@@ -196,11 +196,17 @@ impl CoreLines {
     /// Returns its last store; 0 for a line stored before the trace began.
     fn depart(&mut self, addr: u64) -> usize {
         let line_addr = addr & !(LINE as u64 - 1);
-        if let Some(i) = self.leaving.iter().position(|(l, _)| l.addr == line_addr) {
-            // The running core sends the lines a store let go of in order;
-            // only the idle evictor's lines (from the buffer) interleave.
-            debug_assert_eq!(i, 0, "lines let go of by one store are sent in order");
-            return self.leaving.remove(i).1;
+        if !self.leaving.is_empty() {
+            // The running core sends the lines its buffers let go of in
+            // order, before any drain takes another from the buffers
+            // (`Core::drain_wc`): the first TLP is the first leaving line's.
+            debug_assert_eq!(
+                self.leaving[0].0.addr, line_addr,
+                "a core's lines leave in the order they left its buffers"
+            );
+            if let Some(i) = self.leaving.iter().position(|(l, _)| l.addr == line_addr) {
+                return self.leaving.remove(i).1;
+            }
         }
         match self.buffer.take_line(line_addr) {
             Some(l) => self.last_store.remove(&l.seq).unwrap_or(0),
