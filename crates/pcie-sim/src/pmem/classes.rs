@@ -61,6 +61,9 @@ pub struct PmClasses<'a, 't> {
     lines: RefCell<BTreeMap<u64, Rc<LineClasses>>>,
     /// The point's item indices, by line number.
     items_of: BTreeMap<u64, Vec<usize>>,
+    /// The least and greatest line number with items (an empty span when
+    /// none): most lines a check reads lie outside it.
+    span: (u64, u64),
     /// How many states the envelope allows here (saturating).
     allowed: u64,
 }
@@ -76,19 +79,32 @@ impl<'a, 't> PmClasses<'a, 't> {
         let allowed = items_of
             .values()
             .fold(1u64, |n, items| n.saturating_mul(count_sets(pending, items)));
+        let span = match (items_of.keys().next(), items_of.keys().next_back()) {
+            (Some(&lo), Some(&hi)) => (lo, hi + 1),
+            _ => (0, 0),
+        };
         PmClasses {
             cursor,
             pending,
             certain,
             lines: RefCell::new(BTreeMap::new()),
             items_of,
+            span,
             allowed,
         }
+    }
+
+    /// True if a pending item writes line `unit`.
+    fn pending_at(&self, unit: u64) -> bool {
+        (self.span.0..self.span.1).contains(&unit) && self.items_of.contains_key(&unit)
     }
 
     /// Line `unit`'s classes (`None`: no pending item writes it).
     fn line(&self, unit: u64) -> Option<Rc<LineClasses>> {
         // Most lines a check reads have nothing pending.
+        if !self.pending_at(unit) {
+            return None;
+        }
         let items = self.items_of.get(&unit)?;
         if let Some(lc) = self.lines.borrow().get(&unit) {
             return Some(lc.clone());
@@ -267,7 +283,9 @@ impl ClassSpace for PmClasses<'_, '_> {
     }
 
     fn fixed(&self, c: &PmConstraint, u: u64) -> bool {
-        c.lines.binary_search_by_key(&u, |l| l.0).is_ok()
+        // A line no pending item writes has one class in every state: the
+        // common case, told before anything else.
+        !self.pending_at(u) || c.lines.binary_search_by_key(&u, |l| l.0).is_ok()
     }
 
     fn met(&self, c: &PmConstraint) -> bool {

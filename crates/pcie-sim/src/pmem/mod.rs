@@ -295,7 +295,9 @@ impl State {
     /// latency (zero on a hit).
     fn fill(&mut self, p: &PmemProfile, sim: &Sim, op: &Op, line: u64, dirty: bool) -> SimDuration {
         if self.cache.contains(line) {
-            self.cache.insert(line, dirty, |_| 0);
+            if dirty {
+                self.cache.insert(line, true, |_| 0);
+            }
             return SimDuration::ZERO;
         }
         let (lat, media_read) = self.media.read_line(line, &p.timing);
@@ -590,13 +592,14 @@ impl Pmem {
         let cost = {
             let mut st = self.inner.state.borrow_mut();
             let mut cost = SimDuration::ZERO;
+            let hit = core.time_of(p.load_hit_cycles);
             let first = addr.0 & !(LINE as u64 - 1);
             let end = addr.0 + buf.len().max(1) as u64;
             let mut line = first;
             while line < end {
                 let miss = st.fill(p, sim, &op, line, false);
                 if miss == SimDuration::ZERO {
-                    cost += core.time_of(p.load_hit_cycles);
+                    cost += hit;
                 } else {
                     cost += miss;
                     st.trace.counters_mut().load_misses += 1;
