@@ -38,26 +38,30 @@ pub(crate) fn check_all<S: CrashSpace>(
     let (rtx, rrx) = crossbeam::channel::unbounded::<Checked<S::Choice>>();
     let mut found = Vec::new();
     let mut enum_err = None;
+    // One job checked into its result, on a checker thread or, for a
+    // wave of one state, on the enumerating thread itself.
+    let run = |job: Job<S::State>| -> Checked<S::Choice> {
+        let t = Instant::now();
+        let out = check(&job.state);
+        let (point, choice) = S::place(job.state);
+        Checked {
+            tag: job.tag,
+            point,
+            choice,
+            failures: out.failures,
+            seconds: t.elapsed().as_secs_f64(),
+            recovered_alike: out.recovered_alike,
+            recovery_reused: out.recovery_reused,
+            reads: out.reads,
+            judgements: out.judgements,
+        }
+    };
     std::thread::scope(|s| {
         for _ in 0..opts.jobs.max(1) {
-            let (rx, rtx, check) = (rx.clone(), rtx.clone(), &check);
+            let (rx, rtx, run) = (rx.clone(), rtx.clone(), &run);
             s.spawn(move || {
                 for job in rx.iter() {
-                    let t = Instant::now();
-                    let out = check(&job.state);
-                    let (point, choice) = S::place(job.state);
-                    let done = Checked {
-                        tag: job.tag,
-                        point,
-                        choice,
-                        failures: out.failures,
-                        seconds: t.elapsed().as_secs_f64(),
-                        recovered_alike: out.recovered_alike,
-                        recovery_reused: out.recovery_reused,
-                        reads: out.reads,
-                        judgements: out.judgements,
-                    };
-                    if rtx.send(done).is_err() {
+                    if rtx.send(run(job)).is_err() {
                         return;
                     }
                 }
@@ -82,6 +86,7 @@ pub(crate) fn check_all<S: CrashSpace>(
                 budget,
                 &tx,
                 &rrx,
+                &run,
                 report,
                 &mut tally,
             ),

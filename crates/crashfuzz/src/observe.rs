@@ -282,7 +282,10 @@ fn meets(c: &Constraint, choice: &StateChoice) -> bool {
 
 /// Enumerates every crash point's tree, sending each node's state to the
 /// checkers (`tx`) and splitting it by what the check read (`rx`); `tally`
-/// takes the result of every state not equal to one judged before.
+/// takes the result of every state not equal to one judged before. A wave
+/// of one state (the tree's root, a node split alone) is checked here by
+/// `check_here`, the checkers' own function: handing it to a checker
+/// thread would only wait for it, at the cost of two thread wake-ups.
 /// Returns the seconds spent waiting for checkers.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn enumerate<S: CrashSpace, C>(
@@ -292,6 +295,7 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
     budget: usize,
     tx: &Sender<Job<S::State>>,
     rx: &Receiver<Checked<C>>,
+    check_here: &dyn Fn(Job<S::State>) -> Checked<C>,
     report: &mut ExploreReport,
     tally: &mut dyn FnMut(Checked<C>, &mut ExploreReport),
 ) -> Result<f64, String> {
@@ -325,7 +329,10 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
         // Per node handed out: its state's key, and whether the state was
         // not equal to one judged before.
         let mut keys: Vec<(u128, bool)> = Vec::new();
-        let mut in_flight = 0usize;
+        // The wave's first state to check, held back until a second one
+        // shows it is not alone; and how many were sent to the checkers.
+        let mut first: Option<Job<S::State>> = None;
+        let mut sent = 0usize;
         // Nodes whose state's observations are known already.
         let mut ready: Vec<(usize, Observed)> = Vec::new();
         loop {
@@ -351,13 +358,20 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
                         continue;
                     }
                 }
-                let t = Instant::now();
-                tx.send(Job { state: st, tag: id })
-                    .map_err(|_| "the checkers stopped".to_string())?;
-                waiting += t.elapsed().as_secs_f64();
-                in_flight += 1;
+                let job = Job { state: st, tag: id };
+                if sent == 0 && first.is_none() {
+                    // The only one so far: held back.
+                    first = Some(job);
+                } else {
+                    let t = Instant::now();
+                    for job in first.take().into_iter().chain([job]) {
+                        tx.send(job).map_err(|_| "the checkers stopped".to_string())?;
+                        sent += 1;
+                    }
+                    waiting += t.elapsed().as_secs_f64();
+                }
             }
-            if in_flight == 0 && ready.is_empty() {
+            if first.is_none() && sent == 0 && ready.is_empty() {
                 break;
             }
             // Every check handed out is awaited and split in node order,
@@ -368,16 +382,22 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
                 .into_iter()
                 .map(|(id, obs)| (id, obs, None))
                 .collect();
-            for _ in 0..in_flight {
-                let mut done = rx.recv().map_err(|_| "the checkers stopped".to_string())?;
+            let mut take = |mut done: Checked<C>| {
                 let obs: Observed = (
                     done.reads.take().unwrap_or_default().into(),
                     std::mem::take(&mut done.judgements).into(),
                 );
                 wave.push((done.tag, obs, Some(done)));
+            };
+            // Held back only while nothing was sent: the wave's one state.
+            if let Some(job) = first.take() {
+                take(check_here(job));
             }
+            for _ in 0..std::mem::take(&mut sent) {
+                take(rx.recv().map_err(|_| "the checkers stopped".to_string())?);
+            }
+            // Checking, here or on the checkers, is not enumerating.
             waiting += t.elapsed().as_secs_f64();
-            in_flight = 0;
             wave.sort_by_key(|d| d.0);
             for (id, obs, done) in wave {
                 tree.read(id, &obs.0, &obs.1);
