@@ -431,6 +431,33 @@ pub fn stress_scattered() -> Workload {
     )
 }
 
+/// HoRAE's ordering primitives (Table 1: `fbarrier`, `fdatabarrier`): a
+/// file's data and metadata ordered by fbarrier, another file's data by
+/// fdatabarrier, a new file made and barriered, then a third file fsynced:
+/// in the `horae` mode that fsync makes the three barriers durable (their
+/// promises start at its return); a last fbarrier that no sync follows
+/// promises nothing durable. Elsewhere the barriers are fsync and
+/// fdatasync.
+pub fn barriers() -> Workload {
+    Workload::single(
+        "barriers",
+        vec![Op::Create(s("/a")), Op::Create(s("/b")), Op::Create(s("/c"))],
+        vec![
+            Op::Write(s("/a"), 0, 2 * 4096, 3),
+            Op::Fbarrier(s("/a")),
+            Op::Write(s("/b"), 0, 4096, 4),
+            Op::Fdatabarrier(s("/b")),
+            Op::Create(s("/d")),
+            Op::Write(s("/d"), 0, 4096, 5),
+            Op::Fbarrier(s("/d")),
+            Op::Write(s("/c"), 0, 4096, 6),
+            Op::Fsync(s("/c")),
+            Op::Write(s("/a"), 2 * 4096, 4096, 7),
+            Op::Fbarrier(s("/a")),
+        ],
+    )
+}
+
 /// The stress workloads: what the simulator's timing once hid.
 pub fn stress() -> Vec<Workload> {
     vec![stress_big_tx(), stress_scattered()]
@@ -721,6 +748,7 @@ pub fn by_name(name: &str) -> Option<Vec<Workload>> {
         "stress" => Some(stress()),
         "stress_big_tx" => Some(vec![stress_big_tx()]),
         "stress_scattered" => Some(vec![stress_scattered()]),
+        "barriers" => Some(vec![barriers()]),
         "io" => Some(io_paths()),
         "direct_io" => Some(vec![direct_io()]),
         "sfr_writeback" => Some(vec![sfr_writeback()]),
@@ -780,6 +808,7 @@ pub fn names() -> Vec<String> {
             "stress",
             "stress_big_tx",
             "stress_scattered",
+            "barriers",
             "io",
             "direct_io",
             "sfr_writeback",

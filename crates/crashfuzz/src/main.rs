@@ -214,13 +214,14 @@ struct RunArgs {
 /// `stress_scattered` is there for the cached drive: 24 scattered
 /// overwrites pending together until one Flush; `extent_split` and
 /// `dir_index` split extent-tree and directory-index blocks across a
-/// crash.
-const DEFAULT_WORKLOADS: [&str; 9] = [
+/// crash; `barriers` runs HoRAE's fbarrier and fdatabarrier.
+const DEFAULT_WORKLOADS: [&str; 10] = [
     "table4",
     "ace1",
     "m9_cross_queue",
     "random-1-3x6",
     "stress_scattered",
+    "barriers",
     "io",
     "xattrs",
     "extent_split",

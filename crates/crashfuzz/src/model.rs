@@ -491,6 +491,8 @@ impl Model {
             | Op::Fdatasync(_)
             | Op::Fatomic(_)
             | Op::Fdataatomic(_)
+            | Op::Fbarrier(_)
+            | Op::Fdatabarrier(_)
             | Op::Sync
             | Op::Sleep(_)
             | Op::WaitFor(_)

@@ -330,7 +330,12 @@ pub fn translate(w: &Workload) -> Result<(Vec<crash::Op>, Vec<crash::Op>), Error
             Op::Unlink(p) => C::Unlink(p.clone()),
             Op::Rmdir(p) => C::Rmdir(p.clone()),
             Op::Rename(a, b) => C::Rename(a.clone(), b.clone()),
-            Op::Fsync(p) | Op::Fdatasync(p) | Op::Fatomic(p) | Op::Fdataatomic(p) => C::Fsync(p.clone()),
+            Op::Fsync(p)
+            | Op::Fdatasync(p)
+            | Op::Fatomic(p)
+            | Op::Fdataatomic(p)
+            | Op::Fbarrier(p)
+            | Op::Fdatabarrier(p) => C::Fsync(p.clone()),
             Op::Sync => C::Sync,
             Op::Sleep(us) => C::Sleep(*us),
             other => {

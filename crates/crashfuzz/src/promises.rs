@@ -34,6 +34,16 @@
 //! - **fatomic / fdataatomic** (ccNVMe 5.1): in the MQFS modes atomicity
 //!   only ([`PromiseBuilder::atomic`]: the file, if present, is wholly one
 //!   of its versions, from the call's start); elsewhere fsync / fdatasync;
+//! - **fbarrier / fdatabarrier** (HoRAE Table 1, 5.6): in the `horae`
+//!   mode ordering only: the file's state at the barrier is ordered before
+//!   every later write but not durable, so fsync's (fdatasync's) promise
+//!   is deferred ([`PromiseBuilder::synced_deferred`]) until a later sync
+//!   that began after the barrier returned comes back: HoraeFS's fsync,
+//!   fdatasync and sync wait until every transaction committed before
+//!   theirs is durable (`mqfs` `Jbd::commit_and_wait`: the target is the
+//!   running transaction, or the last one when nothing runs), and a later
+//!   durable write implies the barrier's writes by their order. Elsewhere
+//!   the barriers are fsync and fdatasync;
 //! - **atomicity before durability** ([`PromiseBuilder::atomic_op`]): in
 //!   the journaled modes (not Ext4-NJ) rename and link of names whose state
 //!   is durable are seen wholly or not at all at every crash point from
@@ -296,6 +306,10 @@ pub struct PromiseBuilder {
     promises: Vec<Promise>,
     spans: BTreeMap<u64, Span>,
     next: u64,
+    /// Promises not in force yet (a barrier's, [`Self::synced_deferred`]),
+    /// by index, with the trace position their barrier returned at; a
+    /// widened copy of one is deferred with it.
+    deferred: BTreeMap<usize, usize>,
 }
 
 impl PromiseBuilder {
@@ -306,17 +320,42 @@ impl PromiseBuilder {
             promises: Vec::new(),
             spans: BTreeMap::new(),
             next: 0,
+            deferred: BTreeMap::new(),
         }
     }
 
-    /// The promises so far.
+    /// The promises so far, as recorded: a barrier's that no later sync
+    /// has made durable yet is among them with the window it will have
+    /// ([`Self::in_force`] leaves it out).
     pub fn promises(&self) -> &[Promise] {
         &self.promises
     }
 
-    /// The promises, for the recording.
-    pub fn into_promises(self) -> Vec<Promise> {
+    /// The promises in force after `at` trace entries, as the run stands
+    /// now: without the barriers' promises still waiting for a sync.
+    pub fn in_force(&self, at: usize) -> impl DoubleEndedIterator<Item = &Promise> {
         self.promises
+            .iter()
+            .enumerate()
+            .filter(move |(i, p)| p.covers(at) && !self.deferred.contains_key(i))
+            .map(|(_, p)| p)
+    }
+
+    /// The promises, for the recording. A barrier's promise that no later
+    /// sync made durable holds nowhere.
+    pub fn into_promises(mut self) -> Vec<Promise> {
+        for i in std::mem::take(&mut self.deferred).into_keys() {
+            let p = &mut self.promises[i];
+            p.until = p.from;
+        }
+        self.promises
+    }
+
+    /// True if a barrier's promise waits for a later sync
+    /// ([`Self::synced_deferred`]): in the `horae` mode, whose barriers
+    /// order without making durable; elsewhere they are syncs.
+    pub fn defers_barriers(&self) -> bool {
+        self.mode.is_horae()
     }
 
     /// True if a sync of `kind` promises atomicity only (fatomic and
@@ -448,7 +487,11 @@ impl PromiseBuilder {
         let start = from.max(p.from);
         p.until = start;
         let op = p.op.clone();
-        self.push(expect, start, op);
+        let barrier = self.deferred.get(&i).copied();
+        let j = self.push_as(expect, start, op, barrier.is_some());
+        if let Some(at) = barrier {
+            self.deferred.insert(j, at);
+        }
     }
 
     /// An operation starting after `at` trace entries may leave the names
@@ -495,18 +538,14 @@ impl PromiseBuilder {
     /// `Some(None)` for a name durably absent (not held by a listed
     /// directory).
     pub fn durable_state(&self, path: &str, at: usize) -> Option<Option<Node>> {
-        self.promises
-            .iter()
-            .rev()
-            .filter(|p| p.covers(at))
-            .find_map(|p| match &p.expect {
-                Expect::States(st) => match st.paths.get(path) {
-                    Some(a) if a.len() == 1 => a.first().cloned(),
-                    Some(_) => None,
-                    None => st.listed.contains(parent_of(path)).then_some(None),
-                },
-                _ => None,
-            })
+        self.in_force(at).rev().find_map(|p| match &p.expect {
+            Expect::States(st) => match st.paths.get(path) {
+                Some(a) if a.len() == 1 => a.first().cloned(),
+                Some(_) => None,
+                None => st.listed.contains(parent_of(path)).then_some(None),
+            },
+            _ => None,
+        })
     }
 
     /// Operation `id`, just begun, changes the names `paths` to the states
@@ -588,7 +627,13 @@ impl PromiseBuilder {
     }
 
     fn push(&mut self, expect: Expect, from: usize, op: String) -> usize {
-        if let Expect::States(new) = &expect {
+        self.push_as(expect, from, op, false)
+    }
+
+    /// Pushes a promise; one in force (`deferred` false) ends the older
+    /// ones it implies, a deferred one ends none (it is not in force yet).
+    fn push_as(&mut self, expect: Expect, from: usize, op: String, deferred: bool) -> usize {
+        if let (Expect::States(new), false) = (&expect, deferred) {
             for p in self
                 .promises
                 .iter_mut()
@@ -622,6 +667,61 @@ impl PromiseBuilder {
         name_durable: bool,
         op: String,
     ) -> bool {
+        self.synced_as(id, kind, path, state, name_durable, op, false)
+    }
+
+    /// Barrier `id` (fbarrier as `kind` fsync, fdatabarrier as fdatasync)
+    /// on `path` returned with `state` ordered before every later write:
+    /// [`Self::synced`]'s promise, not in force until a sync that began
+    /// after this return comes back ([`Self::durable_from`]), and then
+    /// from that sync's return. Returns true if it will promise.
+    pub fn synced_deferred(
+        &mut self,
+        id: OpId,
+        kind: SyncKind,
+        path: &str,
+        state: Durable,
+        name_durable: bool,
+        op: String,
+    ) -> bool {
+        self.synced_as(id, kind, path, state, name_durable, op, true)
+    }
+
+    /// A durable sync that began after `start` trace entries returned
+    /// after `end`: every barrier's promise whose barrier returned by
+    /// `start` holds from `end` (its copies ended before then hold
+    /// nowhere).
+    pub fn durable_from(&mut self, start: usize, end: usize) {
+        let ready: Vec<usize> = self
+            .deferred
+            .iter()
+            .filter(|(_, at)| **at <= start)
+            .map(|(i, _)| *i)
+            .collect();
+        for i in ready {
+            self.deferred.remove(&i);
+            let p = &mut self.promises[i];
+            p.from = p.from.max(end);
+            p.until = p.until.max(p.from);
+        }
+    }
+
+    /// Where operation `id` began, if known.
+    pub fn start_of(&self, id: OpId) -> Option<usize> {
+        self.spans.get(&id.0).map(|s| s.start)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn synced_as(
+        &mut self,
+        id: OpId,
+        kind: SyncKind,
+        path: &str,
+        state: Durable,
+        name_durable: bool,
+        op: String,
+        deferred: bool,
+    ) -> bool {
         let Some(end) = self.spans.get(&id.0).and_then(|s| s.end) else {
             return false;
         };
@@ -654,7 +754,10 @@ impl PromiseBuilder {
                 Expect::States(st)
             }
         };
-        self.push(expect, end, op);
+        let i = self.push_as(expect, end, op, deferred);
+        if deferred {
+            self.deferred.insert(i, end);
+        }
         true
     }
 
@@ -832,7 +935,65 @@ mod tests {
     }
 
     fn in_force(b: &PromiseBuilder, at: usize) -> Vec<&Promise> {
-        b.promises().iter().filter(|p| p.covers(at)).collect()
+        b.in_force(at).collect()
+    }
+
+    #[test]
+    fn a_barrier_promises_from_the_return_of_a_sync_begun_after_it_in_the_horae_mode_only() {
+        assert!(!PromiseBuilder::new(ModeName::Classic).defers_barriers());
+        assert!(!PromiseBuilder::new(ModeName::Mq).defers_barriers());
+        let mut b = PromiseBuilder::new(ModeName::Horae);
+        assert!(b.defers_barriers());
+        let fsync = |c: &[u8]| Durable::States(file_durable("/f", f(c, 1)));
+        let bar = b.begin_op(Vec::new(), 0, &[]);
+        // A sync already running when the barrier returns.
+        let early = b.begin_op(Vec::new(), 3, &[]);
+        b.end(bar, 5, true);
+        assert!(b.synced_deferred(
+            bar,
+            SyncKind::Fsync,
+            "/f",
+            fsync(b"old"),
+            true,
+            "fbarrier /f".into()
+        ));
+        assert!(in_force(&b, 6).is_empty(), "ordered, not durable");
+        b.end(early, 8, true);
+        b.durable_from(3, 8);
+        assert!(
+            in_force(&b, 9).is_empty(),
+            "a sync begun before the barrier returned does not cover it"
+        );
+        // A write of /f widens the deferred promise; the copy waits too.
+        let w = b.begin_op(vec!["/f".into()], 10, &[("/f".into(), f(b"new", 1))]);
+        b.end(w, 11, true);
+        assert!(in_force(&b, 12).is_empty());
+        assert!(
+            b.durable_state("/f", 12).is_none(),
+            "not durable for the rename rule either"
+        );
+        let s = b.begin_op(Vec::new(), 20, &[]);
+        b.end(s, 30, true);
+        b.durable_from(20, 30);
+        assert!(in_force(&b, 29).is_empty());
+        let now = in_force(&b, 30);
+        assert_eq!(now.len(), 1, "{now:?}");
+        assert_eq!(now[0].op, "fbarrier /f");
+        assert_eq!(states_of(now[0]).paths["/f"], vec![f(b"old", 1), f(b"new", 1)]);
+        // A barrier no sync follows holds nowhere.
+        let last = b.begin_op(Vec::new(), 40, &[]);
+        b.end(last, 45, true);
+        assert!(b.synced_deferred(
+            last,
+            SyncKind::Fsync,
+            "/f",
+            fsync(b"new"),
+            true,
+            "fbarrier /f".into()
+        ));
+        let all = b.into_promises();
+        assert!(all.iter().all(|p| !p.covers(50) || p.from == 30), "{all:?}");
+        assert_eq!(all.iter().filter(|p| p.covers(1_000)).count(), 1);
     }
 
     #[test]

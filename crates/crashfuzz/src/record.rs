@@ -864,6 +864,8 @@ async fn run_path_op(fs: &mqfs::Fs, c: Ctx, op: &Op) -> Result<(), FsError> {
         Op::Fdatasync(p) => fs.fdatasync(c, fs.resolve(c, p).await?).await,
         Op::Fatomic(p) => fs.fatomic(c, fs.resolve(c, p).await?).await,
         Op::Fdataatomic(p) => fs.fdataatomic(c, fs.resolve(c, p).await?).await,
+        Op::Fbarrier(p) => fs.fbarrier(c, fs.resolve(c, p).await?).await,
+        Op::Fdatabarrier(p) => fs.fdatabarrier(c, fs.resolve(c, p).await?).await,
         Op::Sync => fs.sync(c).await,
         Op::Sleep(us) => {
             fs.machine()
@@ -940,6 +942,10 @@ fn sync_of(op: &Op) -> Option<(&String, SyncKind)> {
         Op::Fdatasync(p) => Some((p, SyncKind::Fdatasync)),
         Op::Fatomic(p) => Some((p, SyncKind::Fatomic)),
         Op::Fdataatomic(p) => Some((p, SyncKind::Fdataatomic)),
+        // What a barrier promises once durable: fsync's or fdatasync's
+        // (`Shared::end` defers it in the horae mode).
+        Op::Fbarrier(p) => Some((p, SyncKind::Fsync)),
+        Op::Fdatabarrier(p) => Some((p, SyncKind::Fdatasync)),
         Op::Msync(p, _, _) => Some((p, SyncKind::Fdatasync)),
         _ => None,
     }
@@ -1185,8 +1191,13 @@ impl Shared {
                     _ => None,
                 };
                 if let Some(state) = state {
-                    self.promises
-                        .synced(id, kind, p, state, name_durable, op.to_string());
+                    if op.is_barrier() && self.promises.defers_barriers() {
+                        self.promises
+                            .synced_deferred(id, kind, p, state, name_durable, op.to_string());
+                    } else {
+                        self.promises
+                            .synced(id, kind, p, state, name_durable, op.to_string());
+                    }
                 }
             }
             if let Some(c) = self.model.shared_content(p) {
@@ -1199,6 +1210,13 @@ impl Shared {
             }
             self.promises
                 .synced_tree(id, tree_durable(self.model.all_states(), None), op.to_string());
+        }
+        // A durable sync makes the barriers returned before it began
+        // durable (HoraeFS waits for every earlier transaction).
+        if self.promises.defers_barriers() && op.is_sync() && !op.is_barrier() {
+            if let Some(start) = self.promises.start_of(id) {
+                self.promises.durable_from(start, end);
+            }
         }
     }
 }

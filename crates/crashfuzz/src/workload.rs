@@ -74,6 +74,12 @@ pub enum Op {
     Fatomic(String),
     /// MQFS fdataatomic.
     Fdataatomic(String),
+    /// HoRAE's `fbarrier` (Table 1): the file's data and metadata ordered
+    /// before every later write, without durability (fsync elsewhere).
+    Fbarrier(String),
+    /// HoRAE's `fdatabarrier`: the file's data ordered, no commit
+    /// (fdatasync elsewhere).
+    Fdatabarrier(String),
     /// sync.
     Sync,
     /// Let this many simulated microseconds pass (shapes races between
@@ -287,13 +293,20 @@ impl Op {
             | Op::Fstat(_)
             | Op::Fatomic(_)
             | Op::Fdataatomic(_)
+            | Op::Fbarrier(_)
+            | Op::Fdatabarrier(_)
             | Op::Sync
             | Op::Sleep(_)
             | Op::WaitFor(_) => vec![],
         }
     }
 
-    /// True for operations that promise durability or atomicity.
+    /// True for HoRAE's ordering primitives (fbarrier, fdatabarrier).
+    pub fn is_barrier(&self) -> bool {
+        matches!(self, Op::Fbarrier(_) | Op::Fdatabarrier(_))
+    }
+
+    /// True for operations that promise durability, atomicity or order.
     pub fn is_sync(&self) -> bool {
         matches!(
             self,
@@ -301,6 +314,8 @@ impl Op {
                 | Op::Fdatasync(_)
                 | Op::Fatomic(_)
                 | Op::Fdataatomic(_)
+                | Op::Fbarrier(_)
+                | Op::Fdatabarrier(_)
                 | Op::Sync
                 | Op::Msync(..)
                 | Op::Fdfsync(_)
@@ -334,6 +349,8 @@ impl fmt::Display for Op {
             Op::Fdatasync(p) => write!(f, "fdatasync {p}"),
             Op::Fatomic(p) => write!(f, "fatomic {p}"),
             Op::Fdataatomic(p) => write!(f, "fdataatomic {p}"),
+            Op::Fbarrier(p) => write!(f, "fbarrier {p}"),
+            Op::Fdatabarrier(p) => write!(f, "fdatabarrier {p}"),
             Op::Sync => write!(f, "sync"),
             Op::Sleep(us) => write!(f, "sleep {us}"),
             Op::WaitFor(p) => write!(f, "wait {p}"),
@@ -760,6 +777,8 @@ pub fn parse(name: &str, text: &str) -> Result<Workload, ParseError> {
             "fdatasync" => Op::Fdatasync(path(words.next(), line)?),
             "fatomic" => Op::Fatomic(path(words.next(), line)?),
             "fdataatomic" => Op::Fdataatomic(path(words.next(), line)?),
+            "fbarrier" => Op::Fbarrier(path(words.next(), line)?),
+            "fdatabarrier" => Op::Fdatabarrier(path(words.next(), line)?),
             "sync" => Op::Sync,
             "sleep" => {
                 let us = num(words.next(), line, "duration")?;
@@ -863,6 +882,8 @@ mod tests {
                     Op::Msync("/g".into(), 0, 4096),
                     Op::Fallocate("/g".into(), Falloc::PunchHole, 100, 5000),
                     Op::Fallocate("/g".into(), Falloc::ZeroRangeKeepSize, 0, 1),
+                    Op::Fbarrier("/g".into()),
+                    Op::Fdatabarrier("/g".into()),
                     Op::Fsync("/".into()),
                     Op::Sync,
                 ],
