@@ -341,7 +341,7 @@ impl Model {
     }
 
     /// Every path under the root with its node id (no contents copied).
-    fn names(&self) -> Vec<(String, u64)> {
+    pub(crate) fn names(&self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
         let mut stack = vec![(String::new(), ROOT)];
         while let Some((prefix, id)) = stack.pop() {

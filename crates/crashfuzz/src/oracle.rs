@@ -184,6 +184,16 @@ pub enum Expect {
         /// Allowed combinations, one state per name.
         tuples: Vec<Vec<Option<Node>>>,
     },
+    /// Order (HoRAE's fbarrier): if `marker` exists, `then` holds. The
+    /// marker is a name first made by an operation that began after a
+    /// barrier returned, so it exists only if a transaction ordered after
+    /// the barrier's writes is durable, and they are then durable too.
+    Ordered {
+        /// The name whose existence shows a later write durable.
+        marker: String,
+        /// What the barrier ordered (as [`Expect::States`]).
+        then: States,
+    },
 }
 
 impl Expect {
@@ -195,6 +205,12 @@ impl Expect {
             Expect::Rename { from, to, .. } => vec![from, to],
             Expect::States(s) => s.paths.keys().chain(&s.listed).map(String::as_str).collect(),
             Expect::OneOf { paths, .. } => paths.iter().map(String::as_str).collect(),
+            Expect::Ordered { then, .. } => then
+                .paths
+                .keys()
+                .chain(&then.listed)
+                .map(String::as_str)
+                .collect(),
         }
     }
 }
@@ -281,7 +297,7 @@ impl Failure {
 
 /// The checks that fail when a promise is broken (as opposed to a
 /// recovery, fsck or sanity failure, which a broken image alone causes).
-pub const PROMISE_CHECKS: [&str; 7] = [
+pub const PROMISE_CHECKS: [&str; 8] = [
     "durable-data",
     "durable-meta",
     "durable-dir",
@@ -289,6 +305,7 @@ pub const PROMISE_CHECKS: [&str; 7] = [
     "atomic",
     "rename-atomic",
     "op-atomic",
+    "ordered",
 ];
 
 /// True if `check` is a broken promise ([`PROMISE_CHECKS`]).
@@ -584,6 +601,24 @@ pub async fn check_with(
         }
         Expect::States(st) => check_states(fs, c, st, &p.op, looked).await?,
         Expect::OneOf { paths, tuples } => check_one_of(fs, c, paths, tuples, &p.op, looked).await?,
+        Expect::Ordered { marker, then } => {
+            if looked.seen(fs, c, marker, Reads::default()).await?.is_none() {
+                None
+            } else {
+                // Read in full, not judged block by block: a block's
+                // judgement holds for every state of its class, and this
+                // promise binds only the states where the marker exists.
+                let judge = looked.judge.take();
+                let r = check_states(fs, c, then, &p.op, looked).await;
+                looked.judge = judge;
+                r?.map(|f| {
+                    Failure::new(
+                        "ordered",
+                        format!("{} ({marker} exists, made after it)", f.detail),
+                    )
+                })
+            }
+        }
     })
 }
 

@@ -42,8 +42,10 @@
 //!   fdatasync and sync wait until every transaction committed before
 //!   theirs is durable (`mqfs` `Jbd::commit_and_wait`: the target is the
 //!   running transaction, or the last one when nothing runs), and a later
-//!   durable write implies the barrier's writes by their order. Elsewhere
-//!   the barriers are fsync and fdatasync;
+//!   durable write implies the barrier's writes by their order. Before
+//!   that, a name first made after the barrier binds it: where the name
+//!   exists, so does the barrier's state ([`PromiseBuilder::ordered_by`],
+//!   [`Expect::Ordered`]). Elsewhere the barriers are fsync and fdatasync;
 //! - **atomicity before durability** ([`PromiseBuilder::atomic_op`]): in
 //!   the journaled modes (not Ext4-NJ) rename and link of names whose state
 //!   is durable are seen wholly or not at all at every crash point from
@@ -433,6 +435,10 @@ impl PromiseBuilder {
                     };
                     Some(Expect::States(widen(&st, effects).unwrap_or(st)))
                 }
+                Expect::Ordered { marker, then } => widen(then, effects).map(|then| Expect::Ordered {
+                    marker: marker.clone(),
+                    then,
+                }),
                 Expect::OneOf { paths, tuples } => {
                     let hit = effects.iter().any(|(q, _)| paths.contains(q));
                     match tuples.last() {
@@ -703,6 +709,38 @@ impl PromiseBuilder {
             let p = &mut self.promises[i];
             p.from = p.from.max(end);
             p.until = p.until.max(p.from);
+        }
+    }
+
+    /// An operation that began after `start` trace entries and returned
+    /// after `end`, successfully, made `marker`, a name the run never had
+    /// before: from its start, every barrier's promise still waiting at
+    /// `end` whose barrier returned by `start` holds wherever the marker
+    /// exists ([`Expect::Ordered`]; its states as they stand at `end`,
+    /// which later operations widened, never narrowed). The operation
+    /// joined a transaction committed after the barrier's writes, through
+    /// the same ordering layer, so its name survives a crash only if they
+    /// did.
+    pub fn ordered_by(&mut self, marker: &str, start: usize, end: usize) {
+        let from = start + 1;
+        let waiting: Vec<(States, String)> = self
+            .deferred
+            .iter()
+            .filter(|(i, at)| **at <= start && self.promises[**i].covers(end))
+            .filter_map(|(i, _)| match &self.promises[*i].expect {
+                Expect::States(st) => Some((st.clone(), self.promises[*i].op.clone())),
+                _ => None,
+            })
+            .collect();
+        for (then, op) in waiting {
+            self.push(
+                Expect::Ordered {
+                    marker: marker.to_string(),
+                    then,
+                },
+                from,
+                op,
+            );
         }
     }
 
@@ -994,6 +1032,50 @@ mod tests {
         let all = b.into_promises();
         assert!(all.iter().all(|p| !p.covers(50) || p.from == 30), "{all:?}");
         assert_eq!(all.iter().filter(|p| p.covers(1_000)).count(), 1);
+    }
+
+    #[test]
+    fn a_name_made_after_a_barrier_binds_its_waiting_promise_from_that_operation() {
+        let mut b = PromiseBuilder::new(ModeName::Horae);
+        let fsync = |c: &[u8]| Durable::States(file_durable("/f", f(c, 1)));
+        let bar = b.begin_op(Vec::new(), 0, &[]);
+        b.end(bar, 5, true);
+        assert!(b.synced_deferred(
+            bar,
+            SyncKind::Fsync,
+            "/f",
+            fsync(b"old"),
+            true,
+            "fbarrier /f".into()
+        ));
+        // Made by an operation begun before the barrier returned: no order.
+        b.ordered_by("/early", 4, 12);
+        assert!(in_force(&b, 13).is_empty());
+        // Made after it: where /d exists, /f holds the barrier's state.
+        let mk = b.begin_op(vec!["/d".into()], 10, &[("/d".into(), f(b"", 1))]);
+        b.end(mk, 12, true);
+        b.ordered_by("/d", 10, 12);
+        assert!(in_force(&b, 10).is_empty());
+        let now = in_force(&b, 11);
+        assert_eq!(now.len(), 1, "{now:?}");
+        match &now[0].expect {
+            Expect::Ordered { marker, then } => {
+                assert_eq!(marker, "/d");
+                assert_eq!(then.paths["/f"], vec![f(b"old", 1)]);
+            }
+            e => panic!("not an order: {e:?}"),
+        }
+        // A later write of /f widens it like any promise.
+        let w = b.begin_op(vec!["/f".into()], 20, &[("/f".into(), f(b"new", 1))]);
+        b.end(w, 21, true);
+        match &in_force(&b, 22)[0].expect {
+            Expect::Ordered { then, .. } => assert_eq!(then.paths["/f"], vec![f(b"old", 1), f(b"new", 1)]),
+            e => panic!("not an order: {e:?}"),
+        }
+        // Nothing waits in the other modes, so nothing is ordered.
+        let mut c = PromiseBuilder::new(ModeName::Classic);
+        c.ordered_by("/d", 10, 12);
+        assert!(c.promises().is_empty());
     }
 
     #[test]

@@ -508,6 +508,7 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         fresh: Default::default(),
         written_in_place: Default::default(),
         mismatches: Vec::new(),
+        named: Default::default(),
     }));
     // The base tree: what the setup left.
     for op in &w.setup {
@@ -526,6 +527,8 @@ pub fn record(w: &Workload, cfg: &RunConfig) -> Result<Recording, Error> {
         let mut sh = shared.borrow_mut();
         let base = tree_durable(sh.model.all_states(), Some(BASE_CONTENT_LIMIT));
         sh.promises.base(base);
+        let named = sh.model.names().into_iter().map(|(p, _)| p).collect();
+        sh.named = named;
         for (p, c) in sh.model.files() {
             sh.versions.entry(p).or_default().push(c);
         }
@@ -932,6 +935,10 @@ struct Shared {
     written_in_place: std::collections::BTreeSet<u64>,
     /// What fstat found that the model does not say.
     mismatches: Vec<String>,
+    /// Every name the run's tree has had since the setup (its final tree
+    /// included): a name made that is not among them can mark a
+    /// barrier's order ([`PromiseBuilder::ordered_by`]).
+    named: std::collections::BTreeSet<String>,
 }
 
 /// The sync an operation is, if any: its path and kind (`sync` is not one:
@@ -1127,7 +1134,15 @@ impl Shared {
                 ));
             }
         }
+        // A name first made here marks the order of the barriers before it.
+        if let (Some(made), Some(start)) = (op.made_name(), self.promises.start_of(id)) {
+            if self.promises.defers_barriers() && !self.named.contains(made) {
+                self.promises.ordered_by(made, start, end);
+            }
+        }
         self.model.apply(op);
+        let names = self.model.names();
+        self.named.extend(names.into_iter().map(|(p, _)| p));
         if let Op::Setxattr(p, name, len, seed, _) = op {
             // The model's refusal rules (Model::xattrs_after_set) must
             // agree with the file system's.

@@ -301,6 +301,15 @@ impl Op {
         }
     }
 
+    /// The name the operation makes, if it makes one (create, mkdir,
+    /// symlink, a link's or a rename's target).
+    pub fn made_name(&self) -> Option<&str> {
+        match self {
+            Op::Create(p) | Op::Mkdir(p) | Op::Symlink(p, _) | Op::Link(_, p) | Op::Rename(_, p) => Some(p),
+            _ => None,
+        }
+    }
+
     /// True for HoRAE's ordering primitives (fbarrier, fdatabarrier).
     pub fn is_barrier(&self) -> bool {
         matches!(self, Op::Fbarrier(_) | Op::Fdatabarrier(_))

@@ -2,8 +2,10 @@
 //! workload (fbarrier, fdatabarrier, then an fsync of another file) keeps
 //! every promise in every drive mode, and in the `horae` modes a barrier's
 //! promise starts only where the later fsync returns (ordered is not
-//! durable), while elsewhere it starts at the barrier's own return.
+//! durable) and, before that, binds the states where a name made after
+//! the barrier exists; elsewhere it starts at the barrier's own return.
 
+use crashfuzz::oracle::Expect;
 use crashfuzz::{explore, record, ModeName};
 
 mod common;
@@ -21,38 +23,53 @@ fn barriers_keep_every_promise_in_every_mode() {
     }
 }
 
-/// Where each promise of `op` starts, and where the first `fsync /c`'s
-/// does.
-fn starts(mode: ModeName) -> (Vec<usize>, usize) {
+/// Where the barriers' promises start (`fbarrier /d`, `fdatabarrier /b`):
+/// the durable ones, and the orders (in force where the marker `/d`,
+/// made after both, exists); and where `fsync /c`'s starts.
+fn starts(mode: ModeName) -> (Vec<usize>, Vec<usize>, usize) {
     let rec = record(&workload("barriers"), &config(mode, "optane-905p")).expect("record");
-    let of = |name: &str| -> Vec<usize> {
+    let of = |names: &[&str], ordered: bool| -> Vec<usize> {
         rec.promises
             .iter()
-            .filter(|p| p.op == name && p.until > p.from)
+            .filter(|p| names.contains(&p.op.as_str()) && p.until > p.from)
+            .filter(|p| matches!(p.expect, Expect::Ordered { .. }) == ordered)
             .map(|p| p.from)
             .collect()
     };
-    let fsync = of("fsync /c");
+    let fsync = of(&["fsync /c"], false);
     assert_eq!(fsync.len(), 1, "{:?}", rec.promises);
-    let mut barriers = of("fbarrier /d");
-    barriers.extend(of("fdatabarrier /b"));
-    (barriers, fsync[0])
+    let barriers = ["fbarrier /d", "fdatabarrier /b"];
+    (
+        of(&barriers, false),
+        of(&["fbarrier /a", "fdatabarrier /b"], true),
+        fsync[0],
+    )
 }
 
 #[test]
 fn a_barrier_is_promised_from_the_later_fsync_in_the_horae_modes_and_at_once_elsewhere() {
     for mode in [ModeName::Horae, ModeName::Horae2] {
-        let (barriers, fsync) = starts(mode);
+        let (durable, ordered, fsync) = starts(mode);
         assert!(
-            !barriers.is_empty() && barriers.iter().all(|b| *b == fsync),
-            "{mode:?}: {barriers:?} {fsync}"
+            !durable.is_empty() && durable.iter().all(|b| *b == fsync),
+            "{mode:?}: {durable:?} {fsync}"
+        );
+        // Ordered from `create /d` on, before the fsync makes them durable
+        // (and widened copies after a later write of /a).
+        assert!(
+            ordered.iter().filter(|b| **b < fsync).count() >= 2,
+            "{mode:?}: {ordered:?} {fsync}"
         );
     }
     for mode in [ModeName::Classic, ModeName::Mq] {
-        let (barriers, fsync) = starts(mode);
+        let (durable, ordered, fsync) = starts(mode);
         assert!(
-            !barriers.is_empty() && barriers.iter().all(|b| *b < fsync),
-            "{mode:?}: {barriers:?} {fsync}"
+            !durable.is_empty() && durable.iter().all(|b| *b < fsync),
+            "{mode:?}: {durable:?} {fsync}"
+        );
+        assert!(
+            ordered.is_empty(),
+            "{mode:?}: barriers are syncs here, nothing waits"
         );
     }
 }

@@ -136,3 +136,53 @@ fn op_atomic_catches_a_rename_that_lost_the_file_where_each_name_passes() {
     })
     .unwrap();
 }
+
+#[test]
+fn ordered_binds_the_barriers_state_only_where_its_marker_exists() {
+    let t = new_fs(Mode::Horae, SsdProfile::optane_905p(), 8192, 1).unwrap();
+    let fs = t.fs.clone();
+    let c = Ctx::on(0);
+    t.ex.block_on(async move {
+        fs.create_path(c, "/a").await.unwrap();
+        fs.write_path(c, "/a", 0, b"x").await.unwrap();
+        // What `fbarrier /a` ordered: /a holding "x"; the marker /d is a
+        // name made after it.
+        let ordered = promise(
+            Expect::Ordered {
+                marker: "/d".into(),
+                then: file_durable("/a", file(b"x", 1)),
+            },
+            "fbarrier /a",
+        );
+        assert_eq!(
+            check(&fs, c, &ordered).await.unwrap(),
+            None,
+            "no marker, /a right"
+        );
+        // Broken as a recovery that kept a later transaction over a lost
+        // barrier would leave it: /a has lost its bytes, /d exists.
+        fs.write_path(c, "/a", 0, b"y").await.unwrap();
+        assert_eq!(
+            check(&fs, c, &ordered).await.unwrap(),
+            None,
+            "without the marker the barrier promises nothing"
+        );
+        fs.create_path(c, "/d").await.unwrap();
+        let f = check(&fs, c, &ordered).await.unwrap().expect("caught");
+        assert_eq!(f.check, "ordered");
+        assert!(
+            f.detail.contains("/a") && f.detail.contains("/d exists"),
+            "{}",
+            f.detail
+        );
+        assert!(crashfuzz::oracle::is_promise_check(&f.check));
+        // The barrier's state with the marker: kept.
+        fs.write_path(c, "/a", 0, b"x").await.unwrap();
+        assert_eq!(
+            check(&fs, c, &ordered).await.unwrap(),
+            None,
+            "marker and /a right"
+        );
+    })
+    .unwrap();
+}
