@@ -976,25 +976,24 @@ mod tests {
         b.in_force(at).collect()
     }
 
+    /// `fbarrier /f` (operation `bar`) returns after `end` entries with
+    /// `/f` holding `content`.
+    fn barrier_returns(b: &mut PromiseBuilder, bar: OpId, end: usize, content: &[u8]) {
+        b.end(bar, end, true);
+        let state = Durable::States(file_durable("/f", f(content, 1)));
+        assert!(b.synced_deferred(bar, SyncKind::Fsync, "/f", state, true, "fbarrier /f".into()));
+    }
+
     #[test]
     fn a_barrier_promises_from_the_return_of_a_sync_begun_after_it_in_the_horae_mode_only() {
         assert!(!PromiseBuilder::new(ModeName::Classic).defers_barriers());
         assert!(!PromiseBuilder::new(ModeName::Mq).defers_barriers());
         let mut b = PromiseBuilder::new(ModeName::Horae);
         assert!(b.defers_barriers());
-        let fsync = |c: &[u8]| Durable::States(file_durable("/f", f(c, 1)));
         let bar = b.begin_op(Vec::new(), 0, &[]);
         // A sync already running when the barrier returns.
         let early = b.begin_op(Vec::new(), 3, &[]);
-        b.end(bar, 5, true);
-        assert!(b.synced_deferred(
-            bar,
-            SyncKind::Fsync,
-            "/f",
-            fsync(b"old"),
-            true,
-            "fbarrier /f".into()
-        ));
+        barrier_returns(&mut b, bar, 5, b"old");
         assert!(in_force(&b, 6).is_empty(), "ordered, not durable");
         b.end(early, 8, true);
         b.durable_from(3, 8);
@@ -1020,15 +1019,7 @@ mod tests {
         assert_eq!(states_of(now[0]).paths["/f"], vec![f(b"old", 1), f(b"new", 1)]);
         // A barrier no sync follows holds nowhere.
         let last = b.begin_op(Vec::new(), 40, &[]);
-        b.end(last, 45, true);
-        assert!(b.synced_deferred(
-            last,
-            SyncKind::Fsync,
-            "/f",
-            fsync(b"new"),
-            true,
-            "fbarrier /f".into()
-        ));
+        barrier_returns(&mut b, last, 45, b"new");
         let all = b.into_promises();
         assert!(all.iter().all(|p| !p.covers(50) || p.from == 30), "{all:?}");
         assert_eq!(all.iter().filter(|p| p.covers(1_000)).count(), 1);
@@ -1037,17 +1028,8 @@ mod tests {
     #[test]
     fn a_name_made_after_a_barrier_binds_its_waiting_promise_from_that_operation() {
         let mut b = PromiseBuilder::new(ModeName::Horae);
-        let fsync = |c: &[u8]| Durable::States(file_durable("/f", f(c, 1)));
         let bar = b.begin_op(Vec::new(), 0, &[]);
-        b.end(bar, 5, true);
-        assert!(b.synced_deferred(
-            bar,
-            SyncKind::Fsync,
-            "/f",
-            fsync(b"old"),
-            true,
-            "fbarrier /f".into()
-        ));
+        barrier_returns(&mut b, bar, 5, b"old");
         // Made by an operation begun before the barrier returned: no order.
         b.ordered_by("/early", 4, 12);
         assert!(in_force(&b, 13).is_empty());
