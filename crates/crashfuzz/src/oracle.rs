@@ -203,14 +203,10 @@ impl Expect {
             Expect::File { path, .. } | Expect::Dir { path, .. } | Expect::Atomic { path, .. } => vec![path],
             Expect::Tree(_) => vec!["/"],
             Expect::Rename { from, to, .. } => vec![from, to],
-            Expect::States(s) => s.paths.keys().chain(&s.listed).map(String::as_str).collect(),
+            Expect::States(s) | Expect::Ordered { then: s, .. } => {
+                s.paths.keys().chain(&s.listed).map(String::as_str).collect()
+            }
             Expect::OneOf { paths, .. } => paths.iter().map(String::as_str).collect(),
-            Expect::Ordered { then, .. } => then
-                .paths
-                .keys()
-                .chain(&then.listed)
-                .map(String::as_str)
-                .collect(),
         }
     }
 }

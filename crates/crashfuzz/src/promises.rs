@@ -37,7 +37,7 @@
 //! - **fbarrier / fdatabarrier** (HoRAE Table 1, 5.6): in the `horae`
 //!   mode ordering only: the file's state at the barrier is ordered before
 //!   every later write but not durable, so fsync's (fdatasync's) promise
-//!   is deferred ([`PromiseBuilder::synced_deferred`]) until a later sync
+//!   is deferred ([`PromiseBuilder::synced`] of a [`PromiseBuilder::barrier`]) until a later sync
 //!   that began after the barrier returned comes back: HoraeFS's fsync,
 //!   fdatasync and sync wait until every transaction committed before
 //!   theirs is durable (`mqfs` `Jbd::commit_and_wait`: the target is the
@@ -285,6 +285,8 @@ struct Span {
     /// The promise it made when it started (fatomic's), withdrawn if it
     /// fails.
     early: Option<usize>,
+    /// A barrier (fbarrier, fdatabarrier: [`PromiseBuilder::barrier`]).
+    barrier: bool,
 }
 
 /// Ends every promise in force about a path an operation changing `path`
@@ -308,7 +310,7 @@ pub struct PromiseBuilder {
     promises: Vec<Promise>,
     spans: BTreeMap<u64, Span>,
     next: u64,
-    /// Promises not in force yet (a barrier's, [`Self::synced_deferred`]),
+    /// Promises not in force yet (a barrier's, [`Self::synced`]),
     /// by index, with the trace position their barrier returned at; a
     /// widened copy of one is deferred with it.
     deferred: BTreeMap<usize, usize>,
@@ -353,11 +355,20 @@ impl PromiseBuilder {
         self.promises
     }
 
-    /// True if a barrier's promise waits for a later sync
-    /// ([`Self::synced_deferred`]): in the `horae` mode, whose barriers
-    /// order without making durable; elsewhere they are syncs.
-    pub fn defers_barriers(&self) -> bool {
+    /// True if a barrier's promise waits for a later sync (see
+    /// [`Self::synced`]): in the `horae` mode, whose barriers order without
+    /// making durable; elsewhere they are syncs.
+    fn defers_barriers(&self) -> bool {
         self.mode.is_horae()
+    }
+
+    /// Operation `id` is a barrier (fbarrier, fdatabarrier): what its
+    /// [`Self::synced`] promises waits for a later durable sync where the
+    /// mode's barriers only order.
+    pub fn barrier(&mut self, id: OpId) {
+        if let Some(s) = self.spans.get_mut(&id.0) {
+            s.barrier = true;
+        }
     }
 
     /// True if a sync of `kind` promises atomicity only (fatomic and
@@ -391,6 +402,7 @@ impl PromiseBuilder {
                 end: None,
                 paths,
                 early: None,
+                barrier: false,
             },
         );
         OpId(id)
@@ -659,40 +671,6 @@ impl PromiseBuilder {
         self.promises.len() - 1
     }
 
-    /// Sync `id` of `kind` on `path` returned with `state` durable; the
-    /// name was durable before (`name_durable`: a data-only sync does
-    /// not persist it). Promises `state` from the sync's return, unless
-    /// the sync promises atomicity only ([`PromiseBuilder::atomic`]) or a
-    /// change of `path` overlapped it. Returns true if it promised.
-    pub fn synced(
-        &mut self,
-        id: OpId,
-        kind: SyncKind,
-        path: &str,
-        state: Durable,
-        name_durable: bool,
-        op: String,
-    ) -> bool {
-        self.synced_as(id, kind, path, state, name_durable, op, false)
-    }
-
-    /// Barrier `id` (fbarrier as `kind` fsync, fdatabarrier as fdatasync)
-    /// on `path` returned with `state` ordered before every later write:
-    /// [`Self::synced`]'s promise, not in force until a sync that began
-    /// after this return comes back ([`Self::durable_from`]), and then
-    /// from that sync's return. Returns true if it will promise.
-    pub fn synced_deferred(
-        &mut self,
-        id: OpId,
-        kind: SyncKind,
-        path: &str,
-        state: Durable,
-        name_durable: bool,
-        op: String,
-    ) -> bool {
-        self.synced_as(id, kind, path, state, name_durable, op, true)
-    }
-
     /// A durable sync that began after `start` trace entries returned
     /// after `end`: every barrier's promise whose barrier returned by
     /// `start` holds from `end` (its copies ended before then hold
@@ -749,8 +727,20 @@ impl PromiseBuilder {
         self.spans.get(&id.0).map(|s| s.start)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn synced_as(
+    /// Sync `id` of `kind` on `path` returned with `state` durable; the
+    /// name was durable before (`name_durable`: a data-only sync does
+    /// not persist it). Promises `state` from the sync's return, unless
+    /// the sync promises atomicity only ([`PromiseBuilder::atomic`]) or a
+    /// change of `path` overlapped it. Returns true if it promised.
+    ///
+    /// A barrier's ([`Self::barrier`]; fbarrier as `kind` fsync,
+    /// fdatabarrier as fdatasync) in the `horae` mode orders `state`
+    /// before every later write without making it durable: the promise
+    /// waits, in force neither at the barrier's return nor later until a
+    /// sync begun after that return comes back ([`Self::durable_from`]),
+    /// and binds meanwhile the states where a name made later exists
+    /// ([`Self::ordered_by`]).
+    pub fn synced(
         &mut self,
         id: OpId,
         kind: SyncKind,
@@ -758,14 +748,14 @@ impl PromiseBuilder {
         state: Durable,
         name_durable: bool,
         op: String,
-        deferred: bool,
     ) -> bool {
-        let Some(end) = self.spans.get(&id.0).and_then(|s| s.end) else {
+        let Some((end, barrier)) = self.spans.get(&id.0).and_then(|s| Some((s.end?, s.barrier))) else {
             return false;
         };
         if self.atomic_only(kind) || self.overlapped(id, path) {
             return false;
         }
+        let deferred = barrier && self.defers_barriers();
         let if_present = matches!(kind, SyncKind::Fdatasync | SyncKind::Fdataatomic) && !name_durable;
         let path = path.to_string();
         let expect = match state {
@@ -979,9 +969,10 @@ mod tests {
     /// `fbarrier /f` (operation `bar`) returns after `end` entries with
     /// `/f` holding `content`.
     fn barrier_returns(b: &mut PromiseBuilder, bar: OpId, end: usize, content: &[u8]) {
+        b.barrier(bar);
         b.end(bar, end, true);
         let state = Durable::States(file_durable("/f", f(content, 1)));
-        assert!(b.synced_deferred(bar, SyncKind::Fsync, "/f", state, true, "fbarrier /f".into()));
+        assert!(b.synced(bar, SyncKind::Fsync, "/f", state, true, "fbarrier /f".into()));
     }
 
     #[test]

@@ -950,7 +950,8 @@ fn sync_of(op: &Op) -> Option<(&String, SyncKind)> {
         Op::Fatomic(p) => Some((p, SyncKind::Fatomic)),
         Op::Fdataatomic(p) => Some((p, SyncKind::Fdataatomic)),
         // What a barrier promises once durable: fsync's or fdatasync's
-        // (`Shared::end` defers it in the horae mode).
+        // (the builder defers it in the horae mode: `Shared::begin` marks
+        // the operation a barrier).
         Op::Fbarrier(p) => Some((p, SyncKind::Fsync)),
         Op::Fdatabarrier(p) => Some((p, SyncKind::Fdatasync)),
         Op::Msync(p, _, _) => Some((p, SyncKind::Fdatasync)),
@@ -1011,6 +1012,9 @@ impl Shared {
         let next = self.model.after(op);
         let effects = next.states(&affected);
         let id = self.promises.begin_op(owned, start, &effects);
+        if op.is_barrier() {
+            self.promises.barrier(id);
+        }
         self.promises
             .widen_lost_names(start, &self.model.former_names_after(op, &next));
         if let Op::Rename(from, to) | Op::Link(from, to) = op {
@@ -1136,13 +1140,21 @@ impl Shared {
         }
         // A name first made here marks the order of the barriers before it.
         if let (Some(made), Some(start)) = (op.made_name(), self.promises.start_of(id)) {
-            if self.promises.defers_barriers() && !self.named.contains(made) {
+            if !self.named.contains(made) {
                 self.promises.ordered_by(made, start, end);
             }
         }
         self.model.apply(op);
-        let names = self.model.names();
-        self.named.extend(names.into_iter().map(|(p, _)| p));
+        // Names appear only where an operation makes one (a renamed
+        // directory brings its subtree along).
+        if let Some(made) = op.made_name() {
+            self.named.insert(made.to_string());
+            if matches!(op, Op::Rename(..)) {
+                let under = format!("{made}/");
+                let moved = self.model.names().into_iter().map(|(p, _)| p);
+                self.named.extend(moved.filter(|p| p.starts_with(&under)));
+            }
+        }
         if let Op::Setxattr(p, name, len, seed, _) = op {
             // The model's refusal rules (Model::xattrs_after_set) must
             // agree with the file system's.
@@ -1206,13 +1218,8 @@ impl Shared {
                     _ => None,
                 };
                 if let Some(state) = state {
-                    if op.is_barrier() && self.promises.defers_barriers() {
-                        self.promises
-                            .synced_deferred(id, kind, p, state, name_durable, op.to_string());
-                    } else {
-                        self.promises
-                            .synced(id, kind, p, state, name_durable, op.to_string());
-                    }
+                    self.promises
+                        .synced(id, kind, p, state, name_durable, op.to_string());
                 }
             }
             if let Some(c) = self.model.shared_content(p) {
@@ -1228,7 +1235,7 @@ impl Shared {
         }
         // A durable sync makes the barriers returned before it began
         // durable (HoraeFS waits for every earlier transaction).
-        if self.promises.defers_barriers() && op.is_sync() && !op.is_barrier() {
+        if op.is_sync() && !op.is_barrier() {
             if let Some(start) = self.promises.start_of(id) {
                 self.promises.durable_from(start, end);
             }

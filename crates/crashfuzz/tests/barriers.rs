@@ -73,3 +73,40 @@ fn a_barrier_is_promised_from_the_later_fsync_in_the_horae_modes_and_at_once_els
         );
     }
 }
+
+/// The markers of a recorded run's orders.
+fn markers(text: &str) -> Vec<String> {
+    let w = crashfuzz::parse("markers", text).expect("parse");
+    let rec = record(&w, &config(ModeName::Horae, "optane-905p")).expect("record");
+    let mut m: Vec<String> = rec
+        .promises
+        .iter()
+        .filter_map(|p| match &p.expect {
+            Expect::Ordered { marker, .. } => Some(marker.clone()),
+            _ => None,
+        })
+        .collect();
+    m.dedup();
+    m
+}
+
+#[test]
+fn only_a_name_the_run_never_had_marks_an_order() {
+    // /y/f existed before the barrier (moved there with its directory)
+    // and /s in the setup: made again, neither marks; /n, new, does.
+    let text = "\
+setup mkdir /x
+setup create /x/f
+setup create /s
+setup create /a
+rename /x /y
+unlink /s
+write /a 0 4096 3
+fbarrier /a
+unlink /y/f
+create /y/f
+create /s
+create /n
+";
+    assert_eq!(markers(text), vec!["/n".to_string()]);
+}
