@@ -38,6 +38,10 @@ pub(crate) fn check_all<S: CrashSpace>(
     let (rtx, rrx) = crossbeam::channel::unbounded::<Checked<S::Choice>>();
     let mut found = Vec::new();
     let mut enum_err = None;
+    // A violation `opts.stop_when_caught` counts was tallied (on this
+    // thread: the read-set enumeration tallies each point's checks before
+    // it moves on).
+    let caught = std::cell::Cell::new(false);
     // One job checked into its result, on a checker thread or, for a
     // wave of one state, on the enumerating thread itself.
     let run = |job: Job<S::State>| -> Checked<S::Choice> {
@@ -73,6 +77,12 @@ pub(crate) fn check_all<S: CrashSpace>(
             report.check_seconds += r.seconds;
             report.states_recovered_alike += u64::from(r.recovered_alike);
             report.states_recovery_reused += u64::from(r.recovery_reused);
+            if opts
+                .stop_when_caught
+                .is_some_and(|by| r.failures.iter().any(|f| by.counts(&f.check)))
+            {
+                caught.set(true);
+            }
             if !r.failures.is_empty() {
                 found.push((r.point, r.choice, r.failures));
             }
@@ -87,6 +97,7 @@ pub(crate) fn check_all<S: CrashSpace>(
                 &tx,
                 &rrx,
                 &run,
+                &|| caught.get(),
                 report,
                 &mut tally,
             ),

@@ -296,6 +296,7 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
     tx: &Sender<Job<S::State>>,
     rx: &Receiver<Checked<C>>,
     check_here: &dyn Fn(Job<S::State>) -> Checked<C>,
+    stop: &dyn Fn() -> bool,
     report: &mut ExploreReport,
     tally: &mut dyn FnMut(Checked<C>, &mut ExploreReport),
 ) -> Result<f64, String> {
@@ -309,6 +310,12 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
     // States allowed at the last point explored.
     let mut last = 0u64;
     loop {
+        // Every check of the points before is tallied: a stop here is at
+        // the same point whichever checker finished first.
+        if stop() {
+            report.stopped_early = true;
+            break;
+        }
         let next = points.next(explorer, promises, || {
             // Same states, same promises: all judged already.
             report.states_total = report.states_total.saturating_add(last);

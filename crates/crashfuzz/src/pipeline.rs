@@ -13,7 +13,7 @@ use nvme_ctrl::crash::{Constraint, CrashState, Explorer, PointItems, StateChoice
 use nvme_ctrl::Image;
 use serde::{Deserialize, Serialize};
 
-use crate::oracle::Failure;
+use crate::oracle::{is_promise_check, Failure};
 use crate::record::{mode_label, Recording};
 use crate::saved::SavedConfig;
 use crate::workload::Outcome;
@@ -198,6 +198,24 @@ impl Default for DriveEnumeration {
     }
 }
 
+/// How a self-check's switched-off mechanism must show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaughtBy {
+    /// A broken promise (not only fsck or a refused mount).
+    Promise,
+    /// A broken promise, or recovery refusing the image ("probe"): for a
+    /// mechanism whose absence leaves a state the driver's recovery can
+    /// tell is torn (a P-SQ doorbell over entries that never landed).
+    PromiseOrRefusal,
+}
+
+impl CaughtBy {
+    /// True if a violation of `check` counts.
+    pub fn counts(self, check: &str) -> bool {
+        is_promise_check(check) || (self == CaughtBy::PromiseOrRefusal && check == "probe")
+    }
+}
+
 /// How the drives' crash states are enumerated and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExploreOptions {
@@ -217,6 +235,12 @@ pub struct ExploreOptions {
     /// of booting ([`crate::reuse`]: it keeps every verdict; it needs
     /// `reuse_verdicts`).
     pub reuse_recovery: bool,
+    /// Stop at the end of the first crash point with a violation this
+    /// counts (a self-check needs one; [`ExploreReport::stopped_early`]).
+    /// Every state of that point and the points before it is checked, so
+    /// where it stops does not depend on thread timing. Only the
+    /// enumeration by what checks read stops; a bounded one runs whole.
+    pub stop_when_caught: Option<CaughtBy>,
 }
 
 impl Default for ExploreOptions {
@@ -228,6 +252,7 @@ impl Default for ExploreOptions {
             max_violations: 0,
             reuse_verdicts: true,
             reuse_recovery: true,
+            stop_when_caught: None,
         }
     }
 }
@@ -316,6 +341,11 @@ pub struct ExploreReport {
     /// recovery read the same content ([`crate::reuse`]).
     #[serde(default)]
     pub states_recovery_reused: u64,
+    /// The run stopped at the end of the first crash point with a
+    /// violation that counts ([`ExploreOptions::stop_when_caught`]); the
+    /// counts cover the points explored until then.
+    #[serde(default)]
+    pub stopped_early: bool,
 }
 
 /// Puts the failing states `found` (crash point, encoded choice, failures)

@@ -48,20 +48,21 @@ pub(crate) fn attr(sqid: u16, cid: u16) -> u32 {
 
 impl Controller {
     /// For a write-type I/O command (one that changes blocks): whether it
-    /// is durable at completion (FUA, or the cache disabled). `None` for
-    /// other commands.
+    /// is durable at completion (FUA, the cache disabled, or a cache that
+    /// is power-loss protected). `None` for other commands.
     fn write_kind(&self, sqe: &SubmissionEntry) -> Option<bool> {
+        let cache_volatile = self.profile.volatile_cache() && self.backend.cache_enabled();
         match IoOpcode::try_from(sqe.opcode()) {
-            Ok(IoOpcode::Write | IoOpcode::WriteZeroes) => Some(sqe.fua() || !self.backend.cache_enabled()),
-            Ok(IoOpcode::DatasetManagement) if sqe.dsm_deallocate() => Some(!self.backend.cache_enabled()),
+            Ok(IoOpcode::Write | IoOpcode::WriteZeroes) => Some(sqe.fua() || !cache_volatile),
+            Ok(IoOpcode::DatasetManagement) if sqe.dsm_deallocate() => Some(!cache_volatile),
             _ => None,
         }
     }
 
     /// Records a write-type command's completion for the crash model of
     /// the write cache (`power.rs`): [`events::WRITE_DONE`], or
-    /// [`events::WRITE_DONE_DURABLE`] when FUA or a disabled cache made it
-    /// durable at completion.
+    /// [`events::WRITE_DONE_DURABLE`] when FUA, a disabled cache or a
+    /// power-loss protected one made it durable at completion.
     fn note_write_done(&self, qid: u16, sqe: &SubmissionEntry, durable: bool) {
         let code = if durable {
             events::WRITE_DONE_DURABLE

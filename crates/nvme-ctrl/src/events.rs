@@ -4,9 +4,9 @@
 
 /// A media block's new content arrived in the controller (host data taken
 /// by DMA, or zeros for Write Zeroes / deallocate). `addr` is the media
-/// block; the payload is the whole block. With power-loss protection this
-/// is the point of durability; without, the data is volatile until a
-/// [`MEDIA_WRITE`] of the block.
+/// block; the payload is the whole block. It promises nothing until its
+/// command completes (see `power.rs`); the drive programs it later
+/// ([`MEDIA_WRITE`]).
 pub const DATA_IN: u16 = 1;
 
 /// A media block was programmed. `addr` is the block; the payload is the
@@ -26,8 +26,9 @@ pub const FLUSH_DONE: u16 = 3;
 pub const WRITE_DONE: u16 = 4;
 
 /// As [`WRITE_DONE`], for a write durable at its completion: FUA set
-/// (NVMe 1.4 6.15, Force Unit Access) or the Volatile Write Cache feature
-/// off (NVMe 1.4 5.21.1.6).
+/// (NVMe 1.4 6.15, Force Unit Access), the Volatile Write Cache feature
+/// off (NVMe 1.4 5.21.1.6), or a cache with power-loss protection (no
+/// volatile write cache to the host: Identify Controller VWC = 0).
 pub const WRITE_DONE_DURABLE: u16 = 5;
 
 /// Name of an event code, for reports.

@@ -41,9 +41,10 @@
 //!
 //! - One namespace, 4 KiB media blocks (the atomic write unit); 512-byte
 //!   LBAs are merged into their block.
-//! - A drive without a cache and without power-loss protection is treated
-//!   as durable when the data reaches the controller (the paper's Optane
-//!   drives behave so).
+//! - A drive without a cache, or with a power-loss protected one, makes a
+//!   write durable when its data reaches the controller (the paper's
+//!   Optane drives behave so); the crash envelope (`power.rs`) promises it
+//!   only at the command's completion, as NVMe does.
 #![deny(unsafe_code)]
 
 pub mod admin;

@@ -5,12 +5,22 @@
 //!
 //! Replayed from the controller's own trace events ([`crate::events`]):
 //!
+//! - A block version that arrived in the controller ([`events::DATA_IN`])
+//!   is *pending*: it may or may not be on the media at a crash. The
+//!   specification promises nothing of a command before its completion,
+//!   and "each command is processed as an independent entity without
+//!   reference to other commands submitted to the same I/O Submission
+//!   Queue or to commands submitted to other I/O Submission Queues" (NVMe
+//!   1.4 6.3, Command Ordering Requirements), so an earlier
+//!   command's data reaching the controller first proves nothing: the
+//!   state "a later command's block landed, an earlier command's not"
+//!   is one of the envelope's while both are uncompleted, whatever this
+//!   run's timing did.
 //! - On a drive whose cache is power-loss protected, or that has none, a
-//!   block is durable when its new content arrives in the controller
-//!   ([`events::DATA_IN`]).
-//! - On a drive with a volatile write cache, a block version that arrived
-//!   is *pending*: it may or may not be on the media at a crash. It becomes
-//!   durable when
+//!   version is durable when its command completes (NVMe 1.4 5.21.1.6:
+//!   without a volatile write cache, a completed write is on non-volatile
+//!   media).
+//! - On a drive with a volatile write cache, it becomes durable when
 //!   - its command completes with FUA or with the cache disabled
 //!     ([`events::WRITE_DONE_DURABLE`]; NVMe 1.4 6.15 and 5.21.1.6), or
 //!   - a Flush completes that was submitted after its command completed
@@ -96,7 +106,7 @@ pub struct MediaCursor<'t> {
     /// XOR of the hash contributions of the durable blocks, and each one's.
     durable_hash: ContentHash,
     durable_hashes: imbl::HashMap<u64, ContentHash>,
-    /// Versions that arrived and are not durable (volatile cache only).
+    /// Versions that arrived and are not durable.
     pending: BTreeMap<VersionKey, Version>,
     /// Per command (its trace attribution), the versions it brought and
     /// that have not completed.
@@ -172,26 +182,25 @@ impl<'t> MediaCursor<'t> {
                 };
                 let hash = block_hash(e.addr, payload);
                 self.changes += 1;
-                if self.volatile {
-                    let key = (e.addr, i);
-                    self.pending.insert(
-                        key,
-                        Version {
-                            data,
-                            hash,
-                            completed: None,
-                        },
-                    );
-                    self.in_command.entry(e.attr).or_default().push(key);
-                } else {
-                    self.make_durable(e.addr, data, hash);
-                }
+                let key = (e.addr, i);
+                self.pending.insert(
+                    key,
+                    Version {
+                        data,
+                        hash,
+                        completed: None,
+                    },
+                );
+                self.in_command.entry(e.attr).or_default().push(key);
             }
             events::WRITE_DONE | events::WRITE_DONE_DURABLE => {
                 let seq = self.completions;
                 self.completions += 1;
                 let keys = self.in_command.remove(&e.attr).unwrap_or_default();
-                if e.code == events::WRITE_DONE_DURABLE {
+                // Without a volatile cache every completion is durable
+                // (the controller records WRITE_DONE_DURABLE there; a
+                // plain completion is taken the same way).
+                if e.code == events::WRITE_DONE_DURABLE || !self.volatile {
                     for key in keys {
                         self.version_durable(key);
                     }
@@ -335,7 +344,9 @@ mod envelope_tests {
     //! allow, computed directly: each block holds its newest version that is
     //! certainly durable (completed with FUA, or completed before a
     //! completed Flush was submitted; else its starting content) or any
-    //! version that arrived after that one.
+    //! version that arrived after that one. Without a volatile cache a
+    //! version is certainly durable once its command completed, and not
+    //! before (an uncompleted command promises nothing, whatever arrived).
 
     use std::collections::BTreeSet;
 
@@ -400,13 +411,15 @@ mod envelope_tests {
     }
 
     /// The brute-force states after the versions in `vs`.
-    fn allowed(vs: &[V]) -> BTreeSet<State> {
+    /// `volatile`: the drive has a volatile write cache; without one,
+    /// every completed version is durable.
+    fn allowed(vs: &[V], volatile: bool) -> BTreeSet<State> {
         let mut per_block: BTreeMap<u64, Vec<Option<u8>>> = BTreeMap::new();
         for b in 0..3u64 {
             let mine: Vec<&V> = vs.iter().filter(|v| v.block == b).collect();
             let sure = mine
                 .iter()
-                .rposition(|v| v.flushed || (v.fua && v.completed.is_some()));
+                .rposition(|v| v.flushed || ((v.fua || !volatile) && v.completed.is_some()));
             let mut options = vec![sure.map(|i| mine[i].value)];
             let after = sure.map_or(0, |i| i + 1);
             options.extend(mine[after..].iter().map(|v| Some(v.value)));
@@ -444,7 +457,10 @@ mod envelope_tests {
 
     proptest! {
         #[test]
-        fn media_states_are_exactly_what_nvme_allows(steps in prop::collection::vec(step(), 1..14)) {
+        fn media_states_are_exactly_what_nvme_allows(
+            steps in prop::collection::vec(step(), 1..14),
+            volatile in any::<bool>(),
+        ) {
             let mut trace = BusTrace::new(TraceMode::Full);
             let mut vs: Vec<V> = Vec::new();
             let mut completions = 0u64;
@@ -471,7 +487,7 @@ mod envelope_tests {
                     }
                 }
             }
-            let mut cur = MediaCursor::new(&trace, 0, true).expect("full trace");
+            let mut cur = MediaCursor::new(&trace, 0, volatile).expect("full trace");
             // Replay the brute force step by step alongside the cursor.
             let mut seen: Vec<V> = Vec::new();
             let mut completions = 0u64;
@@ -495,7 +511,7 @@ mod envelope_tests {
                     })
                     .collect();
                 cur.advance_past(k).expect("in range");
-                prop_assert_eq!(enumerated(&cur), allowed(&now), "after step {}", k);
+                prop_assert_eq!(enumerated(&cur), allowed(&now, volatile), "after step {}", k);
             }
         }
     }
