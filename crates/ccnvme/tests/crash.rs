@@ -111,14 +111,7 @@ fn check(profile: SsdProfile, seed: u64) -> (usize, usize) {
     let layout = m.layout();
     let pmr_len = m.pmr_image(0).unwrap().len();
     let base = Arc::new(Image::zeroed(BLOCKS));
-    let mut explorer = Explorer::new(
-        &trace,
-        layout,
-        vec![PageStore::zeroed(pmr_len)],
-        0,
-        profile.volatile_cache(),
-    )
-    .unwrap();
+    let mut explorer = Explorer::new(&trace, layout, vec![PageStore::zeroed(pmr_len)], 0).unwrap();
     let mut seen = BTreeSet::new();
     let mut checked = 0;
     for k in 0..explorer.points() {

@@ -482,7 +482,7 @@ fn explore(profile: SsdProfile) {
     let pmr_len = m.pmr_image(0).unwrap().len();
     let base = Arc::new(Image::zeroed(BLOCKS));
     let mut pmr_cursor = CrashCursor::new(&trace, m.layout(), vec![PageStore::zeroed(pmr_len)]).unwrap();
-    let mut media_cursor = MediaCursor::new(&trace, 0, profile.volatile_cache()).unwrap();
+    let mut media_cursor = MediaCursor::new(&trace, 0).unwrap();
     let mut seen = BTreeSet::new();
     let (mut states, mut holes, mut zeroed, mut left_out) = (0, 0, 0, 0u64);
     for k in 0..trace.entries().len() {

@@ -568,8 +568,7 @@ fn explore_two(profiles: [SsdProfile; 2], faults: DriverFaults) -> (usize, usize
     let (m, written) = record_two(&profiles, faults);
     let trace = m.take_trace();
     let pmr = |p: u8| PageStore::zeroed(m.pmr_image(p).unwrap().len());
-    let volatile: Vec<bool> = profiles.iter().map(|p| p.volatile_cache()).collect();
-    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr(0), pmr(1)], &volatile).unwrap();
+    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr(0), pmr(1)]).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     let (mut states, mut bad, mut first, mut left) = (0, 0, None, 0u64);
     let mut last = None;

@@ -459,7 +459,7 @@ fn explore(profile: SsdProfile, slots: u64, faults: DriverFaults) -> (usize, usi
     let (m, written) = record(&profile, slots);
     let trace = m.take_trace();
     let pmr = PageStore::zeroed(m.pmr_image(0).unwrap().len());
-    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr], &[profile.volatile_cache()]).unwrap();
+    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr]).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     let (mut states, mut bad, mut first, mut left) = (0, 0, None, 0u64);
     let mut last = None;
@@ -525,7 +525,7 @@ fn a_crash_during_recovery_commit_recovers_the_same_blocks() {
     let (m, written) = record(&profile, 16);
     let trace = m.take_trace();
     let pmr = PageStore::zeroed(m.pmr_image(0).unwrap().len());
-    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr], &[true]).unwrap();
+    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr]).unwrap();
     let zero = Arc::new(Image::zeroed(BLOCKS));
     let (mut outer, mut inner, mut last) = (0, 0, None);
     let mut seen = std::collections::BTreeSet::new();
@@ -559,8 +559,7 @@ fn a_crash_during_recovery_commit_recovers_the_same_blocks() {
             let blocks: std::collections::BTreeMap<u64, nvme_ctrl::Block> =
                 s.media[0].iter().map(|(b, v)| (*b, v.clone())).collect();
             let base = Arc::new(Image::from_blocks(BLOCKS, blocks));
-            let mut rex =
-                DevicesExplorer::new(&rtrace, rm.layout(), vec![s.pmr[0].clone()], &[true]).unwrap();
+            let mut rex = DevicesExplorer::new(&rtrace, rm.layout(), vec![s.pmr[0].clone()]).unwrap();
             let mut rlast = None;
             for rk in 0..rex.points() {
                 let ch = rex.advance(rk).unwrap();

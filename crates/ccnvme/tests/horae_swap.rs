@@ -459,7 +459,7 @@ fn explore(profile: &SsdProfile, faults: DriverFaults) -> (usize, usize, usize, 
     assert!(swaps >= 3, "{swaps} swaps");
     let trace = m.take_trace();
     let pmr = PageStore::zeroed(m.pmr_image(0).unwrap().len());
-    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr], &[profile.volatile_cache()]).unwrap();
+    let mut ex = DevicesExplorer::new(&trace, m.layout(), vec![pmr]).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     let (mut states, mut used, mut bad, mut first, mut left) = (0, 0, 0, None, 0u64);
     let mut last = None;

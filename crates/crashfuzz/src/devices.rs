@@ -78,14 +78,10 @@ pub fn decode_devices_choice(s: &str, drives: usize) -> Option<DevicesChoice> {
 }
 
 /// The explorer of a recorded run on several drives.
-pub fn devices_explorer_of<'a>(
-    rec: &'a Recording,
-    profile: &nvme_ctrl::SsdProfile,
-) -> Result<DevicesExplorer<'a>, Error> {
+pub fn devices_explorer_of(rec: &Recording) -> Result<DevicesExplorer<'_>, Error> {
     let mut pmr = vec![rec.base_pmr.clone()];
     pmr.extend(rec.more_drives.iter().map(|(_, p)| p.clone()));
-    let volatile = vec![profile.volatile_cache(); pmr.len()];
-    DevicesExplorer::new(&rec.trace, rec.layout.clone(), pmr, &volatile).map_err(Error::from)
+    DevicesExplorer::new(&rec.trace, rec.layout.clone(), pmr).map_err(Error::from)
 }
 
 impl CrashSpace for DevicesExplorer<'_> {

@@ -93,17 +93,9 @@ pub fn explore_saved(path: &Path, opts: &ExploreOptions) -> Result<ExploreReport
 }
 
 /// The crash-state explorer of a recorded run: its trace over the run's
-/// base PMR (drive on port 0), with the drive's volatile cache if
-/// `profile` has one.
-pub fn explorer_of<'a>(rec: &'a Recording, profile: &nvme_ctrl::SsdProfile) -> Result<Explorer<'a>, Error> {
-    Explorer::new(
-        &rec.trace,
-        rec.layout.clone(),
-        vec![rec.base_pmr.clone()],
-        0,
-        profile.volatile_cache(),
-    )
-    .map_err(Error::from)
+/// base PMR (drive on port 0).
+pub fn explorer_of(rec: &Recording) -> Result<Explorer<'_>, Error> {
+    Explorer::new(&rec.trace, rec.layout.clone(), vec![rec.base_pmr.clone()], 0).map_err(Error::from)
 }
 
 /// Explores every crash state of a recorded run whose machines `cfg`
@@ -127,10 +119,10 @@ pub fn explore_recording(
     let drives = u32::from(cfg.mode.drives());
     let found = if drives > 1 {
         let enumeration = opts.enumeration.per_drive(drives);
-        let mut explorer = devices_explorer_of(rec, &cfg.profile)?;
+        let mut explorer = devices_explorer_of(rec)?;
         check_space(&mut explorer, &cx, enumeration, opts, &mut report)?
     } else {
-        let mut explorer = explorer_of(rec, &cfg.profile)?;
+        let mut explorer = explorer_of(rec)?;
         check_space(&mut explorer, &cx, opts.enumeration, opts, &mut report)?
     };
     Ok(finish_report(report, found, cfg, opts, replay_of, t0))

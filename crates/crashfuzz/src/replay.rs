@@ -222,7 +222,7 @@ pub fn replay_state(
     id: &str,
 ) -> Result<ReplayOutcome, Error> {
     point_in_run(rec, point, id)?;
-    let mut explorer = explorer_of(rec, &cfg.profile)?;
+    let mut explorer = explorer_of(rec)?;
     let state = explorer.state(point, choice).map_err(|e| Error::BadReplayId {
         id: id.into(),
         why: e.to_string(),
@@ -246,7 +246,7 @@ pub fn replay_devices_state(
         id: id.into(),
         why: e.to_string(),
     };
-    let mut explorer = crate::devices::devices_explorer_of(rec, &cfg.profile)?;
+    let mut explorer = crate::devices::devices_explorer_of(rec)?;
     // Makes `point` the current one (the choices themselves are not needed).
     explorer.choices_at(point, 0, 0).map_err(bad)?;
     let state = explorer.build(point, choice).map_err(bad)?;

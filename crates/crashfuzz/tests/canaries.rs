@@ -40,3 +40,38 @@ fn each_ordering_mechanism_switched_off_is_caught_and_replays() {
         );
     }
 }
+
+/// A self-check stops at the end of the first crash point with a counted
+/// violation: what it reports as caught is the full run's first counted
+/// violation, and it checks fewer states than the full run.
+#[test]
+fn a_self_check_stops_at_its_first_catch_and_finds_the_full_runs_first() {
+    let opts = ExploreOptions {
+        jobs: 2,
+        ..ExploreOptions::default()
+    };
+    let sc = SELF_CHECKS
+        .iter()
+        .find(|sc| sc.fault.name() == "no-flush-read" && sc.workload == "generic_035")
+        .expect("self-check");
+    let (w, off) = sc.config(true).expect("self-check");
+    let full = explore(&w, &off, &opts, &w.name).expect("explore");
+    assert!(!full.stopped_early);
+    let first = full
+        .violations
+        .iter()
+        .find(|v| sc.caught_by.counts(&v.check))
+        .expect("caught");
+    let (r, caught) = sc.run(&opts).expect("explore");
+    assert!(r.stopped_early);
+    let v = &r.violations[caught.expect("caught")];
+    assert_eq!((&v.id, &v.check), (&first.id, &first.check));
+    assert!(
+        r.states_checked < full.states_checked,
+        "{} vs {}",
+        r.states_checked,
+        full.states_checked
+    );
+    // Every violation the stopped run found is one the full run found.
+    assert!(r.violations.iter().all(|v| full.violations.contains(v)));
+}

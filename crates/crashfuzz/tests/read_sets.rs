@@ -126,11 +126,11 @@ fn compare_judging(w: &Workload, cfg: &RunConfig, keep: Keep) -> Compared {
     };
     let bases = rec.bases();
     if cfg.mode.drives() > 1 {
-        let mut ex = devices_explorer_of(&rec, &cfg.profile).expect("explorer");
+        let mut ex = devices_explorer_of(&rec).expect("explorer");
         let check = |cx: &CheckContext, st: &DevicesState| check_state(cx, st);
         compare_space(&w.name, &mut ex, &rec, &bases, (&brute, &observing), keep, &check)
     } else {
-        let mut ex = crashfuzz::explore::explorer_of(&rec, &cfg.profile).expect("explorer");
+        let mut ex = crashfuzz::explore::explorer_of(&rec).expect("explorer");
         let check = |cx: &CheckContext, st: &CrashState| check_state(cx, st);
         compare_space(&w.name, &mut ex, &rec, &bases, (&brute, &observing), keep, &check)
     }
@@ -492,7 +492,7 @@ fn a_rejected_class_of_a_judged_block_gives_a_witness_in_that_class() {
         ..CheckContext::for_run(&saved, &rec, true)
     };
     let base = rec.base_media.clone();
-    let mut ex = crashfuzz::explore::explorer_of(&rec, &cfg.profile).expect("explorer");
+    let mut ex = crashfuzz::explore::explorer_of(&rec).expect("explorer");
     let mut witnessed = 0;
     for k in 0..ex.points() {
         let items = ex.items_at(k).expect("items");

@@ -442,7 +442,7 @@ fn fsync_makes_xattrs_and_allocation_durable_across_power_failure() {
         })
         .unwrap();
     let trace = m.take_trace();
-    let mut cursor = MediaCursor::new(&trace, 0, true).unwrap();
+    let mut cursor = MediaCursor::new(&trace, 0).unwrap();
     cursor.advance_past(trace.entries().len() - 1).unwrap();
     let media = MediaCursor::media(&Arc::new(Image::zeroed(BLOCKS)), cursor.durable().clone());
     let (ex, m, ctrl) = machine_over(profile, media, 2, TraceMode::Off, 3);

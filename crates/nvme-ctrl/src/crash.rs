@@ -359,19 +359,19 @@ pub type LeftOut = u64;
 impl<'t> Explorer<'t> {
     /// An explorer over `trace` (recorded in `Full` mode) for the controller
     /// on `port`, starting from `initial_pmr` (one image per port of
-    /// `layout`). `volatile`: the drive's cache loses data at power failure.
+    /// `layout`). Which completions are durable, the trace says
+    /// ([`crate::power`]).
     pub fn new(
         trace: &'t BusTrace,
         layout: BusLayout,
         initial_pmr: Vec<PageStore>,
         port: u8,
-        volatile: bool,
     ) -> Result<Self, CtrlError> {
         Ok(Explorer {
             trace,
             port,
             pmr: CrashCursor::new(trace, layout, initial_pmr)?,
-            media: MediaCursor::new(trace, port, volatile)?,
+            media: MediaCursor::new(trace, port)?,
             current: None,
         })
     }
@@ -681,20 +681,16 @@ pub struct DevicesExplorer<'t> {
 
 impl<'t> DevicesExplorer<'t> {
     /// An explorer over `trace` (recorded in `Full` mode) starting from
-    /// `initial_pmr` (one image per port of `layout`); `volatile[i]`: the
-    /// drive on port `i` loses its cache at power failure.
+    /// `initial_pmr` (one image per port of `layout`, one drive per port).
     pub fn new(
         trace: &'t BusTrace,
         layout: BusLayout,
         initial_pmr: Vec<PageStore>,
-        volatile: &[bool],
     ) -> Result<Self, CtrlError> {
-        let media = volatile
-            .iter()
-            .enumerate()
-            .map(|(port, &v)| {
+        let media = (0..initial_pmr.len())
+            .map(|port| {
                 let port = u8::try_from(port).map_err(|_| CtrlError::Crash("more than 256 drives".into()))?;
-                MediaCursor::new(trace, port, v)
+                MediaCursor::new(trace, port)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DevicesExplorer {

@@ -16,13 +16,12 @@
 //!   state "a later command's block landed, an earlier command's not"
 //!   is one of the envelope's while both are uncompleted, whatever this
 //!   run's timing did.
-//! - On a drive whose cache is power-loss protected, or that has none, a
-//!   version is durable when its command completes (NVMe 1.4 5.21.1.6:
-//!   without a volatile write cache, a completed write is on non-volatile
-//!   media).
-//! - On a drive with a volatile write cache, it becomes durable when
-//!   - its command completes with FUA or with the cache disabled
-//!     ([`events::WRITE_DONE_DURABLE`]; NVMe 1.4 6.15 and 5.21.1.6), or
+//! - A version becomes durable when
+//!   - its command completes durable ([`events::WRITE_DONE_DURABLE`]): with
+//!     FUA, with the cache disabled, or on a drive whose cache is
+//!     power-loss protected or that has none (NVMe 1.4 6.15 and 5.21.1.6;
+//!     the controller decides which completions are durable, and the
+//!     cursor takes its word), or
 //!   - a Flush completes that was submitted after its command completed
 //!     ([`events::FLUSH_DONE`] carries how many completions preceded the
 //!     Flush's submission; NVMe 1.4 6.8: "the flush applies to all commands
@@ -100,7 +99,6 @@ struct Version {
 pub struct MediaCursor<'t> {
     trace: &'t BusTrace,
     port: u8,
-    volatile: bool,
     applied: usize,
     durable: imbl::HashMap<u64, Block>,
     /// XOR of the hash contributions of the durable blocks, and each one's.
@@ -128,17 +126,14 @@ fn block_of(payload: &[u8]) -> Option<Block> {
 
 impl<'t> MediaCursor<'t> {
     /// A cursor before the first entry of `trace` (recorded in `Full`
-    /// mode) for the controller on `port`. `volatile`: the drive has a
-    /// write cache without power-loss protection
-    /// ([`crate::SsdProfile::volatile_cache`]).
-    pub fn new(trace: &'t BusTrace, port: u8, volatile: bool) -> Result<Self, CtrlError> {
+    /// mode) for the controller on `port`.
+    pub fn new(trace: &'t BusTrace, port: u8) -> Result<Self, CtrlError> {
         if trace.mode() != TraceMode::Full {
             return Err(CtrlError::Crash("the trace was recorded without payloads".into()));
         }
         Ok(MediaCursor {
             trace,
             port,
-            volatile,
             applied: 0,
             durable: imbl::HashMap::new(),
             durable_hash: 0,
@@ -197,10 +192,7 @@ impl<'t> MediaCursor<'t> {
                 let seq = self.completions;
                 self.completions += 1;
                 let keys = self.in_command.remove(&e.attr).unwrap_or_default();
-                // Without a volatile cache every completion is durable
-                // (the controller records WRITE_DONE_DURABLE there; a
-                // plain completion is taken the same way).
-                if e.code == events::WRITE_DONE_DURABLE || !self.volatile {
+                if e.code == events::WRITE_DONE_DURABLE {
                     for key in keys {
                         self.version_durable(key);
                     }
@@ -344,9 +336,8 @@ mod envelope_tests {
     //! allow, computed directly: each block holds its newest version that is
     //! certainly durable (completed with FUA, or completed before a
     //! completed Flush was submitted; else its starting content) or any
-    //! version that arrived after that one. Without a volatile cache a
-    //! version is certainly durable once its command completed, and not
-    //! before (an uncompleted command promises nothing, whatever arrived).
+    //! version that arrived after that one. A drive without a volatile
+    //! cache is the case where every completion is durable.
 
     use std::collections::BTreeSet;
 
@@ -411,15 +402,13 @@ mod envelope_tests {
     }
 
     /// The brute-force states after the versions in `vs`.
-    /// `volatile`: the drive has a volatile write cache; without one,
-    /// every completed version is durable.
-    fn allowed(vs: &[V], volatile: bool) -> BTreeSet<State> {
+    fn allowed(vs: &[V]) -> BTreeSet<State> {
         let mut per_block: BTreeMap<u64, Vec<Option<u8>>> = BTreeMap::new();
         for b in 0..3u64 {
             let mine: Vec<&V> = vs.iter().filter(|v| v.block == b).collect();
             let sure = mine
                 .iter()
-                .rposition(|v| v.flushed || ((v.fua || !volatile) && v.completed.is_some()));
+                .rposition(|v| v.flushed || (v.fua && v.completed.is_some()));
             let mut options = vec![sure.map(|i| mine[i].value)];
             let after = sure.map_or(0, |i| i + 1);
             options.extend(mine[after..].iter().map(|v| Some(v.value)));
@@ -457,10 +446,7 @@ mod envelope_tests {
 
     proptest! {
         #[test]
-        fn media_states_are_exactly_what_nvme_allows(
-            steps in prop::collection::vec(step(), 1..14),
-            volatile in any::<bool>(),
-        ) {
+        fn media_states_are_exactly_what_nvme_allows(steps in prop::collection::vec(step(), 1..14)) {
             let mut trace = BusTrace::new(TraceMode::Full);
             let mut vs: Vec<V> = Vec::new();
             let mut completions = 0u64;
@@ -487,7 +473,7 @@ mod envelope_tests {
                     }
                 }
             }
-            let mut cur = MediaCursor::new(&trace, 0, volatile).expect("full trace");
+            let mut cur = MediaCursor::new(&trace, 0).expect("full trace");
             // Replay the brute force step by step alongside the cursor.
             let mut seen: Vec<V> = Vec::new();
             let mut completions = 0u64;
@@ -511,7 +497,7 @@ mod envelope_tests {
                     })
                     .collect();
                 cur.advance_past(k).expect("in range");
-                prop_assert_eq!(enumerated(&cur), allowed(&now, volatile), "after step {}", k);
+                prop_assert_eq!(enumerated(&cur), allowed(&now), "after step {}", k);
             }
         }
     }

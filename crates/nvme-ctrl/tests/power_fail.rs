@@ -38,7 +38,6 @@ fn data(block: u64) -> Vec<u8> {
 struct Recorded {
     trace: BusTrace,
     port: u8,
-    volatile: bool,
     /// Command identifiers on I/O queue 1, in submission order.
     cids: Vec<u16>,
 }
@@ -71,7 +70,7 @@ impl Recorded {
     /// state allowed after entry `k`; returns the largest number of pending
     /// blocks seen at one crash point.
     fn for_each_state(&self, mut check: impl FnMut(usize, &State)) -> usize {
-        let mut cursor = MediaCursor::new(&self.trace, self.port, self.volatile).unwrap();
+        let mut cursor = MediaCursor::new(&self.trace, self.port).unwrap();
         let mut most = 0;
         for k in 0..self.trace.entries().len() {
             cursor.advance_past(k).unwrap();
@@ -98,7 +97,6 @@ fn block_in(state: &State, block: u64) -> Option<&[u8]> {
 /// Runs `writes` (block, FUA, then flush?) one after the other on a fresh
 /// drive of `profile`, each waited for, with a full trace.
 fn record(profile: SsdProfile, writes: &[(u64, u8, bool, bool)]) -> Recorded {
-    let volatile = profile.volatile_cache();
     let (ex, m, ctrl, host) = common::setup(profile, BLOCKS, TraceMode::Full);
     let bufs: Vec<u64> = writes
         .iter()
@@ -137,7 +135,6 @@ fn record(profile: SsdProfile, writes: &[(u64, u8, bool, bool)]) -> Recorded {
     Recorded {
         trace,
         port: ctrl.port().index(),
-        volatile,
         cids,
     }
 }
