@@ -14,7 +14,7 @@ use crate::backend::Backend;
 use crate::error::CtrlError;
 use crate::media::{Media, BLOCK};
 use crate::profile::SsdProfile;
-use crate::queues::{CompletionQueue, CqSpace, SqLocation, SubmissionQueue};
+use crate::queues::{CompletionQueue, CqSpace, SqLocation, Submission, SubmissionQueue};
 use nvme_spec::aer::{AsyncEvent, AsyncEventType, INVALID_DOORBELL_WRITE_VALUE, WRITE_TO_INVALID_DOORBELL};
 use nvme_spec::log::ErrorLogEntry;
 use nvme_spec::regs::{self, Cap, Cc, Csts, Doorbell, ShutdownNotification, ShutdownStatus};
@@ -422,7 +422,13 @@ impl Controller {
                         None => Err(WRITE_TO_INVALID_DOORBELL),
                         Some(sq) if value >= sq.size => Err(INVALID_DOORBELL_WRITE_VALUE),
                         Some(sq) => {
-                            sq.ring(value, self.writes_done.get());
+                            sq.ring(
+                                value,
+                                Submission {
+                                    writes_done: self.writes_done.get(),
+                                    trace_at: self.port.trace_position(),
+                                },
+                            );
                             Ok(())
                         }
                     }

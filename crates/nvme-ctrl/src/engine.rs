@@ -16,7 +16,7 @@ use pcie_sim::BusAddr;
 
 use crate::controller::Controller;
 use crate::events;
-use crate::queues::SqLocation;
+use crate::queues::{SqLocation, Submission};
 use nvme_spec::command::{IoOpcode, SubmissionEntry};
 use nvme_spec::completion::{CompletionEntry, Status};
 use nvme_spec::features::{Arbitration, InterruptCoalescing, InterruptVectorConfig};
@@ -36,9 +36,8 @@ pub(crate) struct Picked {
     qid: u16,
     slot: u32,
     loc: SqLocation,
-    /// Write-type commands completed when the entry was submitted (its
-    /// doorbell took effect): what a Flush in it covers.
-    pub(crate) submitted_after: u64,
+    /// When the entry was submitted (its doorbell took effect).
+    pub(crate) submitted: Submission,
 }
 
 /// Attribution tag for the bus trace: queue and command identifier.
@@ -93,7 +92,7 @@ impl Controller {
             if sq.pending() == 0 {
                 continue;
             }
-            let (slot, submitted_after) = sq.take();
+            let (slot, submitted) = sq.take();
             sq.inflight.set(sq.inflight.get() + 1);
             let loc = match sq.location {
                 SqLocation::Host(_) => SqLocation::Host(sq.entry_addr(slot)),
@@ -112,7 +111,7 @@ impl Controller {
                 qid,
                 slot,
                 loc,
-                submitted_after,
+                submitted,
             });
         }
         None
@@ -171,7 +170,18 @@ impl Controller {
         } else if qid == 0 {
             self.admin(qid, &sqe).await
         } else {
-            self.io(qid, &sqe, picked.submitted_after).await
+            if self.write_kind(&sqe).is_some() {
+                // Before any of its data arrives: the crash model of the
+                // media (`power.rs`) offers its blocks from its submission.
+                self.port.record(
+                    events::SUBMITTED,
+                    picked.submitted.trace_at,
+                    0,
+                    &[],
+                    attr(qid, sqe.cid()),
+                );
+            }
+            self.io(qid, &sqe, picked.submitted.writes_done).await
         };
         if let Outcome::Done(status, dw0) = outcome {
             if !status.is_success() {

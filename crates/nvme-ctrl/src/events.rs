@@ -31,6 +31,15 @@ pub const WRITE_DONE: u16 = 4;
 /// volatile write cache to the host: Identify Controller VWC = 0).
 pub const WRITE_DONE_DURABLE: u16 = 5;
 
+/// A write-type command was fetched (before any of its data arrives).
+/// `addr` is the trace index of the first event recorded after its
+/// queue's doorbell took effect; `attr` names the command, as on its
+/// [`DATA_IN`] events. NVMe lets the controller process the commands of
+/// its queues in any order (NVMe 1.4 6.3), so from that point on the
+/// command's blocks may have landed in some timing, though its data
+/// arrived later in this one (`power.rs`).
+pub const SUBMITTED: u16 = 6;
+
 /// Name of an event code, for reports.
 pub fn name(code: u16) -> &'static str {
     match code {
@@ -39,6 +48,7 @@ pub fn name(code: u16) -> &'static str {
         FLUSH_DONE => "flush-done",
         WRITE_DONE => "write-done",
         WRITE_DONE_DURABLE => "write-done-durable",
+        SUBMITTED => "submitted",
         _ => "device",
     }
 }

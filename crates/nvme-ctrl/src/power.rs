@@ -5,17 +5,25 @@
 //!
 //! Replayed from the controller's own trace events ([`crate::events`]):
 //!
-//! - A block version that arrived in the controller ([`events::DATA_IN`])
-//!   is *pending*: it may or may not be on the media at a crash. The
-//!   specification promises nothing of a command before its completion,
-//!   and "each command is processed as an independent entity without
-//!   reference to other commands submitted to the same I/O Submission
-//!   Queue or to commands submitted to other I/O Submission Queues" (NVMe
-//!   1.4 6.3, Command Ordering Requirements), so an earlier
-//!   command's data reaching the controller first proves nothing: the
-//!   state "a later command's block landed, an earlier command's not"
-//!   is one of the envelope's while both are uncompleted, whatever this
-//!   run's timing did.
+//! - A block version of a submitted command is *pending*: it may or may
+//!   not be on the media at a crash. The specification promises nothing
+//!   of a command before its completion, and "each command is processed
+//!   as an independent entity without reference to other commands
+//!   submitted to the same I/O Submission Queue or to commands submitted
+//!   to other I/O Submission Queues" (NVMe 1.4 6.3, Command Ordering
+//!   Requirements), so neither the order in which this run's controller
+//!   fetched the commands nor the order in which their data arrived
+//!   ([`events::DATA_IN`]) proves anything: the state "a later command's
+//!   block landed, an earlier command's not" is one of the envelope's while
+//!   both are uncompleted, whatever this run's timing did. A version is
+//!   pending from its command's submission (its queue's doorbell took
+//!   effect; [`events::SUBMITTED`] points back at it), even at crash
+//!   points before its data arrived here: another timing fetched it
+//!   first. Its content is the one that arrived later, which is what the
+//!   host's buffer held all along (the host leaves a write's buffer alone
+//!   until its completion; a host that changed it meanwhile would have
+//!   given a controller that fetched it earlier other bytes, which this
+//!   model does not offer).
 //! - A version becomes durable when
 //!   - its command completes durable ([`events::WRITE_DONE_DURABLE`]): with
 //!     FUA, with the cache disabled, or on a drive whose cache is
@@ -113,6 +121,12 @@ pub struct MediaCursor<'t> {
     completions: u64,
     /// Bumped whenever the durable or pending blocks change.
     changes: u64,
+    /// Versions pending before their data arrived: (the crash point from
+    /// which their command was submitted, the trace index of their
+    /// `DATA_IN`), in submission order.
+    early: Vec<(usize, usize)>,
+    /// How many of `early` are pending (or arrived) by now.
+    early_offered: usize,
 }
 
 fn block_of(payload: &[u8]) -> Option<Block> {
@@ -142,7 +156,45 @@ impl<'t> MediaCursor<'t> {
             in_command: BTreeMap::new(),
             completions: 0,
             changes: 0,
+            early: Self::submitted_versions(trace, port),
+            early_offered: 0,
         })
+    }
+
+    /// Every version whose command was submitted before its data arrived:
+    /// (the submission's crash point, its `DATA_IN` index), ordered by
+    /// submission. One pass over the trace: a command's `SUBMITTED` opens
+    /// it (the last one wins when a command identifier is reused), its
+    /// completion closes it, and each of its `DATA_IN`s in between is one
+    /// version.
+    fn submitted_versions(trace: &BusTrace, port: u8) -> Vec<(usize, usize)> {
+        let mut open: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (i, e) in trace.entries().iter().enumerate() {
+            if e.kind != EventKind::Device || e.source != port {
+                continue;
+            }
+            match e.code {
+                events::SUBMITTED => {
+                    // The doorbell took effect before the fetch: at or
+                    // before this entry.
+                    debug_assert!(e.addr as usize <= i, "a submission points back");
+                    open.insert(e.attr, (e.addr as usize).min(i));
+                }
+                events::DATA_IN => {
+                    if let Some(&at) = open.get(&e.attr) {
+                        out.push((at, i));
+                    }
+                }
+                events::WRITE_DONE | events::WRITE_DONE_DURABLE => {
+                    open.remove(&e.attr);
+                }
+                _ => {}
+            }
+        }
+        // Stable: versions submitted at one point stay in arrival order.
+        out.sort_by_key(|&(at, _)| at);
+        out
     }
 
     /// Moves to "just after entry `k`" (forward only).
@@ -158,10 +210,44 @@ impl<'t> MediaCursor<'t> {
             return Err(CtrlError::Crash("crash points only move forward".into()));
         }
         while self.applied <= k {
-            self.apply(self.applied);
+            let i = self.applied;
+            self.apply(i);
             self.applied += 1;
+            while let Some(&(at, data_in)) = self.early.get(self.early_offered) {
+                if at > i {
+                    break;
+                }
+                self.early_offered += 1;
+                self.offer_before_arrival(data_in);
+            }
         }
         Ok(())
+    }
+
+    /// The version `DATA_IN` entry `i` brings is pending from now on,
+    /// before its data arrived in this run (see the module doc).
+    fn offer_before_arrival(&mut self, i: usize) {
+        if i < self.applied {
+            // Arrived already (its submission and arrival at one point).
+            return;
+        }
+        let e = &self.trace.entries()[i];
+        let payload = self.trace.payload(e);
+        let Some(data) = block_of(payload) else {
+            return;
+        };
+        let hash = block_hash(e.addr, payload);
+        self.changes += 1;
+        // Nothing ends it before its arrival: only a newer version made
+        // durable ends an older one, and a newer one arrives after it.
+        self.pending.insert(
+            (e.addr, i),
+            Version {
+                data,
+                hash,
+                completed: None,
+            },
+        );
     }
 
     fn apply(&mut self, i: usize) {
@@ -172,20 +258,27 @@ impl<'t> MediaCursor<'t> {
         match e.code {
             events::DATA_IN => {
                 let payload = self.trace.payload(e);
-                let Some(data) = block_of(payload) else {
+                if payload.len() != BLOCK {
                     return;
-                };
-                let hash = block_hash(e.addr, payload);
-                self.changes += 1;
+                }
                 let key = (e.addr, i);
-                self.pending.insert(
-                    key,
-                    Version {
-                        data,
-                        hash,
-                        completed: None,
-                    },
-                );
+                if !self.pending.contains_key(&key) {
+                    let Some(data) = block_of(payload) else {
+                        unreachable!("a payload of one block was checked above");
+                    };
+                    // Not offered since its submission (no `SUBMITTED`
+                    // before it: a trace of a controller that records none).
+                    let hash = block_hash(e.addr, payload);
+                    self.changes += 1;
+                    self.pending.insert(
+                        key,
+                        Version {
+                            data,
+                            hash,
+                            completed: None,
+                        },
+                    );
+                }
                 self.in_command.entry(e.attr).or_default().push(key);
             }
             events::WRITE_DONE | events::WRITE_DONE_DURABLE => {
@@ -336,8 +429,9 @@ mod envelope_tests {
     //! allow, computed directly: each block holds its newest version that is
     //! certainly durable (completed with FUA, or completed before a
     //! completed Flush was submitted; else its starting content) or any
-    //! version that arrived after that one. A drive without a volatile
-    //! cache is the case where every completion is durable.
+    //! version that arrived after that one, or that will arrive for a
+    //! command submitted by then and not completed since. A drive without
+    //! a volatile cache is the case where every completion is durable.
 
     use std::collections::BTreeSet;
 
@@ -356,6 +450,9 @@ mod envelope_tests {
         /// A Flush submitted when `back` fewer completions had happened
         /// than now completes.
         Flush { back: u64 },
+        /// Command `cmd` is fetched; its doorbell took effect `back`
+        /// entries ago.
+        Submit { cmd: u32, back: usize },
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -363,6 +460,7 @@ mod envelope_tests {
             (0u32..3, 0u64..3).prop_map(|(cmd, block)| Step::Arrive { cmd, block }),
             (0u32..3, any::<bool>()).prop_map(|(cmd, fua)| Step::Complete { cmd, fua }),
             (0u64..3).prop_map(|back| Step::Flush { back }),
+            (0u32..3, 0usize..3).prop_map(|(cmd, back)| Step::Submit { cmd, back }),
         ]
     }
 
@@ -377,6 +475,11 @@ mod envelope_tests {
         fua: bool,
         /// Covered by a completed Flush (set per crash point).
         flushed: bool,
+        /// The step it arrived at.
+        arrived: usize,
+        /// The crash point from which its command was submitted, if a
+        /// submission since the command's last completion precedes it.
+        submitted: Option<usize>,
     }
 
     type State = BTreeSet<(u64, u8)>;
@@ -451,14 +554,22 @@ mod envelope_tests {
             let mut vs: Vec<V> = Vec::new();
             let mut completions = 0u64;
             let mut value = 0u8;
-            for s in &steps {
+            let mut open: BTreeMap<u32, usize> = BTreeMap::new();
+            for (k, s) in steps.iter().enumerate() {
                 match *s {
                     Step::Arrive { cmd, block } => {
                         value += 1;
                         record(&mut trace, events::DATA_IN, block, cmd, &[value; BLOCK]);
-                        vs.push(V { block, value, cmd, completed: None, fua: false, flushed: false });
+                        let submitted = open.get(&cmd).copied();
+                        vs.push(V { block, value, cmd, completed: None, fua: false, flushed: false, arrived: k, submitted });
+                    }
+                    Step::Submit { cmd, back } => {
+                        let at = k.saturating_sub(back);
+                        record(&mut trace, events::SUBMITTED, at as u64, cmd, &[]);
+                        open.insert(cmd, at);
                     }
                     Step::Complete { cmd, fua } => {
+                        open.remove(&cmd);
                         let code = if fua { events::WRITE_DONE_DURABLE } else { events::WRITE_DONE };
                         record(&mut trace, code, 0, cmd, &[]);
                         for v in vs.iter_mut().filter(|v| v.cmd == cmd && v.completed.is_none()) {
@@ -475,18 +586,17 @@ mod envelope_tests {
             }
             let mut cur = MediaCursor::new(&trace, 0).expect("full trace");
             // Replay the brute force step by step alongside the cursor.
-            let mut seen: Vec<V> = Vec::new();
             let mut completions = 0u64;
             for (k, s) in steps.iter().enumerate() {
-                match *s {
-                    Step::Arrive { .. } => seen.push(vs[seen.len()].clone()),
-                    Step::Complete { .. } => completions += 1,
-                    Step::Flush { .. } => {}
+                if let Step::Complete { .. } = *s {
+                    completions += 1;
                 }
-                // The brute force at point k: versions seen so far, with
-                // completion and flush facts as of point k.
-                let now: Vec<V> = seen
+                // The brute force at point k: versions arrived so far or
+                // submitted by then, with completion and flush facts as of
+                // point k.
+                let now: Vec<V> = vs
                     .iter()
+                    .filter(|v| v.arrived <= k || v.submitted.is_some_and(|at| at <= k))
                     .map(|v| {
                         let mut v = v.clone();
                         if v.completed.is_some_and(|c| c >= completions) {
@@ -515,7 +625,7 @@ mod envelope_tests {
                         return true;
                     }
                 }
-                Step::Arrive { .. } => {}
+                Step::Arrive { .. } | Step::Submit { .. } => {}
             }
         }
         false

@@ -38,36 +38,55 @@ pub struct SubmissionQueue {
     pub pmr_doorbell: Option<u32>,
     /// Commands fetched from this queue and not yet completed.
     pub inflight: Cell<u32>,
-    /// Doorbell writes whose entries are not all taken yet, oldest first:
-    /// the tail each one set and how many write-type commands had completed
-    /// when it took effect (what a Flush among its entries covers).
-    pub doorbells: std::collections::VecDeque<(u32, u64)>,
+    /// Doorbell writes whose entries are not all taken yet, oldest first.
+    pub doorbells: std::collections::VecDeque<Rung>,
+}
+
+/// One doorbell write that took effect: the tail it set, and what its
+/// entries' submission moment was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rung {
+    /// The tail it set.
+    pub tail: u32,
+    /// The moment its entries were submitted.
+    pub submitted: Submission,
+}
+
+/// The moment a command was submitted (its queue's doorbell took effect).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Submission {
+    /// Write-type commands completed by then: what a Flush submitted then
+    /// covers (NVMe 1.4 6.8).
+    pub writes_done: u64,
+    /// The trace index of the first event recorded after it: from that
+    /// crash point on, the controller may have processed the command in
+    /// some timing (`power.rs`, [`crate::events::SUBMITTED`]).
+    pub trace_at: u64,
 }
 
 impl SubmissionQueue {
-    /// The host rang the tail doorbell with `tail`, when `writes_done`
-    /// write-type commands had completed.
-    pub fn ring(&mut self, tail: u32, writes_done: u64) {
+    /// The host rang the tail doorbell with `tail` at `submitted`.
+    pub fn ring(&mut self, tail: u32, submitted: Submission) {
         if tail != self.tail {
-            self.doorbells.push_back((tail, writes_done));
+            self.doorbells.push_back(Rung { tail, submitted });
         }
         self.tail = tail;
     }
 
-    /// Takes the entry at `head` for fetching; returns its slot and how
-    /// many write-type commands had completed when it was submitted.
-    pub fn take(&mut self) -> (u32, u64) {
+    /// Takes the entry at `head` for fetching; returns its slot and when
+    /// it was submitted.
+    pub fn take(&mut self) -> (u32, Submission) {
         let slot = self.head;
-        let submitted = self.doorbells.front().map(|d| d.1);
+        let submitted = self.doorbells.front().map(|d| d.submitted);
         debug_assert!(
             submitted.is_some(),
             "an entry is taken only after a doorbell covered it"
         );
         self.head = (self.head + 1) % self.size;
-        if self.doorbells.front().is_some_and(|d| d.0 == self.head) {
+        if self.doorbells.front().is_some_and(|d| d.tail == self.head) {
             self.doorbells.pop_front();
         }
-        (slot, submitted.unwrap_or(0))
+        (slot, submitted.unwrap_or_default())
     }
 
     /// Entries the host has submitted that the controller has not taken.

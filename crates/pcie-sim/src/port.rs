@@ -309,6 +309,13 @@ impl DevicePort {
         tx.arrival
     }
 
+    /// The trace index the next recorded event will take (every event
+    /// counts, kept or not): a device notes it to point back at a moment
+    /// from a later event (`nvme-ctrl`'s submission of a command).
+    pub fn trace_position(&self) -> u64 {
+        self.machine.trace.borrow().len()
+    }
+
     /// Like [`DevicePort::record`], with the payload of the earlier event
     /// `same_as` (stored once in the trace). `payload` is used only if that
     /// event was not stored.
