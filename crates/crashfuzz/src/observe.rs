@@ -311,7 +311,8 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
     let mut last = 0u64;
     loop {
         // Every check of the points before is tallied: a stop here is at
-        // the same point whichever checker finished first.
+        // the same point whichever checker finished first (and a stop in
+        // a point's waves, below, after the same wave).
         if stop() {
             report.stopped_early = true;
             break;
@@ -419,6 +420,13 @@ pub(crate) fn enumerate<S: CrashSpace, C>(
                     Some(done) => report.check_seconds += done.seconds,
                     None => {}
                 }
+            }
+            // A wave is tallied whole and in node order, and which states
+            // it holds depends only on the waves before: a stop here is
+            // after the same wave whichever checker finished first. The
+            // nodes left open count as not visited.
+            if stop() {
+                break;
             }
         }
         if tree.too_wide() {

@@ -235,11 +235,12 @@ pub struct ExploreOptions {
     /// of booting ([`crate::reuse`]: it keeps every verdict; it needs
     /// `reuse_verdicts`).
     pub reuse_recovery: bool,
-    /// Stop at the end of the first crash point with a violation this
-    /// counts (a self-check needs one; [`ExploreReport::stopped_early`]).
-    /// Every state of that point and the points before it is checked, so
-    /// where it stops does not depend on thread timing. Only the
-    /// enumeration by what checks read stops; a bounded one runs whole.
+    /// Stop after the first wave of checks with a violation this counts
+    /// (a self-check needs one; [`ExploreReport::stopped_early`]). Every
+    /// state of the points before it is checked, and a point's waves are
+    /// built and tallied in an order that does not depend on thread
+    /// timing, so neither does where it stops. Only the enumeration by
+    /// what checks read stops; a bounded one runs whole.
     pub stop_when_caught: Option<CaughtBy>,
 }
 
@@ -341,9 +342,10 @@ pub struct ExploreReport {
     /// recovery read the same content ([`crate::reuse`]).
     #[serde(default)]
     pub states_recovery_reused: u64,
-    /// The run stopped at the end of the first crash point with a
-    /// violation that counts ([`ExploreOptions::stop_when_caught`]); the
-    /// counts cover the points explored until then.
+    /// The run stopped after the first wave of checks with a violation
+    /// that counts ([`ExploreOptions::stop_when_caught`]); the counts cover
+    /// the states explored until then (the rest of that point's open
+    /// classes count as not visited).
     #[serde(default)]
     pub stopped_early: bool,
 }
