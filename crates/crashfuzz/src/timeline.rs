@@ -45,7 +45,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use ccnvme::traffic::purpose_name;
-use nvme_ctrl::events::{DATA_IN, FLUSH_DONE, MEDIA_WRITE};
+use nvme_ctrl::events::{DATA_IN, FLUSH_DONE, MEDIA_WRITE, SUBMITTED};
 use nvme_spec::regs::{decode_doorbell, Doorbell};
 use nvme_spec::traffic;
 use nvme_spec::{AdminOpcode, CompletionEntry, IoOpcode, SubmissionEntry, TxFlags};
@@ -795,6 +795,10 @@ impl<'r, W: Write> Exporter<'r, W> {
                 )
             }
             FLUSH_DONE => self.placed(events, "flush-done", "media", t, t, &args),
+            // For the crash model only (its `addr` is a trace position, not
+            // a block): the command's span on its queue starts at its
+            // submission already.
+            SUBMITTED => Ok(()),
             code => self.placed(events, &format!("device event {code}"), "media", t, t, &args),
         }
     }
