@@ -176,9 +176,9 @@ impl<'t> MediaCursor<'t> {
             }
             match e.code {
                 events::SUBMITTED => {
-                    // The doorbell took effect before the fetch: at or
-                    // before this entry.
-                    debug_assert!(e.addr as usize <= i, "a submission points back");
+                    // The doorbell took effect before the fetch, so `addr`
+                    // points back; a saved trace that says otherwise (bad
+                    // input) is taken as submitting at this entry.
                     open.insert(e.attr, (e.addr as usize).min(i));
                 }
                 events::DATA_IN => {
@@ -227,19 +227,24 @@ impl<'t> MediaCursor<'t> {
     /// The version `DATA_IN` entry `i` brings is pending from now on,
     /// before its data arrived in this run (see the module doc).
     fn offer_before_arrival(&mut self, i: usize) {
-        if i < self.applied {
-            // Arrived already (its submission and arrival at one point).
-            return;
+        // Entry `i` applied already: submitted and arrived at one point.
+        if i >= self.applied {
+            // Nothing ends it before its arrival: only a newer version made
+            // durable ends an older one, and a newer one arrives after it.
+            self.insert_version(i);
         }
+    }
+
+    /// Makes the version `DATA_IN` entry `i` brings pending; false if its
+    /// payload is not one block (then it is no version).
+    fn insert_version(&mut self, i: usize) -> bool {
         let e = &self.trace.entries()[i];
         let payload = self.trace.payload(e);
         let Some(data) = block_of(payload) else {
-            return;
+            return false;
         };
         let hash = block_hash(e.addr, payload);
         self.changes += 1;
-        // Nothing ends it before its arrival: only a newer version made
-        // durable ends an older one, and a newer one arrives after it.
         self.pending.insert(
             (e.addr, i),
             Version {
@@ -248,6 +253,7 @@ impl<'t> MediaCursor<'t> {
                 completed: None,
             },
         );
+        true
     }
 
     fn apply(&mut self, i: usize) {
@@ -257,27 +263,12 @@ impl<'t> MediaCursor<'t> {
         }
         match e.code {
             events::DATA_IN => {
-                let payload = self.trace.payload(e);
-                if payload.len() != BLOCK {
-                    return;
-                }
                 let key = (e.addr, i);
-                if !self.pending.contains_key(&key) {
-                    let Some(data) = block_of(payload) else {
-                        unreachable!("a payload of one block was checked above");
-                    };
-                    // Not offered since its submission (no `SUBMITTED`
-                    // before it: a trace of a controller that records none).
-                    let hash = block_hash(e.addr, payload);
-                    self.changes += 1;
-                    self.pending.insert(
-                        key,
-                        Version {
-                            data,
-                            hash,
-                            completed: None,
-                        },
-                    );
+                // Pending already if offered from its submission; else (no
+                // `SUBMITTED` before it: a trace saved by a controller that
+                // recorded none) from now.
+                if !self.pending.contains_key(&key) && !self.insert_version(i) {
+                    return;
                 }
                 self.in_command.entry(e.attr).or_default().push(key);
             }
@@ -610,6 +601,26 @@ mod envelope_tests {
                 prop_assert_eq!(enumerated(&cur), allowed(&now), "after step {}", k);
             }
         }
+    }
+
+    /// A saved trace whose `SUBMITTED` points forward (bad input) is taken
+    /// as submitting at its own entry: no panic, and the version is pending
+    /// from there, not before.
+    #[test]
+    fn a_submission_pointing_forward_submits_at_its_own_entry() {
+        let mut trace = BusTrace::new(TraceMode::Full);
+        record(&mut trace, events::FLUSH_DONE, 0, 9, &[]);
+        record(&mut trace, events::SUBMITTED, 99, 1, &[]);
+        record(&mut trace, events::FLUSH_DONE, 0, 9, &[]);
+        record(&mut trace, events::DATA_IN, 7, 1, &[5; BLOCK]);
+        let mut cur = MediaCursor::new(&trace, 0).expect("full trace");
+        cur.advance_past(0).expect("in range");
+        assert!(cur.pending().is_empty());
+        cur.advance_past(1).expect("in range");
+        let p = cur.pending();
+        assert_eq!((p.len(), p[0].block, p[0].data_in), (1, 7, 3));
+        cur.advance_past(3).expect("in range");
+        assert_eq!(cur.pending().len(), 1, "its arrival adds no second version");
     }
 
     /// True if version `v` (whose completion sequence is fixed by the whole
