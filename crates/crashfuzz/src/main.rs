@@ -737,6 +737,7 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
     let (mut blocks_judged, mut witnesses) = (0u64, 0u64);
     let mut caught = 0usize;
     let mut none_runs = 0usize;
+    let mut narrowed = 0usize;
     let (mut states, mut secs) = (0u64, 0f64);
     let (mut judged, mut unvisited, mut cut) = (0u64, 0u64, 0usize);
     for r in reports {
@@ -819,6 +820,10 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
                 listed.join("; ")
             );
         }
+        for n in &r.narrowed {
+            let _ = writeln!(out, "    narrower envelope: {n}");
+        }
+        narrowed += usize::from(!r.narrowed.is_empty());
         if (!unsafe_m || reports.len() == 1) && r.expected != Some(Outcome::Caught) {
             for v in r.violations.iter().take(show) {
                 let _ = writeln!(out, "    {}: {}\n      {}", v.check, v.detail, v.replay);
@@ -859,6 +864,12 @@ fn summarize(file: &ReportFile, show: usize) -> ExitCode {
         let _ = writeln!(
             out,
             "PM runs checked: {by_reads} by what checks read, {by_bound} sampled past a bound (each run's reductions in --json)"
+        );
+    }
+    if narrowed > 0 {
+        let _ = writeln!(
+            out,
+            "{narrowed} run(s) explored fewer crash states than the envelope allows (said under their runs): a PASS covers only those"
         );
     }
     if refused > 0 {

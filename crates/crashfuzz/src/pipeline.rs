@@ -348,6 +348,12 @@ pub struct ExploreReport {
     /// classes count as not visited).
     #[serde(default)]
     pub stopped_early: bool,
+    /// Where this run's crash states are fewer than the persistence
+    /// envelope allows, and why (a run saved by an older build; see
+    /// [`nvme_ctrl::power::lacks_submissions`]); empty for a run this
+    /// build recorded. Its PASS covers only the states it explored.
+    #[serde(default)]
+    pub narrowed: Vec<String>,
 }
 
 /// Puts the failing states `found` (crash point, encoded choice, failures)

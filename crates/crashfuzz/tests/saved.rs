@@ -249,3 +249,42 @@ fn damaged_files_are_typed_errors() {
         Err(Error::BadSavedRun { .. })
     ));
 }
+
+/// A run saved by a build that did not record submissions (its
+/// `SUBMITTED` events taken out here, entry numbers kept) is explored on
+/// the narrower envelope of that build, and its report says so; the same
+/// run as this build records it is not narrowed and has more states.
+#[test]
+fn a_run_saved_without_submission_events_reports_a_narrower_envelope() {
+    let w = workload("generic_035");
+    let cfg = config(ModeName::Mq, "optane-905p");
+    let rec = record(&w, &cfg).expect("record");
+    let mut old = rec.clone();
+    old.trace = BusTrace::new(TraceMode::Full);
+    for e in rec.trace.entries() {
+        let mut kept = *e;
+        if kept.kind == pcie_sim::EventKind::Device && kept.code == nvme_ctrl::events::SUBMITTED {
+            // An event code the media replay does not know: ignored.
+            kept.code = u16::MAX;
+        }
+        old.trace.record(kept, rec.trace.payload(e));
+    }
+    let saved = SavedConfig::of_run(&w, &cfg);
+    let now = explore_recording(&rec, &saved, &opts(), "now").expect("explore");
+    assert!(now.narrowed.is_empty(), "{:?}", now.narrowed);
+    let path = tmp("g035-old.cfz");
+    SavedRun::from_recording(&old, &cfg)
+        .expect("saveable")
+        .save(&path)
+        .expect("save");
+    let then = explore_saved(&path, &opts()).expect("explore the old run");
+    assert_eq!(then.narrowed.len(), 1, "{:?}", then.narrowed);
+    assert!(then.narrowed[0].contains("arrival only"), "{}", then.narrowed[0]);
+    assert!(
+        then.states_total < now.states_total,
+        "the narrower envelope has fewer states: {} against {}",
+        then.states_total,
+        now.states_total
+    );
+    assert!(then.violations.is_empty() && now.violations.is_empty());
+}

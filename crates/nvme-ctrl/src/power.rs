@@ -59,6 +59,28 @@ use crate::error::CtrlError;
 use crate::events;
 use crate::media::{Block, Image, Media, BLOCK};
 
+/// True if the controller on `port` recorded write data arriving
+/// ([`events::DATA_IN`]) but no submission ([`events::SUBMITTED`]): a
+/// trace saved by a build older than that event. [`MediaCursor`] then
+/// offers each write only from its data's arrival in this run, a narrower
+/// envelope than NVMe 1.4 6.3 allows (a command submitted but not yet
+/// fetched here may have landed first in another timing); re-recording
+/// the run gives the whole envelope.
+pub fn lacks_submissions(trace: &BusTrace, port: u8) -> bool {
+    let mut arrived = false;
+    for e in trace.entries() {
+        if e.kind != EventKind::Device || e.source != port {
+            continue;
+        }
+        match e.code {
+            events::SUBMITTED => return false,
+            events::DATA_IN => arrived = true,
+            _ => {}
+        }
+    }
+    arrived
+}
+
 /// A block version that may or may not be on the media at the crash point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingBlock {
@@ -621,6 +643,22 @@ mod envelope_tests {
         assert_eq!((p.len(), p[0].block, p[0].data_in), (1, 7, 3));
         cur.advance_past(3).expect("in range");
         assert_eq!(cur.pending().len(), 1, "its arrival adds no second version");
+    }
+
+    #[test]
+    fn a_trace_with_arrivals_but_no_submission_is_recognised_as_older() {
+        let mut old = BusTrace::new(TraceMode::Full);
+        assert!(!lacks_submissions(&old, 0), "nothing arrived: nothing narrower");
+        record(&mut old, events::DATA_IN, 7, 1, &[5; BLOCK]);
+        assert!(lacks_submissions(&old, 0));
+        assert!(
+            !lacks_submissions(&old, 1),
+            "another port's controller wrote nothing"
+        );
+        let mut new = BusTrace::new(TraceMode::Full);
+        record(&mut new, events::SUBMITTED, 0, 1, &[]);
+        record(&mut new, events::DATA_IN, 7, 1, &[5; BLOCK]);
+        assert!(!lacks_submissions(&new, 0));
     }
 
     /// True if version `v` (whose completion sequence is fixed by the whole
