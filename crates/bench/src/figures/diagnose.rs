@@ -1,12 +1,13 @@
 //! Side experiments that locate where simulated time goes when a figure
 //! disagrees with the paper. Each isolates one mechanism of the model by
-//! changing one thing: the kind of write, the file rotation, or the
-//! drive's number of media units.
+//! changing one thing: the kind of write, the file rotation, the
+//! drive's number of media units, or whether the threads' inodes share
+//! inode-table blocks.
 
 use mqfs::Ctx;
 use nvme_ctrl::SsdProfile;
 
-use super::append::{measure, Job, Point};
+use super::append::{measure, Job, Layout, Point};
 use super::common::{block_on, mean, BenchResult, Rig, Span, System};
 
 /// One thread writing 4 KiB and syncing, over and over.
@@ -34,6 +35,10 @@ pub struct Diagnostics {
     pub units_threads: usize,
     /// (system, the 905P, the 905P with 64 media units).
     pub units: Vec<(System, Point, Point)>,
+    /// (system, threads, Figure 11's 4 KiB point with each thread's inodes
+    /// in table blocks of its own ([`Layout::PerThread`]); Figure 11's own
+    /// point, [`Layout::RoundRobin`], is the shared case).
+    pub table: Vec<(System, usize, Point)>,
 }
 
 impl Diagnostics {
@@ -81,8 +86,10 @@ pub fn one_thread(system: System, overwrite: bool, loops: usize) -> BenchResult<
     })
 }
 
-/// Runs every diagnostic (smaller in `quick` mode).
-pub fn run(quick: bool) -> BenchResult<Diagnostics> {
+/// Runs every diagnostic (smaller in `quick` mode); `fig11` is Figure
+/// 11's sweep, whose window and thread counts the table-block experiment
+/// repeats.
+pub fn run(quick: bool, fig11: &super::fig11::Params) -> BenchResult<Diagnostics> {
     let mut d = Diagnostics::default();
     let loops = if quick { 32 } else { 256 };
     for s in [System::Ext4Nj, System::Mqfs, System::Ext4, System::HoraeFs] {
@@ -111,6 +118,29 @@ pub fn run(quick: bool) -> BenchResult<Diagnostics> {
         let a = measure(s, &ssd, &base, d.units_threads, Job::new(4096), span)?;
         let b = measure(s, &wide, &base, d.units_threads, Job::new(4096), span)?;
         d.units.push((s, a, b));
+    }
+    // The shared inode-table block: Linux's no-journal fsync writes the
+    // inode's table block under its buffer lock (`sync_dirty_buffer`), so
+    // threads whose inodes share one queue on it. Figure 11's own points
+    // (same threads, same window) are the shared case.
+    let mut table_threads: Vec<usize> = fig11
+        .threads
+        .iter()
+        .copied()
+        .filter(|t| [8, 16].contains(t))
+        .collect();
+    if table_threads.is_empty() {
+        table_threads.extend(fig11.threads.iter().max());
+    }
+    for &threads in &table_threads {
+        for s in [System::Ext4Nj, System::Mqfs] {
+            let own = Job {
+                layout: Layout::PerThread,
+                ..Job::new(4096)
+            };
+            d.table
+                .push((s, threads, measure(s, &ssd, &base, threads, own, fig11.span)?));
+        }
     }
     eprintln!("diagnostics done");
     Ok(d)

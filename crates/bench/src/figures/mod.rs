@@ -119,7 +119,7 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
     let p14 = sweep(q, fig14::Params::quick, fig14::Params::full);
     let ph = sweep(q, horae::Params::quick, horae::Params::full);
     let ppm = sweep(q, pm::Params::quick, pm::Params::full);
-    let diag = diagnose::run(q)?;
+    let diag = diagnose::run(q, &p11)?;
     let (_, f02) = fig02::figure(&p02)?;
     let (_, f05) = fig05::figure()?;
     let (_, f10) = fig10::figure(&p10)?;
