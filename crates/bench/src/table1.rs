@@ -19,6 +19,13 @@
 //!
 //! Then the primitive runs (fsync, or fatomic for `mq-atomic`).
 //!
+//! Each completion is its own interrupt and CQ head doorbell
+//! (`ccnvme::CqReap::OnePerInterrupt`), the paper's counting model: Linux's
+//! handler reaps every completion it finds and rings the doorbell once,
+//! so completions that arrive together would share a doorbell (and the
+//! messages that arrive during a handler one run of it), which the paper's
+//! 2(N+2) MMIOs do not count.
+//!
 //! Periodic writeback is off (`FsProfile::dirty_writeback_interval`
 //! `None`, Linux's `vm.dirty_writeback_centisecs = 0`): the windows below
 //! run the executor until it is idle, and the flusher would otherwise
@@ -382,6 +389,7 @@ pub fn measure(system: System, n: u64) -> Result<Measurement, Error> {
     // idles (see the module docs).
     let profile = FsProfile {
         dirty_writeback_interval: None,
+        driver: ccnvme::DriverProfile::per_request_interrupts(),
         ..FsProfile::default()
     };
     let t = new_fs_with(

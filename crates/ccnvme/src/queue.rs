@@ -18,7 +18,7 @@ use tokio::sync::{Mutex, Notify};
 use crate::bio::{Bio, Done};
 use crate::command::{build_command, PrpPool};
 use crate::error::DriverError;
-use crate::profile::DriverProfile;
+use crate::profile::{CqReap, DriverProfile};
 use crate::psq::PersistentSq;
 
 /// Attribution tag of a command for the bus trace: (sqid << 16) | cid, as
@@ -217,23 +217,17 @@ impl QueuePair {
                 }
                 self.core.busy(self.profile.irq_handler).await;
             }
-            let limit = if self.profile.polling {
-                u32::MAX
-            } else {
-                self.profile_cqes_per_irq()
-            };
-            if self.reap(limit).await.is_err() {
+            let drain = self.profile.polling || self.profile.cq_reap == CqReap::Drain;
+            if self.reap(if drain { u32::MAX } else { 1 }).await.is_err() {
                 return;
             }
+            if !self.profile.polling && drain {
+                // The handler's EOI: what arrived while it ran is one
+                // more run (with coalescing off every entry has its own
+                // MSI-X, and those of entries reaped just now find none).
+                self.machine.interrupts().end_of_interrupt(self.vector);
+            }
         }
-    }
-
-    fn profile_cqes_per_irq(&self) -> u32 {
-        // One completion per interrupt: with coalescing off every entry has
-        // its own MSI-X, and consuming one per interrupt rings the CQ head
-        // doorbell once per command, the count ccNVMe Table 1 assumes
-        // (a precondition of ccNVMe Table 1's counts). Linux drains all entries per interrupt.
-        1
     }
 
     fn cqe_ready(&self) -> bool {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ccnvme::horae::ORDERING_QUEUE;
 use ccnvme::horae::{self, layout, EntryId, OrderedWrite, OrderingQueue, RawEntry};
-use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, EntryPersist, ProbeOptions, Traffic};
+use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, DriverProfile, EntryPersist, ProbeOptions, Traffic};
 use nvme_ctrl::{Image, Media, MediaCursor, SsdProfile, BLOCK};
 use pcie_sim::{CrashCursor, EventKind, Executor, HostAddr, Machine, PageStore, Purpose, TraceMode};
 
@@ -137,7 +137,11 @@ fn fsync_sequence_costs_plain_nvme_traffic_plus_ordering_mmio_apart() {
         let vwc = profile.volatile_cache();
         for n in 1..=16u64 {
             let (ex, m) = machine(&profile, Media::memory(BLOCKS), None, TraceMode::Off);
-            let plain_dev = probe(&ex, &m, horae_opts());
+            let table1 = ProbeOptions {
+                profile: DriverProfile::per_request_interrupts(),
+                ..horae_opts()
+            };
+            let plain_dev = probe(&ex, &m, table1);
             let m2 = m.clone();
             let (plain, plain_us) = ex
                 .block_on(async move {
@@ -149,7 +153,12 @@ fn fsync_sequence_costs_plain_nvme_traffic_plus_ordering_mmio_apart() {
 
             let (ex, m) = machine(&profile, Media::memory(BLOCKS), None, TraceMode::Off);
             let mut opts = horae_opts();
-            opts.profile.horae_entry_persist = persist;
+            // Table 1's counting model: each completion its own interrupt
+            // and CQ doorbell.
+            opts.profile = DriverProfile {
+                horae_entry_persist: persist,
+                ..DriverProfile::per_request_interrupts()
+            };
             let dev = probe(&ex, &m, opts);
             let q = attach(&ex, &dev, None).unwrap();
             let m2 = m.clone();

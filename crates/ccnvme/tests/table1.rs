@@ -5,9 +5,19 @@
 
 mod common;
 
-use ccnvme::{Bio, BioFlags, ProbeOptions, Traffic, TxId};
+use ccnvme::{Bio, BioFlags, DriverProfile, ProbeOptions, Traffic, TxId};
 use nvme_ctrl::{Media, SsdProfile};
 use pcie_sim::TraceMode;
+
+/// Table 1's counting model: each completion its own interrupt and CQ
+/// doorbell (`ccnvme::CqReap::OnePerInterrupt`; Linux reaps every
+/// completion it finds per interrupt).
+fn table1_options() -> ProbeOptions {
+    ProbeOptions {
+        profile: DriverProfile::per_request_interrupts(),
+        ..ProbeOptions::default()
+    }
+}
 
 #[test]
 fn plain_nvme_journal_commit_costs_2n_plus_4_mmio() {
@@ -23,7 +33,7 @@ fn plain_nvme_journal_commit_costs_2n_plus_4_mmio() {
             &m,
             ProbeOptions {
                 ccnvme: false,
-                ..Default::default()
+                ..table1_options()
             },
         );
         let pages = common::pages(&m, n as usize + 2, 1);
@@ -63,7 +73,7 @@ fn ccnvme_durable_costs_4_mmio_and_n_plus_1_everything_else() {
             None,
             TraceMode::Off,
         );
-        let dev = common::probe(&ex, &m, ProbeOptions::default());
+        let dev = common::probe(&ex, &m, table1_options());
         let pages = common::pages(&m, n as usize + 1, 2);
         let m2 = m.clone();
         let t = ex
@@ -108,7 +118,7 @@ fn ccnvme_atomic_costs_2_mmio_and_waits_for_nothing_else() {
 fn atomic_commit(profile: SsdProfile, n: u64) {
     {
         let (ex, m, _c) = common::machine(profile, Media::memory(4096), None, TraceMode::Off);
-        let dev = common::probe(&ex, &m, ProbeOptions::default());
+        let dev = common::probe(&ex, &m, table1_options());
         let pages = common::pages(&m, n as usize + 1, 3);
         let m2 = m.clone();
         let (t, durable) = ex

@@ -104,11 +104,12 @@ pub fn probe_options(mode: Mode) -> ProbeOptions {
 /// Probe options the block device needs for `mode` mounted with
 /// `profile`: ccNVMe for `mq`, and for `classic` whose JBD2 commits as
 /// ccNVMe transactions ([`crate::JbdCommit::CcNvmeTransaction`]); the
-/// Horae PMR for `horae`.
+/// Horae PMR for `horae`; the driver's profile is `profile.driver`.
 pub fn probe_options_for(mode: Mode, profile: &FsProfile) -> ProbeOptions {
     ProbeOptions {
         ccnvme: mode == Mode::Mq || (mode == Mode::Classic && jbd_through_ccnvme(profile)),
         horae: mode == Mode::Horae,
+        profile: profile.driver.clone(),
         ..ProbeOptions::default()
     }
 }

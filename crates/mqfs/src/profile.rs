@@ -134,6 +134,11 @@ pub struct FsProfile {
     /// `mqfs mount` passes the host's time; simulations keep 0, so their
     /// timestamps are simulated time and deterministic.
     pub clock_base_ns: u64,
+    /// The block driver's profile the file system probes its devices with
+    /// (its software costs, queue sizes, interrupt handling;
+    /// [`crate::mount::probe_options_for`]; the mode chooses ccNVMe and
+    /// the Horae PMR). Its default is the one every figure uses.
+    pub driver: ccnvme::DriverProfile,
 }
 
 impl Default for FsProfile {
@@ -164,6 +169,7 @@ impl Default for FsProfile {
             dirty_expire: SimDuration::from_ms(30_000),
             dirty_writeback_interval: Some(SimDuration::from_ms(5_000)),
             clock_base_ns: 0,
+            driver: ccnvme::DriverProfile::default(),
         }
     }
 }

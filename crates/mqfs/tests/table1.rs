@@ -11,8 +11,8 @@
 //! journals the inode block and the block bitmap beside k data blocks.
 
 use ccnvme::Traffic;
-use mqfs::testing::new_fs;
-use mqfs::{Ctx, Mode, SetAttr};
+use mqfs::testing::new_fs_with;
+use mqfs::{Ctx, FsProfile, Mode, SetAttr};
 use nvme_ctrl::SsdProfile;
 
 /// Runs the change that makes a transaction of `n` blocks, fsyncs, and
@@ -23,7 +23,13 @@ fn fsync_traffic(mode: Mode, n: u64) -> Traffic {
 
 /// Like [`fsync_traffic`], with fatomic instead when `atomic`.
 fn sync_traffic(mode: Mode, n: u64, atomic: bool) -> Traffic {
-    let t = new_fs(mode, SsdProfile::optane_905p(), 65536, 1).unwrap();
+    // Each completion its own interrupt and CQ doorbell: Table 1's
+    // counting model (`ccnvme::CqReap::OnePerInterrupt`).
+    let profile = FsProfile {
+        driver: ccnvme::DriverProfile::per_request_interrupts(),
+        ..FsProfile::default()
+    };
+    let t = new_fs_with(mode, SsdProfile::optane_905p(), 65536, 1, profile).unwrap();
     let fs = t.fs.clone();
     let m = t.machine.clone();
     t.ex.block_on(async move {

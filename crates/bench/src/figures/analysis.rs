@@ -389,18 +389,19 @@ pub fn fig14(rows: &[Breakdown], d: &Diagnostics, r11: &fig11::Results) -> Vec<S
                      Besides the submit path (system call, snapshot under the operation gate, \
                      block-layer entry, flushing the P-SQ entries with clflush, fence and a \
                      zero-length read, the P-SQDB write), the thread's core also runs, for every \
-                     earlier transaction, one interrupt handler per completion (1 us each in the \
-                     driver profile; MQFS's durability bookkeeping runs in that handler as a \
-                     completion callback, with no thread to wake), and some of that lands inside \
-                     the call.",
+                     earlier transaction, the runs of the interrupt handler that reap its \
+                     completions (1 us each in the driver profile, a run taking every completion \
+                     it finds, `docs/decisions.md` D20; MQFS's durability bookkeeping runs in that \
+                     handler as a completion callback, with no thread to wake), and some of that \
+                     lands inside the call.",
                     q.blocks_per_op, q.sync.mean
                 )
             })
             .unwrap_or_default();
         n.push(format!(
             "**fatomic takes {:.1} us, against about 10 us in the paper.** It submits all {:.0} \
-             blocks and returns once the transaction is atomic; the {:.0} interrupts of each loop's \
-             completions then land on the same core during the next calls, which is why create and \
+             blocks and returns once the transaction is atomic; the {:.0} interrupt messages of each \
+             loop's completions then land on the same core during the next calls, which is why create and \
              write take {:.1} and {:.1} us with fatomic against {:.1} and {:.1} us with fsync.{append}",
             a.sync, a.blocks, a.irqs, a.create, a.write, m.create, m.write
         ));
