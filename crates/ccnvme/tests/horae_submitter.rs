@@ -7,8 +7,7 @@ use std::rc::Rc;
 
 use ccnvme::horae::{OrderedWrite, OrderingQueue, StreamParams, Submitters};
 use ccnvme::{Bio, BlockDevice, DriverError, DriverProfile, ProbeOptions};
-use nvme_ctrl::{Media, SsdProfile};
-use pcie_sim::{Executor, Machine, SimDuration, TraceMode};
+use pcie_sim::{Executor, Machine, SimDuration};
 
 mod common;
 
@@ -22,13 +21,7 @@ struct Burst {
 }
 
 fn rig(ring: u32) -> (Executor, Machine, Rc<BlockDevice>) {
-    let (ex, m, _) = common::machine(
-        SsdProfile::optane_905p(),
-        Media::memory(4096),
-        None,
-        TraceMode::Off,
-    );
-    let opts = ProbeOptions {
+    common::optane_device(ProbeOptions {
         ccnvme: false,
         horae: true,
         profile: DriverProfile {
@@ -36,9 +29,7 @@ fn rig(ring: u32) -> (Executor, Machine, Rc<BlockDevice>) {
             ..DriverProfile::default()
         },
         ..ProbeOptions::default()
-    };
-    let dev = common::probe(&ex, &m, opts);
-    (ex, m, dev)
+    })
 }
 
 /// One epoch of `n` ordered 4 KiB writes from core 0 to blocks 0.., then

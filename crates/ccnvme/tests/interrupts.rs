@@ -7,28 +7,20 @@
 mod common;
 
 use ccnvme::{Bio, CqReap, DriverProfile, ProbeOptions, Traffic};
-use nvme_ctrl::{Media, SsdProfile};
-use pcie_sim::{SimDuration, TraceMode};
+use pcie_sim::SimDuration;
 
 /// Submits `n` single-block writes at once on core 0, computes 200 us on
 /// that core, then waits for all of them; returns the traffic and core
 /// 0's kernel time.
 fn burst(reap: CqReap, n: u64) -> (Traffic, u64) {
-    let (ex, m, _c) = common::machine(
-        SsdProfile::optane_905p(),
-        Media::memory(4096),
-        None,
-        TraceMode::Off,
-    );
-    let opts = ProbeOptions {
+    let (ex, m, dev) = common::optane_device(ProbeOptions {
         ccnvme: false,
         profile: DriverProfile {
             cq_reap: reap,
             ..DriverProfile::default()
         },
         ..ProbeOptions::default()
-    };
-    let dev = common::probe(&ex, &m, opts);
+    });
     let pages = common::pages(&m, n as usize, 1);
     let m2 = m.clone();
     ex.block_on(async move {

@@ -40,6 +40,19 @@ pub fn probe(ex: &Executor, m: &Machine, opts: ProbeOptions) -> Rc<BlockDevice> 
         .unwrap()
 }
 
+/// A machine with one Optane 905P of 4096 blocks in memory (trace off),
+/// probed with `opts`.
+pub fn optane_device(opts: ProbeOptions) -> (Executor, Machine, Rc<BlockDevice>) {
+    let (ex, m, _) = machine(
+        SsdProfile::optane_905p(),
+        Media::memory(4096),
+        None,
+        TraceMode::Off,
+    );
+    let dev = probe(&ex, &m, opts);
+    (ex, m, dev)
+}
+
 /// `n` zeroed host pages filled with a pattern of `seed`.
 pub fn pages(m: &Machine, n: usize, seed: u8) -> Vec<HostAddr> {
     (0..n)
