@@ -117,28 +117,31 @@ pub fn explore_recording(
         ..CheckContext::for_run(cfg, rec, opts.sanity)
     };
     let drives = u32::from(cfg.mode.drives());
-    report.narrowed = narrowed_envelope(rec, drives);
     let found = if drives > 1 {
         let enumeration = opts.enumeration.per_drive(drives);
         let mut explorer = devices_explorer_of(rec)?;
+        report.narrowed = narrowed_envelope(&explorer.arrivals_without_submission());
         check_space(&mut explorer, &cx, enumeration, opts, &mut report)?
     } else {
         let mut explorer = explorer_of(rec)?;
+        report.narrowed = narrowed_envelope(&explorer.arrivals_without_submission());
         check_space(&mut explorer, &cx, opts.enumeration, opts, &mut report)?
     };
     Ok(finish_report(report, found, cfg, opts, replay_of, t0))
 }
 
-/// The drives of `rec` whose crash states are fewer than the envelope
-/// allows: a run saved before the controller recorded submissions
-/// ([`nvme_ctrl::power::lacks_submissions`]).
-fn narrowed_envelope(rec: &Recording, drives: u32) -> Vec<String> {
-    (0..drives.min(u32::from(u8::MAX)) as u8)
-        .filter(|p| nvme_ctrl::power::lacks_submissions(&rec.trace, *p))
-        .map(|p| {
+/// What the media cursors offer from arrival only, per drive
+/// (`MediaCursor::arrivals_without_submission`), said as the report's
+/// narrowings: a run saved by a build that recorded no submissions.
+fn narrowed_envelope(arrival_only: &[usize]) -> Vec<String> {
+    arrival_only
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(drive, n)| {
             format!(
-                "drive {p}: saved without submission events (an older build): each write is offered from its data's arrival only, \
-                 not from its submission as NVMe 1.4 6.3 allows; record the run again for the whole envelope"
+                "drive {drive}: {n} block write(s) saved without their submission (an older build): offered from their data's arrival \
+                 only, not from their submission as NVMe 1.4 6.3 allows; record the run again for the whole envelope"
             )
         })
         .collect()

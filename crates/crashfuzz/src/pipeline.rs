@@ -350,7 +350,7 @@ pub struct ExploreReport {
     pub stopped_early: bool,
     /// Where this run's crash states are fewer than the persistence
     /// envelope allows, and why (a run saved by an older build; see
-    /// [`nvme_ctrl::power::lacks_submissions`]); empty for a run this
+    /// `nvme_ctrl::MediaCursor::arrivals_without_submission`); empty for a run this
     /// build recorded. Its PASS covers only the states it explored.
     #[serde(default)]
     pub narrowed: Vec<String>,

@@ -376,6 +376,12 @@ impl<'t> Explorer<'t> {
         })
     }
 
+    /// Block versions of the drive offered only from their arrival
+    /// ([`MediaCursor::arrivals_without_submission`]).
+    pub fn arrivals_without_submission(&self) -> Vec<usize> {
+        vec![self.media.arrivals_without_submission()]
+    }
+
     /// Number of crash points (entries of the trace).
     pub fn points(&self) -> usize {
         self.trace.entries().len()
@@ -699,6 +705,15 @@ impl<'t> DevicesExplorer<'t> {
             media,
             current: None,
         })
+    }
+
+    /// Per drive, by port, the block versions offered only from their
+    /// arrival ([`MediaCursor::arrivals_without_submission`]).
+    pub fn arrivals_without_submission(&self) -> Vec<usize> {
+        self.media
+            .iter()
+            .map(MediaCursor::arrivals_without_submission)
+            .collect()
     }
 
     /// Number of crash points (entries of the trace).

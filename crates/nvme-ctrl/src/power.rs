@@ -59,28 +59,6 @@ use crate::error::CtrlError;
 use crate::events;
 use crate::media::{Block, Image, Media, BLOCK};
 
-/// True if the controller on `port` recorded write data arriving
-/// ([`events::DATA_IN`]) but no submission ([`events::SUBMITTED`]): a
-/// trace saved by a build older than that event. [`MediaCursor`] then
-/// offers each write only from its data's arrival in this run, a narrower
-/// envelope than NVMe 1.4 6.3 allows (a command submitted but not yet
-/// fetched here may have landed first in another timing); re-recording
-/// the run gives the whole envelope.
-pub fn lacks_submissions(trace: &BusTrace, port: u8) -> bool {
-    let mut arrived = false;
-    for e in trace.entries() {
-        if e.kind != EventKind::Device || e.source != port {
-            continue;
-        }
-        match e.code {
-            events::SUBMITTED => return false,
-            events::DATA_IN => arrived = true,
-            _ => {}
-        }
-    }
-    arrived
-}
-
 /// A block version that may or may not be on the media at the crash point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingBlock {
@@ -149,6 +127,8 @@ pub struct MediaCursor<'t> {
     early: Vec<(usize, usize)>,
     /// How many of `early` are pending (or arrived) by now.
     early_offered: usize,
+    /// Versions whose command has no `SUBMITTED` before their arrival.
+    arrival_only: usize,
 }
 
 fn block_of(payload: &[u8]) -> Option<Block> {
@@ -167,6 +147,7 @@ impl<'t> MediaCursor<'t> {
         if trace.mode() != TraceMode::Full {
             return Err(CtrlError::Crash("the trace was recorded without payloads".into()));
         }
+        let (early, arrival_only) = Self::submitted_versions(trace, port);
         Ok(MediaCursor {
             trace,
             port,
@@ -178,9 +159,21 @@ impl<'t> MediaCursor<'t> {
             in_command: BTreeMap::new(),
             completions: 0,
             changes: 0,
-            early: Self::submitted_versions(trace, port),
+            early,
             early_offered: 0,
+            arrival_only,
         })
+    }
+
+    /// Block versions offered only from their data's arrival: their
+    /// command recorded no submission ([`events::SUBMITTED`]), as in a
+    /// trace saved by a build older than that event. Each is a narrower
+    /// envelope than NVMe 1.4 6.3 allows (submitted but not yet fetched
+    /// here, it may have landed first in another timing); 0 for a trace
+    /// this build recorded, and re-recording the run gives the whole
+    /// envelope.
+    pub fn arrivals_without_submission(&self) -> usize {
+        self.arrival_only
     }
 
     /// Every version whose command was submitted before its data arrived:
@@ -188,10 +181,11 @@ impl<'t> MediaCursor<'t> {
     /// submission. One pass over the trace: a command's `SUBMITTED` opens
     /// it (the last one wins when a command identifier is reused), its
     /// completion closes it, and each of its `DATA_IN`s in between is one
-    /// version.
-    fn submitted_versions(trace: &BusTrace, port: u8) -> Vec<(usize, usize)> {
+    /// version. Also counts the `DATA_IN`s with no submission open.
+    fn submitted_versions(trace: &BusTrace, port: u8) -> (Vec<(usize, usize)>, usize) {
         let mut open: BTreeMap<u32, usize> = BTreeMap::new();
         let mut out = Vec::new();
+        let mut arrival_only = 0;
         for (i, e) in trace.entries().iter().enumerate() {
             if e.kind != EventKind::Device || e.source != port {
                 continue;
@@ -203,11 +197,10 @@ impl<'t> MediaCursor<'t> {
                     // input) is taken as submitting at this entry.
                     open.insert(e.attr, (e.addr as usize).min(i));
                 }
-                events::DATA_IN => {
-                    if let Some(&at) = open.get(&e.attr) {
-                        out.push((at, i));
-                    }
-                }
+                events::DATA_IN => match open.get(&e.attr) {
+                    Some(&at) => out.push((at, i)),
+                    None => arrival_only += 1,
+                },
                 events::WRITE_DONE | events::WRITE_DONE_DURABLE => {
                     open.remove(&e.attr);
                 }
@@ -216,7 +209,7 @@ impl<'t> MediaCursor<'t> {
         }
         // Stable: versions submitted at one point stay in arrival order.
         out.sort_by_key(|&(at, _)| at);
-        out
+        (out, arrival_only)
     }
 
     /// Moves to "just after entry `k`" (forward only).
@@ -646,19 +639,23 @@ mod envelope_tests {
     }
 
     #[test]
-    fn a_trace_with_arrivals_but_no_submission_is_recognised_as_older() {
-        let mut old = BusTrace::new(TraceMode::Full);
-        assert!(!lacks_submissions(&old, 0), "nothing arrived: nothing narrower");
-        record(&mut old, events::DATA_IN, 7, 1, &[5; BLOCK]);
-        assert!(lacks_submissions(&old, 0));
-        assert!(
-            !lacks_submissions(&old, 1),
-            "another port's controller wrote nothing"
+    fn arrivals_without_a_submission_are_counted() {
+        let mut trace = BusTrace::new(TraceMode::Full);
+        record(&mut trace, events::DATA_IN, 7, 1, &[5; BLOCK]);
+        record(&mut trace, events::SUBMITTED, 0, 2, &[]);
+        record(&mut trace, events::DATA_IN, 8, 2, &[6; BLOCK]);
+        let cur = MediaCursor::new(&trace, 0).expect("full trace");
+        assert_eq!(
+            cur.arrivals_without_submission(),
+            1,
+            "command 1 was never submitted"
         );
-        let mut new = BusTrace::new(TraceMode::Full);
-        record(&mut new, events::SUBMITTED, 0, 1, &[]);
-        record(&mut new, events::DATA_IN, 7, 1, &[5; BLOCK]);
-        assert!(!lacks_submissions(&new, 0));
+        let other = MediaCursor::new(&trace, 1).expect("full trace");
+        assert_eq!(
+            other.arrivals_without_submission(),
+            0,
+            "another port wrote nothing"
+        );
     }
 
     /// True if version `v` (whose completion sequence is fixed by the whole

@@ -32,7 +32,6 @@ pub fn host_vector(port: u8, entry: u16) -> u16 {
 struct Vector {
     pending: Cell<u64>,
     delivered: Cell<u64>,
-    collapsed: Cell<u64>,
     /// Bumped by [`InterruptController::release`]: waiters of an older
     /// epoch give up.
     epoch: Cell<u64>,
@@ -104,17 +103,7 @@ impl InterruptController {
     /// this; one that takes one completion per message must not.
     pub fn end_of_interrupt(&self, vector: u16) {
         let v = self.vector(vector);
-        let p = v.pending.get();
-        if p > 1 {
-            v.pending.set(1);
-            v.collapsed.set(v.collapsed.get() + p - 1);
-        }
-    }
-
-    /// Messages on `vector` that [`Self::end_of_interrupt`] collapsed into
-    /// an interrupt already pending.
-    pub fn collapsed(&self, vector: u16) -> u64 {
-        self.vector(vector).collapsed.get()
+        v.pending.set(v.pending.get().min(1));
     }
 
     /// Consumes every message pending on `vector` and returns how many.
@@ -141,14 +130,10 @@ mod tests {
         }
         ic.raise(8);
         ic.end_of_interrupt(7);
-        assert_eq!((ic.take_pending(7), ic.collapsed(7)), (1, 2));
+        assert_eq!(ic.take_pending(7), 1, "three messages, one interrupt");
         assert_eq!(ic.delivered(7), 3, "every message was delivered");
         ic.end_of_interrupt(8);
-        assert_eq!(
-            (ic.take_pending(8), ic.collapsed(8)),
-            (1, 0),
-            "a lone message stays"
-        );
+        assert_eq!(ic.take_pending(8), 1, "a lone message stays");
         ic.end_of_interrupt(9);
         assert_eq!(ic.take_pending(9), 0, "nothing pending: nothing made up");
     }

@@ -7,9 +7,8 @@ use std::future::Future;
 use std::rc::Rc;
 
 use ccnvme::horae::Submitters;
-use ccnvme::FlushIssue;
 use mqfs::testing::{format_and_mount, format_and_mount_striped, machine, machine_with_drives, TestFs};
-use mqfs::{probe_options, StripeOptions};
+use mqfs::{probe_options_for, StripeOptions};
 use mqfs::{Ctx, Fs, FsError, FsProfile, Ino, MkfsOptions, Mode};
 use nvme_ctrl::Drive;
 use nvme_ctrl::SsdProfile;
@@ -125,10 +124,6 @@ pub struct Rig {
     /// striped over several (`mqfs::volume`, md's default chunk; HoRAE
     /// 6.2 "soft-RAID 0", Figure 10(c)). The other modes run on one.
     pub drives: u8,
-    /// How HoraeFS's joint FLUSH sends its FLUSHes to the drives
-    /// (`ccnvme::DriverProfile::horae_flush`: at once, or HoRAE 6.3's
-    /// serialized HFS-SF); on one drive the two are the same.
-    pub horae_flush: FlushIssue,
 }
 
 /// Default device size: 1 GiB of sparse memory media.
@@ -146,7 +141,6 @@ impl Rig {
             seed: 1,
             p_area_blocks: None,
             drives: 1,
-            horae_flush: FlushIssue::Joint,
         }
     }
 
@@ -225,8 +219,9 @@ impl Rig {
             .map(|_| Drive::fresh(self.ssd.clone(), self.blocks))
             .collect();
         let (ex, m, mut ctrls) = machine_with_drives(ds, self.cores(), TraceMode::Off, self.seed);
-        let mut probe = probe_options(Mode::Horae);
-        probe.profile.horae_flush = self.horae_flush;
+        // The driver as `profile.driver` says (its joint FLUSH at once, or
+        // HoRAE 6.3's serialized HFS-SF).
+        let probe = probe_options_for(Mode::Horae, &profile);
         let (members, m2) = (self.drives, m.clone());
         let (mut devs, fs) = ex.block_on(async move {
             format_and_mount_striped(&m2, members, probe, StripeOptions::default(), tune, profile).await

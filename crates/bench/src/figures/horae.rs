@@ -499,7 +499,7 @@ pub fn striped_flush(threads: usize, span: Span) -> BenchResult<StripedFlushPoin
     let mut base = Rig::new(Mode::Horae, ssd.clone(), threads);
     base.drives = 2;
     let joint = measure(System::HoraeFs, &ssd, &base, threads, Job::new(4096), span)?;
-    base.horae_flush = FlushIssue::Serialized;
+    base.fs.driver.horae_flush = FlushIssue::Serialized;
     let serial = measure(System::HoraeFs, &ssd, &base, threads, Job::new(4096), span)?;
     Ok(StripedFlushPoint {
         threads,
