@@ -312,7 +312,7 @@ pub fn fig13(bars: &[Bar13], p: &fig13::Params) -> Vec<String> {
              `JbdCommit::CcNvmeTransaction`). JBD2's commit thread, compound running transaction \
              and group commit stay; a commit is one ccNVMe transaction on the commit thread's \
              queue (ordered data and log blocks REQ_TX, the last descriptor REQ_TX_COMMIT) instead \
-             of data, wait, log, wait, commit record with PREFLUSH+FUA, wait. Over Base: {}.",
+             of data and log, wait, commit record with PREFLUSH+FUA, wait. Over Base: {}.",
             cc.join("; ")
         ));
     }

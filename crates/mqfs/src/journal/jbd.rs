@@ -6,10 +6,11 @@
 //! (`docs/decisions.md` E1, E2, H10):
 //!
 //! - **classic**: freeze the operation gate and snapshot the transaction's
-//!   blocks; write the data of the files it touched (ordered mode) and
-//!   wait; write the descriptor, the block copies and the revoke records
-//!   and wait (the ordering point); write the commit record with PREFLUSH
-//!   and FUA and wait. The fsync caller writes its own file's data and
+//!   blocks; write the data of the files it touched (ordered mode) and,
+//!   without waiting between them, the descriptor, the block copies and
+//!   the revoke records; wait for all of them (the ordering point); write
+//!   the commit record with PREFLUSH and FUA and wait (Linux 4.18
+//!   `jbd2_journal_commit_transaction`). The fsync caller writes its own file's data and
 //!   waits before it wakes the commit thread. One transaction at a time.
 //! - **horae** (HoraeFS, Horae 5.6.2, built on BarrierFS): the fsync caller
 //!   dispatches its own file's data as one epoch of ordered writes in its
@@ -71,9 +72,9 @@ use crate::volume::Submitted;
 /// ([`crate::FsProfile::jbd_commit`]; HoraeFS ignores it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum JbdCommit {
-    /// JBD2 as Linux runs it: ordered data, wait; descriptors, copies and
-    /// revokes, wait; the commit record with PREFLUSH and FUA, wait
-    /// (`End::CommitBlock`).
+    /// JBD2 as Linux 4.18 runs it: ordered data and then descriptors,
+    /// copies and revokes without a wait between them, wait for all; the
+    /// commit record with PREFLUSH and FUA, wait (`End::CommitBlock`).
     #[default]
     CommitRecord,
     /// Ext4 "using ccNVMe to perform journaling" (ccNVMe 7.5.1, Figure 13's
@@ -717,16 +718,20 @@ impl Jbd {
         };
         match &self.horae {
             None => {
-                // Ordered data first, then the log blocks, then the commit
-                // record behind a flush, each an ordering point.
-                if !data.is_empty() {
-                    fs.write_all(ctx, &data, BioFlags::NONE).await?;
-                }
+                // Linux 4.18 `jbd2_journal_commit_transaction`: the
+                // ordered data are submitted (`journal_submit_data_buffers`)
+                // and the log blocks after them without a wait; then the
+                // commit waits for the data
+                // (`journal_finish_inode_data_buffers`) and for the log
+                // buffers, and only then writes the commit record behind a
+                // flush: the one ordering point.
                 let shadow = self.shadow(fs, locked);
-                fs.write_all(ctx, &log, BioFlags::NONE).await?;
-                // The log I/O completed: the shadows clear and their
-                // waiters wake (jbd2_journal_commit_transaction's wait for
-                // the log buffers, `clear_buffer_shadow`).
+                let mut writes = data;
+                writes.extend(log);
+                fs.write_all(ctx, &writes, BioFlags::NONE).await?;
+                // The data and log I/O completed: the shadows clear and
+                // their waiters wake (the commit's wait for the log
+                // buffers, `clear_buffer_shadow`).
                 drop(shadow);
                 let flags = if !fs.profile.barrier {
                     BioFlags::NONE
