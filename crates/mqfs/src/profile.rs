@@ -93,7 +93,7 @@ pub struct FsProfile {
     /// Off only for fault injection: it then acknowledges as soon as the
     /// submit stage dispatched the transaction.
     pub horae_ack_after_flush: bool,
-    /// Classic JBD2 shadows the buffers it writes to the log from the
+    /// JBD2 (classic and HoraeFS) shadows the buffers it writes to the log from the
     /// live buffer (BH_Shadow): a modifier waits until that log write
     /// completes, as Linux 4.18's `do_get_write_access` (fs/jbd2/
     /// transaction.c) sleeps on `BH_Shadow`; a buffer changed after the

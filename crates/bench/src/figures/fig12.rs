@@ -67,6 +67,27 @@ fn drives() -> [(&'static str, SsdProfile); 2] {
     ]
 }
 
+/// Side experiment for F12.1 and F12.2 against HoraeFS: Varmail on
+/// HoraeFS with every buffer of a committing transaction given a frozen
+/// copy (`FsProfile::jbd_shadow` off), so no modifier waits for a log
+/// write (BH_Shadow, `docs/decisions.md` E6); the one change. Per drive:
+/// (tag, flowops per second).
+pub fn without_shadow(p: &Params) -> BenchResult<Vec<(&'static str, f64)>> {
+    let mut out = Vec::new();
+    for (tag, ssd) in drives() {
+        let mut rig = varmail::rig(System::HoraeFs, &ssd, &p.varmail);
+        rig.fs.jbd_shadow = false;
+        let (_, v) = varmail::run_on(&rig, &p.varmail)?;
+        eprintln!(
+            "fig12 varmail {tag} {:<8} {:>9.0} ops/s (no BH_Shadow)",
+            System::HoraeFs.label(),
+            v.ops_per_sec
+        );
+        out.push((tag, v.ops_per_sec));
+    }
+    Ok(out)
+}
+
 /// Runs both workloads.
 pub fn run(p: &Params) -> BenchResult<Vec<Bar>> {
     let mut out = Vec::new();

@@ -127,15 +127,24 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
     Ok(run(system, ssd, p)?.1)
 }
 
+/// The machine and file system the workload runs `system` on, on `ssd`.
+pub fn rig(system: System, ssd: &SsdProfile, p: &Params) -> Rig {
+    Rig {
+        blocks: p.blocks,
+        ..Rig::new(system.mode(), ssd.clone(), p.threads)
+    }
+}
+
 /// Runs the workload with `system` on `ssd` and returns the machine as the
 /// window's end left it (threads stopped wherever they were) with the
 /// outcome.
 pub fn run(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<(TestFs, Outcome)> {
-    let t = Rig {
-        blocks: p.blocks,
-        ..Rig::new(system.mode(), ssd.clone(), p.threads)
-    }
-    .build()?;
+    run_on(&rig(system, ssd, p), p)
+}
+
+/// [`run`] on `rig` (a side experiment changes its profile).
+pub fn run_on(rig: &Rig, p: &Params) -> BenchResult<(TestFs, Outcome)> {
+    let t = rig.build()?;
     let (dir, exists) = block_on(&t, {
         let (fs, p) = (t.fs.clone(), p.clone());
         async move { Ok(setup(fs, p).await?) }

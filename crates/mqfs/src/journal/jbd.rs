@@ -108,6 +108,28 @@ struct Running {
 /// Writes started and not yet waited for, with their host pages.
 type Started = Vec<Submitted>;
 
+/// The page locks of a transaction's shadowed buffers (BH_Shadow), held
+/// until its log writes complete ([`Jbd::shadow`]).
+type Shadow = Vec<tokio::sync::OwnedMutexGuard<()>>;
+
+/// Releases `shadow` once every write of `log` completed, whatever the
+/// commit thread does meanwhile: BH_Shadow clears in the log buffer's
+/// I/O completion (Linux 4.18 `journal_end_buffer_io_sync`), and its
+/// waiters wake then. Deviation: all of a transaction's shadows clear at
+/// its last log write's completion, not each at its own.
+fn release_on_completion(fs: &Fs, shadow: Shadow, log: &[Submitted]) {
+    if shadow.is_empty() {
+        return;
+    }
+    let dones: Vec<ccnvme::Done> = log.iter().map(|w| w.done.clone()).collect();
+    drop(fs.machine().sim().spawn(async move {
+        for d in &dones {
+            d.wait_raw().await;
+        }
+        drop(shadow);
+    }));
+}
+
 /// A HoraeFS transaction past its submit stage: its writes are dispatched
 /// and the flush stage has not acknowledged it yet.
 struct InFlight {
@@ -726,13 +748,12 @@ impl Jbd {
                 // buffers, and only then writes the commit record behind a
                 // flush: the one ordering point.
                 let shadow = self.shadow(fs, locked);
-                let mut writes = data;
-                writes.extend(log);
-                fs.write_all(ctx, &writes, BioFlags::NONE).await?;
-                // The data and log I/O completed: the shadows clear and
-                // their waiters wake (the commit's wait for the log
-                // buffers, `clear_buffer_shadow`).
-                drop(shadow);
+                let mut started = Vec::with_capacity(data.len() + log.len());
+                for (b, bytes) in data.iter().chain(&log) {
+                    started.push(fs.write_start(ctx, *b, bytes, BioFlags::NONE).await?);
+                }
+                release_on_completion(fs, shadow, &started[data.len()..]);
+                fs.write_wait(ctx, started).await?;
                 let flags = if !fs.profile.barrier {
                     BioFlags::NONE
                 } else if fs.profile.commit_fua {
@@ -749,9 +770,14 @@ impl Jbd {
                 // The log and the commit block are cleaned before reuse
                 // (Horae 5.6.2): not in place.
                 in_place.resize(data.len() + log.len(), false);
+                // The buffers are shadowed from their log writes' dispatch
+                // until those writes complete.
+                let shadow = self.shadow(fs, locked);
+                let data_writes = data.len();
                 let mut epoch1 = data;
                 epoch1.extend(log);
                 let (_, mut started) = self.horae_epoch(fs, oq, ctx, &epoch1, &in_place).await?;
+                release_on_completion(fs, shadow, &started[data_writes..]);
                 let (jc, s2) = self.horae_epoch(fs, oq, ctx, &[commit], &[false]).await?;
                 started.extend(s2);
                 started.extend(std::mem::take(&mut *self.deferred.borrow_mut()));
@@ -809,12 +835,14 @@ impl Jbd {
     /// and shadowed (BH_Shadow): its page lock is held until the log write
     /// completes, so a modifier waits for that write, as
     /// `do_get_write_access` sleeps in `wait_on_bit_io(BH_Shadow)`.
-    /// Readers take no page lock and never wait. Returns the held locks.
-    /// Deviations: the frozen copy's memcpy is not charged to the
-    /// modifier; HoraeFS's pipeline does not shadow (its commit thread does
-    /// not wait for its log writes). [`crate::FsProfile::jbd_shadow`] off
-    /// gives every buffer a frozen copy.
-    fn shadow(&self, fs: &Fs, locked: Vec<(Rc<CachedBlock>, u64)>) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+    /// Readers take no page lock and never wait. Returns the held locks,
+    /// which [`release_on_completion`] releases when the log writes
+    /// complete, in classic mode and in HoraeFS alike (ccNVMe 7.3: "In
+    /// Ext4 and HoraeFS, the accesses to the same block are serialized by
+    /// the block-level lock"). Deviation: the frozen copy's memcpy is not
+    /// charged to the modifier. [`crate::FsProfile::jbd_shadow`] off gives
+    /// every buffer a frozen copy.
+    fn shadow(&self, fs: &Fs, locked: Vec<(Rc<CachedBlock>, u64)>) -> Shadow {
         if !fs.profile.jbd_shadow {
             return Vec::new();
         }
