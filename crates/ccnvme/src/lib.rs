@@ -53,7 +53,7 @@ pub use layout::PmrLayout;
 /// A read-only view of a drive's logical blocks, for checkers such as a
 /// file system's fsck (see [`nvme_spec::image`]).
 pub use nvme_spec::BlockSource;
-pub use profile::{CqReap, DriverFaults, DriverProfile, EntryPersist, FlushIssue};
+pub use profile::{CqReap, DriverFaults, DriverProfile, EntryPersist, FlushIssue, RegionLoad};
 pub use psq::{OpenTx, PersistentSq, TxHandle};
 pub use recovery::{Recovery, UnfinishedCmd, UnfinishedTx};
 pub use traffic::Traffic;

@@ -25,6 +25,9 @@ pub struct DriverProfile {
     /// its candidate devices: [`FlushIssue::Joint`] by default (HoRAE 5.3);
     /// [`FlushIssue::Serialized`] is the paper's HFS-SF of Figure 10(c).
     pub horae_flush: FlushIssue,
+    /// What Horae's recovery reads of an ordering queue's region:
+    /// [`RegionLoad::Whole`] by default (HoRAE's released module).
+    pub horae_recovery_load: RegionLoad,
     /// Bios the Horae background submitter's ring holds (HoRAE's released
     /// ordering-layer module, `MAX_BIO_SQES`); a caller that finds it full
     /// submits the bio itself. Used only by a stream given a submitter
@@ -78,6 +81,28 @@ pub enum EntryPersist {
     /// Every entry its own persistent write and zero-length read (the
     /// paper-literal reading of each entry as one MMIO write).
     PerEntry,
+}
+
+/// What Horae's recovery ([`crate::horae::recover_stream`]) reads of a
+/// stream's region in the PMR before it classifies the entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RegionLoad {
+    /// The header, the pointers and every slot of the ring, into a DRAM
+    /// copy: HoRAE 6.5, "HORAE loads the pointers and the ordering
+    /// metadata into host DRAM", which its released module does as one
+    /// read of the stream's whole metadata region (`olayer_crash_recovery`:
+    /// `cmb_read(&ci, s, 0, s->ometa_size)`), and which rebuilds the
+    /// DRAM mirror of the whole region (HoRAE 5.2, "Optimization").
+    #[default]
+    Whole,
+    /// The header, the pointers and only the slots from head to tail.
+    /// Recovery reads no other slot in either case, so both find the same
+    /// entries and make the same decisions; only the time differs. For
+    /// crash exploration, which recovers thousands of crash states and
+    /// judges what recovery decides, not how long it takes
+    /// (`tests/horae_recovery_load.rs` compares the two over random queue
+    /// states).
+    Live,
 }
 
 /// What one run of a completion queue's interrupt handler consumes.
@@ -194,6 +219,7 @@ impl Default for DriverProfile {
             ordering_layer: SimDuration::from_ns(700),
             horae_entry_persist: EntryPersist::PerEpoch,
             horae_flush: FlushIssue::Joint,
+            horae_recovery_load: RegionLoad::Whole,
             horae_submitter_ring: 1024,
             submit_cycles: Cycles(500),
             irq_handler: SimDuration::from_ns(1_000),

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::horae::{self, layout, EntryId, Geometry, OrderedWrite, OrderingQueue, StreamParams};
-use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, FlushIssue, ProbeOptions};
+use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, FlushIssue, ProbeOptions, RegionLoad};
 use nvme_ctrl::crash::{boot_devices, DevicesExplorer, DevicesState};
 use nvme_ctrl::events::FLUSH_DONE;
 use nvme_ctrl::{ControllerConfig, Drive, Image, SsdProfile, BLOCK};
@@ -26,6 +26,9 @@ fn horae_opts(faults: DriverFaults) -> ProbeOptions {
         ..Default::default()
     };
     o.profile.faults = faults;
+    // These tests recover many crash states: only the live slots are read
+    // (the same decisions as the whole region, `RegionLoad`).
+    o.profile.horae_recovery_load = RegionLoad::Live;
     o
 }
 

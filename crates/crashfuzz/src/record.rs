@@ -154,9 +154,12 @@ impl ModeName {
             // HoraeFS as measured: the ordering layer hands every data bio
             // to a background submitter (Horae 6.2), here on core 1 (every
             // machine has two, [`RunConfig::cores`]), so crash points fall
-            // while bios wait in its ring.
+            // while bios wait in its ring. Recovery reads only the live
+            // slots of the ordering queue: it decides the same as reading
+            // the whole region, faster ([`ccnvme::RegionLoad::Live`]).
             ModeName::Horae | ModeName::Horae2 => {
-                p.submitters = Some(ccnvme::horae::Submitters { first: 1, count: 1 })
+                p.submitters = Some(ccnvme::horae::Submitters { first: 1, count: 1 });
+                p.driver.horae_recovery_load = ccnvme::RegionLoad::Live;
             }
             _ => {}
         }

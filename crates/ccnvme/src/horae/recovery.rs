@@ -1,6 +1,8 @@
 //! Recovery of the ordering queue after a power failure (Horae 5.5).
 //!
-//! The region is read through MMIO (the DRAM mirror died with the host).
+//! The region is read through MMIO (the DRAM mirror died with the host):
+//! the whole ring, as HoRAE's released module loads it, or only the slots
+//! from head to tail ([`crate::RegionLoad`], `docs/decisions.md` H19).
 //! Entries from head up to `flushed` are durable (a FLUSH completed after
 //! their data did); from `flushed` forward, entries are durable while their
 //! `dr` bit is set. The first entry with `dr` = 0 may have lost data, and
@@ -44,6 +46,7 @@ use super::{corrupt, persist, read_region_head, region_of, ATTR};
 use crate::bio::Bio;
 use crate::device::BlockDevice;
 use crate::error::DriverError;
+use crate::profile::RegionLoad;
 
 /// One entry found in the queue at recovery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,6 +265,24 @@ pub async fn recover_stream(
             admit(&mut out, devs, seq, e)?;
         }
     }
+    // The whole ring into a DRAM copy (HoRAE's released module), or, for
+    // crash exploration, only the live slots ([`RegionLoad`]).
+    let ring = match dev.profile().horae_recovery_load {
+        RegionLoad::Whole => {
+            let mut ring = vec![0u8; (l.capacity as u64 * layout::ENTRY_BYTES) as usize];
+            for (k, chunk) in ring.chunks_mut(4096).enumerate() {
+                core.mmio_read(
+                    pmr + start + l.slot(0) + k as u64 * 4096,
+                    chunk,
+                    ORDERING_QUEUE,
+                    ATTR,
+                )
+                .await?;
+            }
+            Some(ring)
+        }
+        RegionLoad::Live => None,
+    };
     let mut seq = head;
     let mut buf = vec![0u8; 4096];
     while seq < tail {
@@ -270,9 +291,19 @@ pub async fn recover_stream(
         let n = (tail - seq)
             .min(l.capacity as u64 - first_slot)
             .min(4096 / layout::ENTRY_BYTES);
-        let bytes = &mut buf[..(n * layout::ENTRY_BYTES) as usize];
-        core.mmio_read(pmr + start + l.slot(seq), bytes, ORDERING_QUEUE, ATTR)
-            .await?;
+        let len = (n * layout::ENTRY_BYTES) as usize;
+        let bytes: &[u8] = match &ring {
+            Some(ring) => {
+                let at = (first_slot * layout::ENTRY_BYTES) as usize;
+                &ring[at..at + len]
+            }
+            None => {
+                let bytes = &mut buf[..len];
+                core.mmio_read(pmr + start + l.slot(seq), bytes, ORDERING_QUEUE, ATTR)
+                    .await?;
+                bytes
+            }
+        };
         for raw in bytes.chunks_exact(layout::ENTRY_BYTES as usize) {
             let mut b = [0u8; 16];
             b.copy_from_slice(raw);
