@@ -10,25 +10,14 @@ use std::sync::Arc;
 
 use ccnvme::horae::ORDERING_QUEUE;
 use ccnvme::horae::{self, layout, EntryId, OrderedWrite, OrderingQueue, RawEntry};
-use ccnvme::{
-    Bio, BioFlags, BlockDevice, DriverError, DriverProfile, EntryPersist, ProbeOptions, RegionLoad, Traffic,
-};
+use ccnvme::{Bio, BioFlags, BlockDevice, DriverError, DriverProfile, EntryPersist, ProbeOptions, Traffic};
 use nvme_ctrl::{Image, Media, MediaCursor, SsdProfile, BLOCK};
 use pcie_sim::{CrashCursor, EventKind, Executor, HostAddr, Machine, PageStore, Purpose, TraceMode};
 
 const BLOCKS: u64 = 4096;
 
-/// Horae on the default driver, except that recovery reads only the
-/// live slots (these tests recover many crash states; the same decisions
-/// as the whole region, `RegionLoad`).
 fn horae_opts() -> ProbeOptions {
-    let mut o = ProbeOptions {
-        ccnvme: false,
-        horae: true,
-        ..Default::default()
-    };
-    o.profile.horae_recovery_load = RegionLoad::Live;
-    o
+    common::horae_options(ccnvme::DriverFaults::default())
 }
 
 mod common;

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::horae::{self, layout, EntryId, Geometry, OrderedWrite, OrderingQueue, StreamParams};
-use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, FlushIssue, ProbeOptions, RegionLoad};
+use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, FlushIssue, ProbeOptions};
 use nvme_ctrl::crash::{boot_devices, DevicesExplorer, DevicesState};
 use nvme_ctrl::events::FLUSH_DONE;
 use nvme_ctrl::{ControllerConfig, Drive, Image, SsdProfile, BLOCK};
@@ -20,16 +20,7 @@ mod common;
 const BLOCKS: u64 = 4096;
 
 fn horae_opts(faults: DriverFaults) -> ProbeOptions {
-    let mut o = ProbeOptions {
-        ccnvme: false,
-        horae: true,
-        ..Default::default()
-    };
-    o.profile.faults = faults;
-    // These tests recover many crash states: only the live slots are read
-    // (the same decisions as the whole region, `RegionLoad`).
-    o.profile.horae_recovery_load = RegionLoad::Live;
-    o
+    common::horae_options(faults)
 }
 
 /// A machine with one fresh drive per profile, all probed.

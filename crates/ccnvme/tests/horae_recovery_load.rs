@@ -9,7 +9,7 @@
 use std::rc::Rc;
 
 use ccnvme::horae::{self, OrderingQueue};
-use ccnvme::{Bio, BlockDevice, ProbeOptions, RegionLoad};
+use ccnvme::{Bio, BlockDevice, DriverFaults, ProbeOptions, RegionLoad};
 use nvme_ctrl::{Media, SsdProfile};
 use pcie_sim::{CrashCursor, Executor, Machine, PageStore, TraceMode};
 
@@ -20,11 +20,7 @@ const BLOCKS: u64 = 4096;
 const SLOTS: u32 = 8;
 
 fn opts(load: RegionLoad) -> ProbeOptions {
-    let mut o = ProbeOptions {
-        ccnvme: false,
-        horae: true,
-        ..Default::default()
-    };
+    let mut o = common::horae_options(DriverFaults::default());
     o.profile.horae_recovery_load = load;
     o
 }

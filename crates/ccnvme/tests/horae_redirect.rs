@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ccnvme::horae::{self, EntryId, OrderedWrite, OrderingQueue, PArea, StreamParams};
-use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, ProbeOptions, RegionLoad};
+use ccnvme::{Bio, BlockDevice, DriverError, DriverFaults, ProbeOptions};
 use nvme_ctrl::crash::{boot_devices, DevicesExplorer, DevicesState};
 use nvme_ctrl::{ControllerConfig, Drive, Image, SsdProfile, BLOCK};
 use pcie_sim::{Executor, HostAddr, Machine, PageStore, TraceMode};
@@ -21,16 +21,7 @@ mod common;
 const BLOCKS: u64 = 4096;
 
 fn horae_opts(faults: DriverFaults) -> ProbeOptions {
-    let mut o = ProbeOptions {
-        ccnvme: false,
-        horae: true,
-        ..Default::default()
-    };
-    o.profile.faults = faults;
-    // These tests recover many crash states: only the live slots are read
-    // (the same decisions as the whole region, `RegionLoad`).
-    o.profile.horae_recovery_load = RegionLoad::Live;
-    o
+    common::horae_options(faults)
 }
 
 /// The stream's parameters with a p-area of `pages` pages at LBA 3584.

@@ -24,13 +24,7 @@ const RING: u32 = 4;
 const PAGES: u32 = 3;
 
 fn horae_opts(faults: DriverFaults) -> ProbeOptions {
-    let mut o = ProbeOptions {
-        ccnvme: false,
-        horae: true,
-        ..Default::default()
-    };
-    o.profile.faults = faults;
-    o
+    common::horae_options(faults)
 }
 
 /// The checkpoint region: the last `PAGES` pages of the device.

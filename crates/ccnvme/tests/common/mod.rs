@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use ccnvme::{BlockDevice, ProbeOptions};
+use ccnvme::{BlockDevice, DriverFaults, ProbeOptions, RegionLoad};
 use nvme_ctrl::{Controller, ControllerConfig, Media, SsdProfile};
 use pcie_sim::{Executor, HostAddr, Machine, MachineProfile, PageStore, TraceMode};
 
@@ -30,6 +30,21 @@ pub fn machine_seeded(
     let m = Machine::new(&ex, MachineProfile::default(), mode);
     let ctrl = Controller::attach(&m, ControllerConfig::new(profile), media, pmr).unwrap();
     (ex, m, ctrl)
+}
+
+/// Horae on the default driver with `faults`, except that recovery reads
+/// only the live slots of the ordering queue: these tests recover many
+/// crash states, and that load decides the same as the whole region's
+/// (`RegionLoad`, `tests/horae_recovery_load.rs`).
+pub fn horae_options(faults: DriverFaults) -> ProbeOptions {
+    let mut o = ProbeOptions {
+        ccnvme: false,
+        horae: true,
+        ..Default::default()
+    };
+    o.profile.faults = faults;
+    o.profile.horae_recovery_load = RegionLoad::Live;
+    o
 }
 
 /// Probes the device with default options (ccNVMe on).

@@ -10,8 +10,9 @@
 //!   without waiting between them, the descriptor, the block copies and
 //!   the revoke records; wait for all of them (the ordering point); write
 //!   the commit record with PREFLUSH and FUA and wait (Linux 4.18
-//!   `jbd2_journal_commit_transaction`). The fsync caller writes its own file's data and
-//!   waits before it wakes the commit thread. One transaction at a time.
+//!   `jbd2_journal_commit_transaction`). The fsync caller writes its own
+//!   file's data and waits before it wakes the commit thread. One
+//!   transaction at a time.
 //! - **horae** (HoraeFS, Horae 5.6.2, built on BarrierFS): the fsync caller
 //!   dispatches its own file's data as one epoch of ordered writes in its
 //!   own context (`Jbd::dispatch_data`, Horae 5.6.1 guideline: "the fsync
