@@ -577,11 +577,25 @@ pub fn overwrites(
     file_blocks: u64,
     span: Span,
 ) -> BenchResult<IpuPoint> {
+    overwrites_shadowed(system, threads, p_area, file_blocks, span, true)
+}
+
+/// [`overwrites`] with JBD2's BH_Shadow on or off (`FsProfile::jbd_shadow`;
+/// off only for the side experiment).
+fn overwrites_shadowed(
+    system: System,
+    threads: usize,
+    p_area: Option<u64>,
+    file_blocks: u64,
+    span: Span,
+    shadow: bool,
+) -> BenchResult<IpuPoint> {
     let ssd = drive();
-    let base = Rig {
+    let mut base = Rig {
         p_area_blocks: p_area,
         ..Rig::new(system.mode(), ssd.clone(), threads)
     };
+    base.fs.jbd_shadow = shadow;
     let pt = measure(
         system,
         &ssd,
@@ -716,6 +730,10 @@ pub struct Results {
     pub shutdowns: Vec<Shutdown>,
     /// H11: in-place overwrites per system, threads and p-area.
     pub ipu: Vec<IpuPoint>,
+    /// H11's side experiment: HFS-OD at the most threads, per p-area size
+    /// of the sweep, with every buffer of a committing transaction given a
+    /// frozen copy (BH_Shadow off).
+    pub ipu_unshadowed: Vec<IpuPoint>,
 }
 
 impl Results {
@@ -828,6 +846,25 @@ pub fn run(p: &Params) -> BenchResult<Results> {
         r.striped.push(pt);
     }
     r.ipu = ipu_sweep(p)?;
+    if let Some(&th) = p.ipu_threads.last() {
+        for &pa in &p.p_areas {
+            let q = overwrites_shadowed(
+                System::HoraeFsOd,
+                th,
+                Some(pa),
+                p.ipu_file_blocks,
+                p.ipu_span,
+                false,
+            )?;
+            eprintln!(
+                "horae H11 {th:>2} threads {:<8} p-area {:>5} {:>8.0} IOPS (no BH_Shadow)",
+                System::HoraeFsOd.label(),
+                q.p_area_blocks,
+                q.ops_per_sec
+            );
+            r.ipu_unshadowed.push(q);
+        }
+    }
     Ok(r)
 }
 
@@ -1608,6 +1645,43 @@ fn ipu_notes(r: &Results, p: &Params) -> Vec<String> {
              home the durable prefix; the smaller the p-area, the more often. The paper found HFS-OD \
              far above ext4-OD even with a small p-area, and HFS-DR below ext4-DR there.{od_below}{thin}",
             per_threads.join("; "),
+        ));
+    }
+    let th = p.ipu_threads.last().copied().unwrap_or(1);
+    let side: Vec<String> = r
+        .ipu_unshadowed
+        .iter()
+        .filter_map(|off| {
+            let on = r.ipu(System::HoraeFsOd, th, off.asked)?;
+            let e = r.ipu(System::Ext4Od, th, None)?;
+            let (with, without) = (
+                on.ops_per_sec / e.ops_per_sec.max(1.0),
+                off.ops_per_sec / e.ops_per_sec.max(1.0),
+            );
+            // The paper's 1.5x (H11.2; H11.4 takes it as its bound).
+            let verdict = match (with >= 1.5, without >= 1.5) {
+                (true, _) => "1.5x or more with the wait",
+                (false, true) => "1.5x only without the wait: the wait is the gap",
+                (false, false) => "below 1.5x either way: not the wait",
+            };
+            Some(format!(
+                "{} blocks: {:.0}K -> {:.0}K IOPS, HFS-OD / ext4-OD {with:.2}x -> {without:.2}x \
+                 ({verdict})",
+                off.p_area_blocks,
+                on.ops_per_sec / 1e3,
+                off.ops_per_sec / 1e3,
+            ))
+        })
+        .collect();
+    if !side.is_empty() {
+        n.push(format!(
+            "**What BH_Shadow costs HFS-OD (H11.2, H11.4).** Each overwrite changes its inode \
+             (mtime) while the last transaction's log write of that inode-table block may be in \
+             flight, and then waits for that write (BH_Shadow, `docs/decisions.md` E6). \
+             Side experiment, {th} \
+             threads, HFS-OD with every buffer of a committing transaction given a frozen copy \
+             (`FsProfile::jbd_shadow` off; the one change), per p-area size: {}.",
+            side.join("; ")
         ));
     }
     n
