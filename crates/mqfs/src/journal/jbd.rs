@@ -109,26 +109,31 @@ struct Running {
 /// Writes started and not yet waited for, with their host pages.
 type Started = Vec<Submitted>;
 
-/// The page locks of a transaction's shadowed buffers (BH_Shadow), held
-/// until its log writes complete ([`Jbd::shadow`]).
-type Shadow = Vec<tokio::sync::OwnedMutexGuard<()>>;
+/// The page locks of a transaction's shadowed buffers (BH_Shadow), each
+/// with the index of its buffer among the transaction's copies, held until
+/// the log write of that copy completes ([`Jbd::shadow`]).
+type Shadow = Vec<(usize, tokio::sync::OwnedMutexGuard<()>)>;
 
-/// Releases `shadow` once every write of `log` completed, whatever the
-/// commit thread does meanwhile: BH_Shadow clears in the log buffer's
-/// I/O completion (Linux 4.18 `journal_end_buffer_io_sync`), and its
-/// waiters wake then. Deviation: all of a transaction's shadows clear at
-/// its last log write's completion, not each at its own.
-fn release_on_completion(fs: &Fs, shadow: Shadow, log: &[Submitted]) {
-    if shadow.is_empty() {
-        return;
+/// Releases each lock of `shadow` once the log write of its copy completed
+/// (`log[at[copy]]`), whatever the commit thread does meanwhile: BH_Shadow
+/// clears in that log buffer's I/O completion (Linux 4.18
+/// `journal_end_buffer_io_sync`), and its waiters wake then.
+fn release_on_completion(fs: &Fs, shadow: Shadow, log: &[Submitted], at: &[Option<usize>]) {
+    for (copy, guard) in shadow {
+        let Some(done) = at
+            .get(copy)
+            .copied()
+            .flatten()
+            .and_then(|i| log.get(i))
+            .map(|w| w.done.clone())
+        else {
+            unreachable!("shadowed copy {copy} has no log write: lay_out writes every copy");
+        };
+        drop(fs.machine().sim().spawn(async move {
+            done.wait_raw().await;
+            drop(guard);
+        }));
     }
-    let dones: Vec<ccnvme::Done> = log.iter().map(|w| w.done.clone()).collect();
-    drop(fs.machine().sim().spawn(async move {
-        for d in &dones {
-            d.wait_raw().await;
-        }
-        drop(shadow);
-    }));
 }
 
 /// A HoraeFS transaction past its submit stage: its writes are dispatched
@@ -718,6 +723,7 @@ impl Jbd {
             self.acknowledge(tid);
             return Ok(tid);
         }
+        let copy_at = laid.copy_positions(snapshots.len());
         let log = laid.into_writes(&snapshots);
         let commit = (
             self.ring.start + end,
@@ -753,7 +759,7 @@ impl Jbd {
                 for (b, bytes) in data.iter().chain(&log) {
                     started.push(fs.write_start(ctx, *b, bytes, BioFlags::NONE).await?);
                 }
-                release_on_completion(fs, shadow, &started[data.len()..]);
+                release_on_completion(fs, shadow, &started[data.len()..], &copy_at);
                 fs.write_wait(ctx, started).await?;
                 let flags = if !fs.profile.barrier {
                     BioFlags::NONE
@@ -778,7 +784,7 @@ impl Jbd {
                 let mut epoch1 = data;
                 epoch1.extend(log);
                 let (_, mut started) = self.horae_epoch(fs, oq, ctx, &epoch1, &in_place).await?;
-                release_on_completion(fs, shadow, &started[data_writes..]);
+                release_on_completion(fs, shadow, &started[data_writes..], &copy_at);
                 let (jc, s2) = self.horae_epoch(fs, oq, ctx, &[commit], &[false]).await?;
                 started.extend(s2);
                 started.extend(std::mem::take(&mut *self.deferred.borrow_mut()));
@@ -849,13 +855,13 @@ impl Jbd {
         }
         let mut held = Vec::with_capacity(locked.len());
         let (mut shadowed, mut frozen) = (0, 0);
-        for (c, version) in locked {
+        for (copy, (c, version)) in locked.into_iter().enumerate() {
             let guard = (c.version() == version)
                 .then(|| c.lock.clone().try_lock_owned().ok())
                 .flatten();
             match guard {
                 Some(g) => {
-                    held.push(g);
+                    held.push((copy, g));
                     shadowed += 1;
                 }
                 None => frozen += 1,

@@ -155,6 +155,20 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// For each of `copies` copies, its position in [`Layout::blocks`]
+    /// (`None` if it is not laid out).
+    pub fn copy_positions(&self, copies: usize) -> Vec<Option<usize>> {
+        let mut at = vec![None; copies];
+        for (pos, (_, l)) in self.blocks.iter().enumerate() {
+            if let LogBytes::Copy(i) = l {
+                if let Some(slot) = at.get_mut(*i) {
+                    *slot = Some(pos);
+                }
+            }
+        }
+        at
+    }
+
     /// The blocks as writes of their own bytes (the copies cloned), for a
     /// caller that sends the log as plain writes.
     pub fn into_writes(self, copies: &[Write]) -> Vec<Write> {
