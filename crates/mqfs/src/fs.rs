@@ -338,6 +338,18 @@ impl Fs {
         blocks: &[(u64, Box<[u8; BLOCK]>)],
         flags: BioFlags,
     ) -> Result<(), FsError> {
+        let started = self.start_all(ctx, blocks, flags).await?;
+        self.write_wait(ctx, started).await
+    }
+
+    /// Starts writing blocks, in order, without waiting: the handles, one
+    /// per block, for [`Fs::write_wait`].
+    pub(crate) async fn start_all(
+        &self,
+        ctx: Ctx,
+        blocks: &[(u64, Box<[u8; BLOCK]>)],
+        flags: BioFlags,
+    ) -> Result<Vec<Submitted>, FsError> {
         // HoraeFS: a block still redirected to the p-area is committed
         // home first, or the older prepare write's commit would overwrite
         // this unordered write.
@@ -355,7 +367,7 @@ impl Fs {
         for (b, data) in blocks {
             started.push(self.write_start(ctx, *b, data, flags).await?);
         }
-        self.write_wait(ctx, started).await
+        Ok(started)
     }
 
     /// Flushes the volatile cache of every device of the volume (dropped

@@ -10,6 +10,7 @@ use super::common::System;
 use super::diagnose::Diagnostics;
 use super::fig13::{Bar as Bar13, Step};
 use super::fig14::{Breakdown, Variant};
+use super::report::{Check, Kind};
 use super::{fig11, fig12, fig13};
 
 /// The 905P's media program rate (units x 4 KiB / program time), MB/s.
@@ -447,15 +448,15 @@ pub fn fig12(bars: &[fig12::Bar], unshadowed: &[(&str, f64)], d: &Diagnostics) -
             get("varmail", "A", System::Mqfs).map_or(0.0, |b| b.ops_per_sec / 1e3),
         ));
     }
-    // The paper's MQFS / HoraeFS on Varmail per drive (F12.1, F12.2).
-    let paper = |tag: &str| if tag == "A" { 1.2 } else { 1.1 };
     let side: Vec<String> = unshadowed
         .iter()
         .filter_map(|(tag, off)| {
             let h = get("varmail", tag, System::HoraeFs)?;
             let m = get("varmail", tag, System::Mqfs)?;
+            let paper = fig12::paper_ratio("varmail", tag, System::HoraeFs)?;
             let (with, without) = (ratio(m.ops_per_sec, h.ops_per_sec), ratio(m.ops_per_sec, *off));
-            let within = |r: f64| (r / paper(tag) - 1.0).abs() <= 0.15;
+            // The report's own rule for a ratio claim.
+            let within = |r: f64| Check::new("", "", Kind::Times, paper, r).agrees();
             let verdict = match (within(with), within(without)) {
                 (false, true) => "without the wait it agrees: the wait is the gap",
                 (true, _) => "it agrees with the wait",
@@ -466,7 +467,7 @@ pub fn fig12(bars: &[fig12::Bar], unshadowed: &[(&str, f64)], d: &Diagnostics) -
                  {without:.2}x (paper {:.1}x; {verdict})",
                 h.ops_per_sec / 1e3,
                 off / 1e3,
-                paper(tag),
+                paper,
             ))
         })
         .collect();

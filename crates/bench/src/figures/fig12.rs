@@ -141,22 +141,33 @@ fn ops(bars: &[Bar], workload: &str, ssd: &str, s: System) -> Option<f64> {
     bar(bars, workload, ssd, s).map(|b| b.ops_per_sec)
 }
 
+/// The paper's ratios: (id, workload, drive, the system MQFS is compared
+/// with, MQFS / that system).
+const CLAIMS: [(&str, &str, &str, System, f64); 10] = [
+    ("F12.1", "varmail", "A", System::Ext4, 2.4),
+    ("F12.1", "varmail", "A", System::HoraeFs, 1.2),
+    ("F12.1", "varmail", "A", System::Ext4Nj, 0.9),
+    ("F12.2", "varmail", "B", System::Ext4, 2.6),
+    ("F12.2", "varmail", "B", System::HoraeFs, 1.1),
+    ("F12.2", "varmail", "B", System::Ext4Nj, 1.0),
+    ("F12.5", "rocksdb", "A", System::Ext4Nj, 1.4),
+    ("F12.5", "rocksdb", "A", System::HoraeFs, 1.4),
+    ("F12.6", "rocksdb", "B", System::Ext4, 1.66),
+    ("F12.6", "rocksdb", "B", System::HoraeFs, 1.36),
+];
+
+/// The paper's MQFS / `other` ratio on `workload` and drive `ssd`.
+pub fn paper_ratio(workload: &str, ssd: &str, other: System) -> Option<f64> {
+    CLAIMS
+        .iter()
+        .find(|(_, w, d, o, _)| *w == workload && *d == ssd && *o == other)
+        .map(|c| c.4)
+}
+
 /// The paper's claims.
 pub fn checks(bars: &[Bar]) -> Vec<Check> {
-    let claims: [(&'static str, &str, &str, System, f64); 10] = [
-        ("F12.1", "varmail", "A", System::Ext4, 2.4),
-        ("F12.1", "varmail", "A", System::HoraeFs, 1.2),
-        ("F12.1", "varmail", "A", System::Ext4Nj, 0.9),
-        ("F12.2", "varmail", "B", System::Ext4, 2.6),
-        ("F12.2", "varmail", "B", System::HoraeFs, 1.1),
-        ("F12.2", "varmail", "B", System::Ext4Nj, 1.0),
-        ("F12.5", "rocksdb", "A", System::Ext4Nj, 1.4),
-        ("F12.5", "rocksdb", "A", System::HoraeFs, 1.4),
-        ("F12.6", "rocksdb", "B", System::Ext4, 1.66),
-        ("F12.6", "rocksdb", "B", System::HoraeFs, 1.36),
-    ];
     let mut c = Vec::new();
-    for (id, w, ssd, other, paper) in claims {
+    for (id, w, ssd, other, paper) in CLAIMS {
         if let (Some(m), Some(o)) = (ops(bars, w, ssd, System::Mqfs), ops(bars, w, ssd, other)) {
             let claim = format!("{w}, SSD {ssd}: MQFS / {} throughput", other.label());
             c.push(Check::new(

@@ -755,11 +755,11 @@ impl Jbd {
                 // buffers, and only then writes the commit record behind a
                 // flush: the one ordering point.
                 let shadow = self.shadow(fs, locked);
-                let mut started = Vec::with_capacity(data.len() + log.len());
-                for (b, bytes) in data.iter().chain(&log) {
-                    started.push(fs.write_start(ctx, *b, bytes, BioFlags::NONE).await?);
-                }
-                release_on_completion(fs, shadow, &started[data.len()..], &copy_at);
+                let data_writes = data.len();
+                let mut writes = data;
+                writes.extend(log);
+                let started = fs.start_all(ctx, &writes, BioFlags::NONE).await?;
+                release_on_completion(fs, shadow, &started[data_writes..], &copy_at);
                 fs.write_wait(ctx, started).await?;
                 let flags = if !fs.profile.barrier {
                     BioFlags::NONE
