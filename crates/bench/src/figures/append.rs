@@ -46,6 +46,25 @@ pub enum Pattern {
     },
 }
 
+/// How each file is laid out before the run: FIO's `fallocate=` option
+/// (`filesetup.c` `extend_file`: for a write job without `overwrite` or
+/// `file_append`, FIO creates the file and preallocates its whole size,
+/// then starts writing at offset 0 without writing the file first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallocate {
+    /// `fallocate=none`: files start empty and each append allocates its
+    /// blocks (HoRAE 6.3's "allocating write workload").
+    None,
+    /// `fallocate=native`, FIO's default on Linux (`posix` before FIO 3.0;
+    /// both call fallocate(2) with mode 0): each file is preallocated to
+    /// the size the thread writes into it, so its blocks are *unwritten*
+    /// extents and the size is already final. Each write then converts the
+    /// blocks it writes to written (`ext4_ext_convert_to_initialized`):
+    /// the sync journals the inode, not the bitmaps, which the layout
+    /// marked once.
+    Native,
+}
+
 /// What each thread does.
 #[derive(Clone, Copy, Debug)]
 pub struct Job {
@@ -57,16 +76,33 @@ pub struct Job {
     pub layout: Layout,
     /// Appends or in-place overwrites.
     pub pattern: Pattern,
+    /// How the appends' files are laid out before the run (ignored by
+    /// [`Pattern::Overwrite`], whose file is written whole first).
+    pub fallocate: Fallocate,
 }
 
 impl Job {
-    /// Appends of `write_size` with the default file rotation and layout.
+    /// Appends of `write_size` as FIO runs them by default: the default
+    /// file rotation and layout, each file preallocated
+    /// ([`Fallocate::Native`]; the ccNVMe paper's Figures 2, 11 and 13 do
+    /// not name FIO's options, so its defaults).
     pub fn new(write_size: usize) -> Job {
         Job {
             write_size,
             appends_per_file: appends_per_file(write_size),
             layout: Layout::RoundRobin,
             pattern: Pattern::Append,
+            fallocate: Fallocate::Native,
+        }
+    }
+
+    /// Appends of `write_size` that allocate their blocks
+    /// ([`Fallocate::None`]; HoRAE's Figure 10, "FIO Allocating Write
+    /// Workload").
+    pub fn allocating(write_size: usize) -> Job {
+        Job {
+            fallocate: Fallocate::None,
+            ..Job::new(write_size)
         }
     }
 
@@ -81,13 +117,13 @@ impl Job {
     }
 }
 
-/// Appends to one file before moving to the next. MQFS has no per-file
-/// block reservation, so threads appending at once fragment each other's
-/// files down to one-block extents. Layout 2 mapped a file with at most
-/// one leaf of extents and failed with EFBIG after about 255 appends;
-/// layout 3's extent tree has no such limit, but the cap of 200 blocks is
-/// kept so the figures stay comparable (FIO's jobs move on to their next
-/// file the same way when one reaches its size).
+/// Appends to one file before moving to the next (the size each file is
+/// preallocated to under [`Fallocate::Native`]). Before mqfs's allocator
+/// had preallocation windows (`docs/decisions.md` M23), threads appending
+/// at once fragmented each other's files, and layout 2, with one extent
+/// leaf, failed with EFBIG after about 255 appends; the cap of 200 blocks
+/// is kept so the figures stay comparable (FIO's jobs move on to their
+/// next file the same way when one reaches its size).
 pub fn appends_per_file(write_size: usize) -> usize {
     (200 / write_size.div_ceil(4096).max(1)).max(1)
 }
@@ -155,15 +191,13 @@ fn pool_size(span: Span, job: &Job, threads: usize) -> usize {
     }
 }
 
-/// Creates `pool` files per thread in `layout` order, syncing every 64
-/// creates (an `mq` transaction holds at most one descriptor of metadata
-/// blocks, and one sync would otherwise take every unsynced create).
-async fn make_files(
-    fs: Rc<Fs>,
-    threads: usize,
-    pool: usize,
-    layout: Layout,
-) -> Result<Vec<Vec<Ino>>, FsError> {
+/// Creates `pool` files per thread in `layout` order, each preallocated to
+/// `bytes` when `job.fallocate` says so, syncing every 64 creates (an `mq`
+/// transaction holds at most one descriptor of metadata blocks, and one
+/// sync would otherwise take every unsynced create).
+async fn make_files(fs: Rc<Fs>, threads: usize, pool: usize, job: Job) -> Result<Vec<Vec<Ino>>, FsError> {
+    let layout = job.layout;
+    let bytes = (job.appends_per_file.max(1) * job.write_size) as u64;
     let mut files = vec![Vec::new(); threads];
     let order: Vec<(usize, usize)> = match layout {
         Layout::RoundRobin => (0..pool)
@@ -174,7 +208,12 @@ async fn make_files(
             .collect(),
     };
     for (n, (i, k)) in order.into_iter().enumerate() {
-        files[i].push(fs.create_path(Ctx::on(i), &format!("/fio{i}.{k}")).await?.ino);
+        let ino = fs.create_path(Ctx::on(i), &format!("/fio{i}.{k}")).await?.ino;
+        if job.fallocate == Fallocate::Native && bytes > 0 {
+            fs.fallocate(Ctx::on(i), ino, mqfs::FallocMode::Allocate, 0, bytes)
+                .await?;
+        }
+        files[i].push(ino);
         if n % 64 == 63 {
             fs.sync(Ctx::on(0)).await?;
         }
@@ -208,7 +247,7 @@ pub fn measure(
     let pool = pool_size(span, &job, threads);
     let files = block_on(&t, {
         let fs = t.fs.clone();
-        async move { Ok(make_files(fs, threads, pool, job.layout).await?) }
+        async move { Ok(make_files(fs, threads, pool, job).await?) }
     })?;
     let tally = Rc::new(RefCell::new(Tally::default()));
     let extra = Rc::new(Cell::new(0u64));
@@ -230,7 +269,13 @@ pub fn measure(
                             None => {
                                 extra.set(extra.get() + 1);
                                 let k = pool + extra.get() as usize;
-                                fs.create_path(ctx, &format!("/fio{i}.{k}")).await?.ino
+                                let ino = fs.create_path(ctx, &format!("/fio{i}.{k}")).await?.ino;
+                                if job.fallocate == Fallocate::Native {
+                                    let bytes = (per_file * size) as u64;
+                                    fs.fallocate(ctx, ino, mqfs::FallocMode::Allocate, 0, bytes)
+                                        .await?;
+                                }
+                                ino
                             }
                         };
                         (off, n) = (0, 0);
@@ -413,5 +458,23 @@ mod tests {
         assert_eq!(a.sync, b.sync);
         assert_eq!(a.ops_per_sec, b.ops_per_sec);
         assert_eq!(a.blocks_per_op, b.blocks_per_op);
+    }
+
+    /// FIO's layout: in a preallocated file an append converts an
+    /// unwritten extent, so MQFS's transaction holds the data, the inode
+    /// table's copy and JH; an allocating append adds the block bitmap.
+    #[test]
+    fn a_preallocated_append_journals_no_bitmap() {
+        let ssd = SsdProfile::optane_905p();
+        let base = Rig::new(mqfs::Mode::Mq, ssd.clone(), 1);
+        let span = Span {
+            warmup: SimDuration::from_us(100),
+            length: SimDuration::from_us(600),
+        };
+        let pre = measure(System::Mqfs, &ssd, &base, 1, Job::new(4096), span).unwrap();
+        let alloc = measure(System::Mqfs, &ssd, &base, 1, Job::allocating(4096), span).unwrap();
+        assert!((pre.blocks_per_op - 3.0).abs() < 0.05, "{}", pre.blocks_per_op);
+        assert!(alloc.blocks_per_op > 3.5, "{}", alloc.blocks_per_op);
+        assert_eq!(pre.extra_files, 0);
     }
 }

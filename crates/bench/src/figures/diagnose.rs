@@ -1,8 +1,8 @@
 //! Side experiments that locate where simulated time goes when a figure
 //! disagrees with the paper. Each isolates one mechanism of the model by
 //! changing one thing: the kind of write, the file rotation, the
-//! drive's number of media units, or whether the threads' inodes share
-//! inode-table blocks.
+//! drive's number of media units, whether the threads' inodes share
+//! inode-table blocks, or whether FIO preallocated the files.
 
 use mqfs::Ctx;
 use nvme_ctrl::SsdProfile;
@@ -35,6 +35,12 @@ pub struct Diagnostics {
     pub units_threads: usize,
     /// (system, the 905P, the 905P with 64 media units).
     pub units: Vec<(System, Point, Point)>,
+    /// Threads of the preallocation experiment (Figure 11's most).
+    pub allocating_threads: usize,
+    /// (system, Figure 11's 4 KiB workload at `allocating_threads` with
+    /// allocating appends, FIO's `fallocate=none`: the one change from
+    /// Figure 11's own point, whose files FIO preallocated).
+    pub allocating: Vec<(System, Point)>,
     /// (system, threads, Figure 11's 4 KiB point with each thread's inodes
     /// in table blocks of its own ([`Layout::PerThread`]); Figure 11's own
     /// point, [`Layout::RoundRobin`], is the shared case).
@@ -101,10 +107,10 @@ pub fn run(quick: bool, fig11: &super::fig11::Params) -> BenchResult<Diagnostics
     d.leaf_threads = 4;
     let base = Rig::new(mqfs::Mode::Mq, ssd.clone(), 1);
     for s in [System::Ext4, System::Ext4Nj, System::Mqfs] {
-        let long = measure(s, &ssd, &base, d.leaf_threads, Job::new(4096), span)?;
+        let long = measure(s, &ssd, &base, d.leaf_threads, Job::allocating(4096), span)?;
         let short = Job {
             appends_per_file: 6,
-            ..Job::new(4096)
+            ..Job::allocating(4096)
         };
         let short = measure(s, &ssd, &base, d.leaf_threads, short, span)?;
         d.leaf.push((s, long, short));
@@ -141,6 +147,21 @@ pub fn run(quick: bool, fig11: &super::fig11::Params) -> BenchResult<Diagnostics
             d.table
                 .push((s, threads, measure(s, &ssd, &base, threads, own, fig11.span)?));
         }
+    }
+    // FIO's layout: Figure 11's files are preallocated (FIO's default
+    // `fallocate`), so an append converts an unwritten extent and
+    // allocates nothing; the same points with allocating appends.
+    d.allocating_threads = fig11.threads.iter().copied().max().unwrap_or(1);
+    for s in [System::Ext4, System::HoraeFs, System::Ext4Nj, System::Mqfs] {
+        let pt = measure(
+            s,
+            &ssd,
+            &base,
+            d.allocating_threads,
+            Job::allocating(4096),
+            fig11.span,
+        )?;
+        d.allocating.push((s, pt));
     }
     eprintln!("diagnostics done");
     Ok(d)

@@ -498,9 +498,9 @@ pub fn striped_flush(threads: usize, span: Span) -> BenchResult<StripedFlushPoin
     let ssd = flush_drive();
     let mut base = Rig::new(Mode::Horae, ssd.clone(), threads);
     base.drives = 2;
-    let joint = measure(System::HoraeFs, &ssd, &base, threads, Job::new(4096), span)?;
+    let joint = measure(System::HoraeFs, &ssd, &base, threads, Job::allocating(4096), span)?;
     base.fs.driver.horae_flush = FlushIssue::Serialized;
-    let serial = measure(System::HoraeFs, &ssd, &base, threads, Job::new(4096), span)?;
+    let serial = measure(System::HoraeFs, &ssd, &base, threads, Job::allocating(4096), span)?;
     Ok(StripedFlushPoint {
         threads,
         joint,
@@ -813,7 +813,7 @@ pub fn run(p: &Params) -> BenchResult<Results> {
     let base = Rig::new(mqfs::Mode::Horae, ssd.clone(), 1);
     for &threads in &p.fs_threads {
         for system in FS_SYSTEMS {
-            let pt = measure(system, &ssd, &base, threads, Job::new(4096), p.fs_span)?;
+            let pt = measure(system, &ssd, &base, threads, Job::allocating(4096), p.fs_span)?;
             eprintln!(
                 "horae H8 {:>2} threads {:<8} {:>8.0} IOPS  sync {:>7.1} us",
                 threads,

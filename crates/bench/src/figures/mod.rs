@@ -84,8 +84,12 @@ const MODEL_NOTES: &str = "\
   cores below 24 threads).
 - CPU costs are the profiles' named figures (system call, block layer, ordering layer, interrupt, \
   wake-up, page preparation...); lock contention and cache effects are not modelled; the \
-  `classic` journal makes a modifier wait for a buffer under log I/O (JBD2's BH_Shadow wait, \
-  `FsProfile::jbd_shadow`), the `horae` journal does not.
+  `classic` and `horae` journals make a modifier wait for a buffer under log I/O (JBD2's BH_Shadow \
+  wait, `FsProfile::jbd_shadow`).
+- The FIO workloads (Figures 2, 11 and 13) lay their files out as FIO does by default: created and \
+  preallocated with fallocate(2) before the run (`filesetup.c` `extend_file`, `fallocate=native`), \
+  so an append converts unwritten blocks and allocates nothing; HoRAE's \"allocating write \
+  workload\" (its Figure 10) is `fallocate=none`. Figure 11's notes measure both.
 - The numbers depend on the simulator as built for this run; nothing here is tuned to the paper.
 - Files are capped at 200 blocks each (the workloads move on to the thread's next pre-created \
   file): before mqfs's allocator had preallocation windows (`docs/decisions.md` M23) concurrent \
