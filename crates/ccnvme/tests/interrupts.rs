@@ -7,20 +7,29 @@
 mod common;
 
 use ccnvme::{Bio, CqReap, DriverProfile, ProbeOptions, Traffic};
-use pcie_sim::SimDuration;
+use nvme_ctrl::{Media, SsdProfile};
+use pcie_sim::{SimDuration, TraceMode};
 
 /// Submits `n` single-block writes at once on core 0, computes 200 us on
 /// that core, then waits for all of them; returns the traffic and core
-/// 0's kernel time.
+/// 0's kernel time. The drive is a 905P with one media unit, so the
+/// completions arrive one program time (7.27 us) apart, most of them
+/// while the core computes.
 fn burst(reap: CqReap, n: u64) -> (Traffic, u64) {
-    let (ex, m, dev) = common::optane_device(ProbeOptions {
+    let one_unit = SsdProfile {
+        units: 1,
+        ..SsdProfile::optane_905p()
+    };
+    let (ex, m, _) = common::machine(one_unit, Media::memory(4096), None, TraceMode::Off);
+    let opts = ProbeOptions {
         ccnvme: false,
         profile: DriverProfile {
             cq_reap: reap,
             ..DriverProfile::default()
         },
         ..ProbeOptions::default()
-    });
+    };
+    let dev = common::probe(&ex, &m, opts);
     let pages = common::pages(&m, n as usize, 1);
     let m2 = m.clone();
     ex.block_on(async move {

@@ -2,12 +2,23 @@
 //! and its destage engines, and the media store.
 //!
 //! Units are timed analytically: each keeps the time it is next free, and
-//! an operation starts at the later of now and that time. A write without
-//! a cache programs each 4 KiB block on unit `block % units`; blocks on
+//! an operation starts at the later of now and that time. Writes are
+//! placed as a page-mapped FTL places them: each 4 KiB block is programmed
+//! on the unit that is free first (the next write point; NAND FTLs stripe
+//! incoming writes over their dies in arrival order, whatever the LBAs), and
+//! the unit is remembered for the block's reads (a block never written here
+//! is read from unit `block % units`). So no pattern of LBAs can crowd one
+//! unit while the others idle: threads writing the k-th block of files whose
+//! starts differ by a multiple of the unit count used to queue on one unit
+//! under the earlier static `block % units` placement. Deviation: for the
+//! Optane drives, whose units are an abstraction (rated random-write IOPS
+//! times program time) rather than their channels, the same rule is used;
+//! their real LBA-to-channel interleaving is not published. Blocks on
 //! different units proceed in parallel. With a cache, a write completes
-//! once its blocks are in the cache, and one destage task per unit
-//! programs dirty blocks in the background. FLUSH waits until every block
-//! that was dirty when it started is programmed; FUA writes through.
+//! once its blocks are in the cache, and one destage engine per unit takes
+//! the next dirty block from one shared queue whenever its unit is free.
+//! FLUSH waits until every block that was dirty when it started is
+//! programmed; FUA writes through.
 //!
 //! Every block's arrival ([`events::DATA_IN`]) and programming
 //! ([`events::MEDIA_WRITE`]) is recorded in the bus trace, which is what
@@ -38,8 +49,10 @@ struct Cache {
     entries: RefCell<BTreeMap<u64, CacheEntry>>,
     /// Highest version of each block known to be on the media.
     durable: RefCell<BTreeMap<u64, u64>>,
-    queues: RefCell<Vec<VecDeque<u64>>>,
-    work: Vec<Notify>,
+    /// Dirty blocks waiting for a destage engine (urgent ones first).
+    queue: RefCell<VecDeque<u64>>,
+    /// Wakes an idle destage engine.
+    work: Notify,
     space: Semaphore,
     destaged: Notify,
 }
@@ -53,6 +66,8 @@ pub struct Backend {
     program_time: SimDuration,
     read_time: SimDuration,
     unit_free: RefCell<Vec<SimTime>>,
+    /// The unit each block was last programmed on (its reads go there).
+    placed: RefCell<BTreeMap<u64, u32>>,
     cache: Option<Rc<Cache>>,
     /// Volatile Write Cache feature (NVMe 5.21.1.6): when off, every write
     /// waits for its blocks to be programmed.
@@ -88,8 +103,8 @@ impl Backend {
             Rc::new(Cache {
                 entries: RefCell::new(BTreeMap::new()),
                 durable: RefCell::new(BTreeMap::new()),
-                queues: RefCell::new(vec![VecDeque::new(); units as usize]),
-                work: (0..units).map(|_| Notify::new()).collect(),
+                queue: RefCell::new(VecDeque::new()),
+                work: Notify::new(),
                 space: Semaphore::new(c.blocks.max(1) as usize),
                 destaged: Notify::new(),
             })
@@ -102,6 +117,7 @@ impl Backend {
             program_time: profile.program_time,
             read_time: profile.read_time,
             unit_free: RefCell::new(vec![SimTime::ZERO; units as usize]),
+            placed: RefCell::new(BTreeMap::new()),
             cache,
             cache_enabled: Cell::new(true),
             next_version: Cell::new(1),
@@ -142,8 +158,32 @@ impl Backend {
         self.cache.is_some() && self.cache_enabled.get()
     }
 
+    /// The unit holding `block` for reads: where it was last programmed,
+    /// else `block % units`.
     fn unit_of(&self, block: u64) -> usize {
-        (block % self.units as u64) as usize
+        match self.placed.borrow().get(&block) {
+            Some(u) => *u as usize,
+            None => (block % self.units as u64) as usize,
+        }
+    }
+
+    /// The next write point: the unit free first (the lowest on a tie).
+    /// The units' free times only grow, so a program issued later never
+    /// ends before one issued earlier: of two writes of one block, the
+    /// later one's data is the block's (the destage engines keep the same
+    /// order: each takes the queue's next block when its unit is free).
+    fn write_point(&self) -> usize {
+        let now = self.sim.now();
+        let free = self.unit_free.borrow();
+        (0..free.len())
+            .min_by_key(|u| (free[*u].max(now), *u))
+            .unwrap_or(0)
+    }
+
+    /// Records that `block` is programmed on `unit` (its reads go there,
+    /// [`Backend::unit_of`]).
+    fn place(&self, block: u64, unit: usize) {
+        self.placed.borrow_mut().insert(block, unit as u32);
     }
 
     /// Reserves `unit` for `d` starting no earlier than now; returns when
@@ -234,7 +274,9 @@ impl Backend {
             .into_iter()
             .map(|(b, data)| {
                 let seq = self.record_data_in(b, &data, attr);
-                let done = self.reserve(self.unit_of(b), self.program_time);
+                let unit = self.write_point();
+                let done = self.reserve(unit, self.program_time);
+                self.place(b, unit);
                 (done, b, data, seq)
             })
             .collect();
@@ -261,7 +303,6 @@ impl Backend {
         if self.writes_through() {
             self.media.borrow_mut().write(b, &data);
         }
-        let unit = self.unit_of(b);
         let mut entries = cache.entries.borrow_mut();
         let e = entries.entry(b).or_insert(CacheEntry {
             data: data.clone(),
@@ -272,18 +313,18 @@ impl Backend {
         e.data = data;
         e.version = v;
         e.data_in = seq;
-        let mut queues = cache.queues.borrow_mut();
+        let mut queue = cache.queue.borrow_mut();
         if urgent {
-            queues[unit].retain(|x| *x != b);
-            queues[unit].push_front(b);
+            queue.retain(|x| *x != b);
+            queue.push_front(b);
             e.queued = true;
         } else if !e.queued {
-            queues[unit].push_back(b);
+            queue.push_back(b);
             e.queued = true;
         }
-        drop(queues);
+        drop(queue);
         drop(entries);
-        cache.work[unit].notify_one();
+        cache.work.notify_one();
         v
     }
 
@@ -306,9 +347,9 @@ impl Backend {
         };
         let u = unit as usize;
         loop {
-            let next = cache.queues.borrow_mut()[u].pop_front();
+            let next = cache.queue.borrow_mut().pop_front();
             let Some(b) = next else {
-                cache.work[u].notified().await;
+                cache.work.notified().await;
                 continue;
             };
             let (data, version, data_in, attr) = {
@@ -320,6 +361,7 @@ impl Backend {
                 (e.data.clone(), e.version, e.data_in, 0u32)
             };
             let done = self.reserve(u, self.program_time);
+            self.place(b, u);
             self.sim.sleep_until(done).await;
             self.program(b, &data, data_in, attr);
             cache.durable.borrow_mut().insert(b, version);
@@ -503,5 +545,77 @@ mod tests {
         );
         assert_eq!(destaged, [2, 3], "destaging an older version does not go back");
         assert_eq!(hash, hash_wt, "timing and trace unchanged");
+    }
+
+    /// A back end of `profile` on a fresh machine.
+    fn backend(profile: &SsdProfile) -> (Executor, Rc<Backend>) {
+        let ex = Executor::new(3);
+        let m = Machine::new(&ex, MachineProfile::default(), TraceMode::Off);
+        let port = m.add_device(RegisterFile::layout(None), None);
+        let b = Backend::new(m.sim(), port, profile, Media::memory(256));
+        (ex, b)
+    }
+
+    /// The FTL's write point: one write of `units` blocks whose numbers
+    /// are all equal modulo the unit count takes one program time, not
+    /// `units` of them (the static `block % units` placement queued them
+    /// all on one unit), and reads find each block on the unit it went to.
+    #[test]
+    fn blocks_equal_modulo_the_units_are_programmed_in_parallel() {
+        let profile = SsdProfile::optane_905p();
+        assert!(profile.write_cache.is_none());
+        let n = u64::from(profile.units);
+        let (ex, b) = backend(&profile);
+        let b2 = b.clone();
+        let took = ex
+            .block_on(async move {
+                let t0 = b2.sim.now();
+                let blocks = (0..n).map(|i| (i * n, Arc::new([i as u8 + 1; BLOCK]))).collect();
+                b2.write(blocks, false, 0).await;
+                let wrote = b2.sim.now() - t0;
+                let t1 = b2.sim.now();
+                let got = b2.read_blocks(&(0..n).map(|i| i * n).collect::<Vec<_>>()).await;
+                (wrote, b2.sim.now() - t1, got)
+            })
+            .unwrap();
+        let (wrote, read, got) = took;
+        assert_eq!(wrote, profile.program_time, "one program time for all");
+        assert_eq!(read, profile.read_time, "each read on its own unit");
+        for (i, blk) in got.iter().enumerate() {
+            assert_eq!(blk[0], i as u8 + 1);
+        }
+    }
+
+    /// A block written again while its first program is under way ends
+    /// with the second write's data, with or without a cache: the second
+    /// program, on another unit, ends after the first.
+    #[test]
+    fn a_block_rewritten_during_its_program_keeps_the_later_data() {
+        for profile in [SsdProfile::optane_905p(), SsdProfile::intel_750()] {
+            let (ex, b) = backend(&profile);
+            let b2 = b.clone();
+            let sim = b.sim.clone();
+            ex.block_on(async move {
+                let first = {
+                    let b = b2.clone();
+                    sim.spawn(async move { b.write(vec![(7, Arc::new([1u8; BLOCK]))], false, 0).await })
+                };
+                // The first write is issued; then another block takes the
+                // next write point and block 7 is written again.
+                sim.sleep(SimDuration::from_ns(100)).await;
+                b2.write(
+                    vec![(9, Arc::new([9u8; BLOCK])), (7, Arc::new([2u8; BLOCK]))],
+                    false,
+                    0,
+                )
+                .await;
+                let _ = first.await;
+            })
+            .unwrap();
+            ex.run();
+            let mut buf = [0u8; BLOCK];
+            b.media().read(7, &mut buf);
+            assert_eq!(buf[0], 2, "{}: the later write's data", profile.name);
+        }
     }
 }

@@ -223,8 +223,7 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
         let bound = 1.0 / ssd.program_time.as_secs_f64();
         let units_matter = b.ops_per_sec > 1.1 * a.ops_per_sec;
         let verdict = if units_matter {
-            "the media units are part of its limit: the writes of the inode-table blocks the \
-             threads share queue on those blocks' units"
+            "the media units are part of its limit: its writes queue for the next free unit"
         } else {
             "no media unit is its limit"
         };

@@ -386,7 +386,7 @@ fn notes(r: &Results, p: &Params) -> BenchResult<Vec<String>> {
          {:.0} us here, where the paper's utilization implies about {:.0} us. Side experiment: on \
          the same drive with 64 media units instead of {} (same program time, link and latency) \
          classic uses {:.0}% and ccNVMe {:.0}% ({:.0} us per transaction): the queues of the {} \
-         random blocks on the model's {} units (block b on unit b mod {}, {:.1} us each; \
+         random blocks for the model's {} units (each block goes to the unit free first, {:.1} us each; \
          `SsdProfile::units` is the drive's random-write IOPS times its program time) account for \
          that part of ccNVMe's gap; the rest, and classic's, is the one core's per-request work \
          (block layer 1.0 us, Horae 6.2; the driver's submission; an interrupt handler, 1.0 us; a \
@@ -407,7 +407,6 @@ fn notes(r: &Results, p: &Params) -> BenchResult<Vec<String>> {
         pct(wide_n.utilization),
         1e6 / wide_n.tps.max(1.0),
         large,
-        ssd.units,
         ssd.units,
         ssd.program_time.as_secs_f64() * 1e6,
     ));

@@ -95,7 +95,8 @@ const MODEL_NOTES: &str = "\
   file): before mqfs's allocator had preallocation windows (`docs/decisions.md` M23) concurrent \
   appenders interleaved their blocks, and layout 2, with one extent leaf, failed with EFBIG after \
   about 255 appends; the cap is kept so the figures stay comparable.
-- The drive models program block b on media unit b % units; the 905P and P5800X profiles have no \
+- The drive models program each block on the media unit free first (a page-mapped FTL's write \
+  point, `docs/decisions.md` D21); the 905P and P5800X profiles have no \
   volatile write cache, so FLUSH is dropped by the block layer, as on the paper's Optane drives.
 - Periodic writeback runs with Linux's defaults (wake every 5 s, write what has been dirty 30 s); \
   the measured windows last milliseconds, so it never fires in them: Ext4-NJ's bitmaps, which its \
