@@ -156,8 +156,9 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
         .collect();
     if !leaf.is_empty() {
         n.push(format!(
-            "Side experiment, {th} threads, allocating appends (FIO's `fallocate=none`): files of \
-             200 appends against files of only 6 (so no file ever needs an extent-tree block): {}.",
+            "Side experiment, {th} threads, allocating appends (FIO's `fallocate=none`): one file \
+             per thread for the run against files of only 6 appends (so no file ever needs an \
+             extent-tree block): {}.",
             leaf.join("; ")
         ));
     }

@@ -31,8 +31,9 @@ pub enum Layout {
 /// Where each thread's writes go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pattern {
-    /// Allocating appends, moving to a new file every
-    /// [`Job::appends_per_file`] (Figures 11, 13; HoRAE 6.3).
+    /// Appends, each thread to its own file for the whole run, or moving
+    /// to a new file every [`Job::appends_per_file`] (Figures 11, 13;
+    /// HoRAE 6.3).
     Append,
     /// In-place updates (HoRAE 6.4: "we issue 10 GB overwrites to a 10 GB
     /// file"): before the run each thread writes its own file of
@@ -47,9 +48,10 @@ pub enum Pattern {
 }
 
 /// How each file is laid out before the run: FIO's `fallocate=` option
-/// (`filesetup.c` `extend_file`: for a write job without `overwrite` or
-/// `file_append`, FIO creates the file and preallocates its whole size,
-/// then starts writing at offset 0 without writing the file first).
+/// (`filesetup.c` `extend_file`: for a write job on a new file, with
+/// `file_append` as the paper's jobs or without, FIO creates the file and
+/// preallocates its whole size, then starts writing at offset 0 without
+/// writing the file first; `docs/decisions.md` B1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fallocate {
     /// `fallocate=none`: files start empty and each append allocates its
@@ -70,8 +72,9 @@ pub enum Fallocate {
 pub struct Job {
     /// Bytes per write.
     pub write_size: usize,
-    /// Appends to a file before moving on to the next one.
-    pub appends_per_file: usize,
+    /// Appends to a file before moving on to the next one; `None`: one
+    /// file per thread for the whole run, as each FIO job writes one file.
+    pub appends_per_file: Option<usize>,
     /// Inode placement.
     pub layout: Layout,
     /// Appends or in-place overwrites.
@@ -82,14 +85,14 @@ pub struct Job {
 }
 
 impl Job {
-    /// Appends of `write_size` as FIO runs them by default: the default
-    /// file rotation and layout, each file preallocated
-    /// ([`Fallocate::Native`]; the ccNVMe paper's Figures 2, 11 and 13 do
-    /// not name FIO's options, so its defaults).
+    /// Appends of `write_size` as the ccNVMe paper's FIO jobs run them
+    /// (Figures 2, 11 and 13; `docs/decisions.md` B1): one file per
+    /// thread for the whole run, the threads' files neighbours in the
+    /// inode table, each preallocated ([`Fallocate::Native`]).
     pub fn new(write_size: usize) -> Job {
         Job {
             write_size,
-            appends_per_file: appends_per_file(write_size),
+            appends_per_file: None,
             layout: Layout::RoundRobin,
             pattern: Pattern::Append,
             fallocate: Fallocate::Native,
@@ -115,17 +118,6 @@ impl Job {
             ..Job::new(write_size)
         }
     }
-}
-
-/// Appends to one file before moving to the next (the size each file is
-/// preallocated to under [`Fallocate::Native`]). Before mqfs's allocator
-/// had preallocation windows (`docs/decisions.md` M23), threads appending
-/// at once fragmented each other's files, and layout 2, with one extent
-/// leaf, failed with EFBIG after about 255 appends; the cap of 200 blocks
-/// is kept so the figures stay comparable (FIO's jobs move on to their
-/// next file the same way when one reaches its size).
-pub fn appends_per_file(write_size: usize) -> usize {
-    (200 / write_size.div_ceil(4096).max(1)).max(1)
 }
 
 /// One measured point.
@@ -173,31 +165,61 @@ pub struct Point {
     pub p_area_blocks: u64,
 }
 
-/// Files to create per thread before the run, from two bounds on the
-/// appends a thread can complete: one append and sync per 8 us (faster
-/// than any system here), and the whole run's appends crossing the link at
-/// 4 GB/s (more than PCIe 3.0 x4 carries), shared by the threads with 50%
-/// to spare for unfairness. Should both fail, the loop creates what it
-/// needs and the CSV says how many.
-fn pool_size(span: Span, job: &Job, threads: usize) -> usize {
+/// A bound on the appends one thread completes in `span`, the lesser of
+/// two: one append and sync per 8 us (faster than any system here), and
+/// the whole run's appends crossing the link at 4 GB/s (more than PCIe 3.0
+/// x4 carries), shared by the threads with 50% to spare for unfairness.
+fn appends_bound(span: Span, job: &Job, threads: usize) -> usize {
     let ps = (span.warmup + span.length).as_ps();
     let by_latency = ps / SimDuration::from_us(8).as_ps();
     // 4 GB/s is 250 ps per byte.
     let by_link = ps / (job.write_size.max(1) as u64 * 250) * 3 / 2 / threads.max(1) as u64;
-    let n = (by_latency.min(by_link) as usize).div_ceil(job.appends_per_file) + 1;
+    by_latency.min(by_link).max(1) as usize
+}
+
+/// Appends to one file before moving to the next: the job's own rotation,
+/// or, for one file per thread, the bound on a thread's appends (so its
+/// file never runs out). It is also the size each file is preallocated to
+/// under [`Fallocate::Native`]: FIO lays out the whole 12000 MiB of the
+/// paper's jobs, of which a run writes the first part only.
+fn per_file(span: Span, job: &Job, threads: usize) -> usize {
+    job.appends_per_file
+        .unwrap_or_else(|| appends_bound(span, job, threads))
+        .max(1)
+}
+
+/// Files a thread can write in `span`: enough for the bound on its
+/// appends (one, for one file per thread). Should that fail, the loop
+/// creates what it needs and the CSV says how many.
+fn files_used(span: Span, job: &Job, threads: usize) -> usize {
+    appends_bound(span, job, threads).div_ceil(per_file(span, job, threads))
+}
+
+/// Files to create per thread before the run: those it can write, and
+/// under [`Layout::PerThread`] empty ones up to a whole number of
+/// inode-table blocks.
+fn pool_size(span: Span, job: &Job, threads: usize) -> usize {
+    let n = files_used(span, job, threads);
     match job.layout {
         Layout::RoundRobin => n,
         Layout::PerThread => n.next_multiple_of(mqfs::layout::INODES_PER_BLOCK as usize),
     }
 }
 
-/// Creates `pool` files per thread in `layout` order, each preallocated to
-/// `bytes` when `job.fallocate` says so, syncing every 64 creates (an `mq`
-/// transaction holds at most one descriptor of metadata blocks, and one
-/// sync would otherwise take every unsynced create).
-async fn make_files(fs: Rc<Fs>, threads: usize, pool: usize, job: Job) -> Result<Vec<Vec<Ino>>, FsError> {
+/// Creates `pool` files per thread in `layout` order, the first `used` of
+/// each thread's preallocated to `per_file` appends when `job.fallocate`
+/// says so, syncing every 64 creates (an `mq` transaction holds at most
+/// one descriptor of metadata blocks, and one sync would otherwise take
+/// every unsynced create).
+async fn make_files(
+    fs: Rc<Fs>,
+    threads: usize,
+    (pool, used): (usize, usize),
+    per_file: usize,
+    job: Job,
+) -> Result<Vec<Vec<Ino>>, FsError> {
     let layout = job.layout;
-    let bytes = (job.appends_per_file.max(1) * job.write_size) as u64;
+    let bytes = (per_file * job.write_size) as u64;
     let mut files = vec![Vec::new(); threads];
     let order: Vec<(usize, usize)> = match layout {
         Layout::RoundRobin => (0..pool)
@@ -209,7 +231,7 @@ async fn make_files(fs: Rc<Fs>, threads: usize, pool: usize, job: Job) -> Result
     };
     for (n, (i, k)) in order.into_iter().enumerate() {
         let ino = fs.create_path(Ctx::on(i), &format!("/fio{i}.{k}")).await?.ino;
-        if job.fallocate == Fallocate::Native && bytes > 0 {
+        if job.fallocate == Fallocate::Native && bytes > 0 && k < used {
             fs.fallocate(Ctx::on(i), ino, mqfs::FallocMode::Allocate, 0, bytes)
                 .await?;
         }
@@ -243,11 +265,12 @@ pub fn measure(
     if let Pattern::Overwrite { file_blocks } = job.pattern {
         return overwrite(system, &t, threads, job.write_size, file_blocks, span);
     }
-    let per_file = job.appends_per_file.max(1);
+    let per_file = per_file(span, &job, threads);
     let pool = pool_size(span, &job, threads);
+    let used = files_used(span, &job, threads);
     let files = block_on(&t, {
         let fs = t.fs.clone();
-        async move { Ok(make_files(fs, threads, pool, job).await?) }
+        async move { Ok(make_files(fs, threads, (pool, used), per_file, job).await?) }
     })?;
     let tally = Rc::new(RefCell::new(Tally::default()));
     let extra = Rc::new(Cell::new(0u64));
@@ -257,7 +280,9 @@ pub fn measure(
             let fs = t.fs.clone();
             let sim = t.machine.sim();
             let (tally, extra) = (tally.clone(), extra.clone());
-            let mut files = files[i].clone().into_iter();
+            let mut files = files[i].clone();
+            files.truncate(used);
+            let mut files = files.into_iter();
             async move {
                 let ctx = Ctx::on(i);
                 let buf = vec![(i as u8).wrapping_add(1); size];
@@ -458,6 +483,38 @@ mod tests {
         assert_eq!(a.sync, b.sync);
         assert_eq!(a.ops_per_sec, b.ops_per_sec);
         assert_eq!(a.blocks_per_op, b.blocks_per_op);
+    }
+
+    /// The paper's FIO jobs: one file per thread, preallocated past what
+    /// the run can write; a diagnostic layout pads each thread's files to
+    /// whole inode-table blocks, but only the file it writes is
+    /// preallocated; a rotation writes as many files as its bound needs.
+    #[test]
+    fn each_thread_appends_to_one_file_that_never_runs_out() {
+        let span = Span::ms(5, 10);
+        for threads in [1, 24] {
+            let job = Job::new(4096);
+            let bound = appends_bound(span, &job, threads);
+            assert_eq!(
+                (files_used(span, &job, threads), pool_size(span, &job, threads)),
+                (1, 1)
+            );
+            assert!(per_file(span, &job, threads) >= bound);
+            let padded = Job {
+                layout: Layout::PerThread,
+                ..job
+            };
+            assert_eq!(files_used(span, &padded, threads), 1);
+            assert_eq!(
+                pool_size(span, &padded, threads),
+                mqfs::layout::INODES_PER_BLOCK as usize
+            );
+            let rotating = Job {
+                appends_per_file: Some(6),
+                ..job
+            };
+            assert_eq!(files_used(span, &rotating, threads), bound.div_ceil(6));
+        }
     }
 
     /// FIO's layout: in a preallocated file an append converts an

@@ -109,7 +109,7 @@ pub fn run(quick: bool, fig11: &super::fig11::Params) -> BenchResult<Diagnostics
     for s in [System::Ext4, System::Ext4Nj, System::Mqfs] {
         let long = measure(s, &ssd, &base, d.leaf_threads, Job::allocating(4096), span)?;
         let short = Job {
-            appends_per_file: 6,
+            appends_per_file: Some(6),
             ..Job::allocating(4096)
         };
         let short = measure(s, &ssd, &base, d.leaf_threads, short, span)?;

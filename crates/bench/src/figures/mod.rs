@@ -91,10 +91,9 @@ const MODEL_NOTES: &str = "\
   so an append converts unwritten blocks and allocates nothing; HoRAE's \"allocating write \
   workload\" (its Figure 10) is `fallocate=none`. Figure 11's notes measure both.
 - The numbers depend on the simulator as built for this run; nothing here is tuned to the paper.
-- Files are capped at 200 blocks each (the workloads move on to the thread's next pre-created \
-  file): before mqfs's allocator had preallocation windows (`docs/decisions.md` M23) concurrent \
-  appenders interleaved their blocks, and layout 2, with one extent leaf, failed with EFBIG after \
-  about 255 appends; the cap is kept so the figures stay comparable.
+- Each thread appends to one file for the whole run, as each of the paper's FIO jobs writes one \
+  file (`docs/decisions.md` B1); the threads' files are created together, so their inodes are \
+  neighbours in the inode table.
 - The drive models program each block on the media unit free first (a page-mapped FTL's write \
   point, `docs/decisions.md` D21); the 905P and P5800X profiles have no \
   volatile write cache, so FLUSH is dropped by the block layer, as on the paper's Optane drives.
