@@ -29,7 +29,7 @@ pub struct Diagnostics {
     pub overwrite: Vec<(System, Loop)>,
     /// Threads of the file-rotation experiment.
     pub leaf_threads: usize,
-    /// (system, default rotation, files of 6 appends: no extent leaf).
+    /// (system, one file per thread, files of 6 appends: no extent leaf).
     pub leaf: Vec<(System, Point, Point)>,
     /// Threads of the media-unit experiment.
     pub units_threads: usize,
@@ -41,6 +41,9 @@ pub struct Diagnostics {
     /// allocating appends, FIO's `fallocate=none`: the one change from
     /// Figure 11's own point, whose files FIO preallocated).
     pub allocating: Vec<(System, Point)>,
+    /// (system, Figure 11's 4 KiB point at `allocating_threads` without
+    /// JBD2's BH_Shadow wait, `FsProfile::jbd_shadow` off).
+    pub unshadowed: Vec<(System, Point)>,
     /// (system, threads, Figure 11's 4 KiB point with each thread's inodes
     /// in table blocks of its own ([`Layout::PerThread`]); Figure 11's own
     /// point, [`Layout::RoundRobin`], is the shared case).
@@ -162,6 +165,22 @@ pub fn run(quick: bool, fig11: &super::fig11::Params) -> BenchResult<Diagnostics
             fig11.span,
         )?;
         d.allocating.push((s, pt));
+    }
+    // JBD2's BH_Shadow, the paper's "block-level lock" on the shared
+    // metadata blocks: Figure 11's point at the most threads with the
+    // wait off (`FsProfile::jbd_shadow`; the one change).
+    let mut unshadowed = base.clone();
+    unshadowed.fs.jbd_shadow = false;
+    for s in [System::Ext4, System::HoraeFs] {
+        let pt = measure(
+            s,
+            &ssd,
+            &unshadowed,
+            d.allocating_threads,
+            Job::new(4096),
+            fig11.span,
+        )?;
+        d.unshadowed.push((s, pt));
     }
     eprintln!("diagnostics done");
     Ok(d)
