@@ -206,6 +206,18 @@ fn pool_size(span: Span, job: &Job, threads: usize) -> usize {
     }
 }
 
+/// Creates thread `i`'s file `k` on its core, preallocated to `bytes`
+/// when `job.fallocate` says so (none for 0).
+async fn make_file(fs: &Fs, i: usize, k: usize, job: &Job, bytes: u64) -> Result<Ino, FsError> {
+    let ctx = Ctx::on(i);
+    let ino = fs.create_path(ctx, &format!("/fio{i}.{k}")).await?.ino;
+    if job.fallocate == Fallocate::Native && bytes > 0 {
+        fs.fallocate(ctx, ino, mqfs::FallocMode::Allocate, 0, bytes)
+            .await?;
+    }
+    Ok(ino)
+}
+
 /// Creates `pool` files per thread in `layout` order, the first `used` of
 /// each thread's preallocated to `per_file` appends when `job.fallocate`
 /// says so, syncing every 64 creates (an `mq` transaction holds at most
@@ -230,11 +242,7 @@ async fn make_files(
             .collect(),
     };
     for (n, (i, k)) in order.into_iter().enumerate() {
-        let ino = fs.create_path(Ctx::on(i), &format!("/fio{i}.{k}")).await?.ino;
-        if job.fallocate == Fallocate::Native && bytes > 0 && k < used {
-            fs.fallocate(Ctx::on(i), ino, mqfs::FallocMode::Allocate, 0, bytes)
-                .await?;
-        }
+        let ino = make_file(&fs, i, k, &job, if k < used { bytes } else { 0 }).await?;
         files[i].push(ino);
         if n % 64 == 63 {
             fs.sync(Ctx::on(0)).await?;
@@ -294,13 +302,7 @@ pub fn measure(
                             None => {
                                 extra.set(extra.get() + 1);
                                 let k = pool + extra.get() as usize;
-                                let ino = fs.create_path(ctx, &format!("/fio{i}.{k}")).await?.ino;
-                                if job.fallocate == Fallocate::Native {
-                                    let bytes = (per_file * size) as u64;
-                                    fs.fallocate(ctx, ino, mqfs::FallocMode::Allocate, 0, bytes)
-                                        .await?;
-                                }
-                                ino
+                                make_file(&fs, i, k, &job, (per_file * size) as u64).await?
                             }
                         };
                         (off, n) = (0, 0);
