@@ -151,37 +151,25 @@ pub fn run(quick: bool, fig11: &super::fig11::Params) -> BenchResult<Diagnostics
                 .push((s, threads, measure(s, &ssd, &base, threads, own, fig11.span)?));
         }
     }
-    // FIO's layout: Figure 11's files are preallocated (FIO's default
-    // `fallocate`), so an append converts an unwritten extent and
-    // allocates nothing; the same points with allocating appends.
+    // Figure 11's 4 KiB point at its most threads with one change, for
+    // each of `systems`: `job` on the 905P as `rig` builds it.
     d.allocating_threads = fig11.threads.iter().copied().max().unwrap_or(1);
-    for s in [System::Ext4, System::HoraeFs, System::Ext4Nj, System::Mqfs] {
-        let pt = measure(
-            s,
-            &ssd,
-            &base,
-            d.allocating_threads,
-            Job::allocating(4096),
-            fig11.span,
-        )?;
-        d.allocating.push((s, pt));
-    }
+    let most_threads = |systems: &[System], rig: &Rig, job: Job| -> BenchResult<Vec<(System, Point)>> {
+        systems
+            .iter()
+            .map(|&s| Ok((s, measure(s, &ssd, rig, d.allocating_threads, job, fig11.span)?)))
+            .collect()
+    };
+    // FIO's layout: Figure 11's files are preallocated (FIO lays the
+    // paper's jobs out with fallocate), so an append converts an unwritten
+    // extent and allocates nothing; the same points with allocating appends.
+    let all = [System::Ext4, System::HoraeFs, System::Ext4Nj, System::Mqfs];
+    d.allocating = most_threads(&all, &base, Job::allocating(4096))?;
     // JBD2's BH_Shadow, the paper's "block-level lock" on the shared
-    // metadata blocks: Figure 11's point at the most threads with the
-    // wait off (`FsProfile::jbd_shadow`; the one change).
+    // metadata blocks: the wait off (`FsProfile::jbd_shadow`).
     let mut unshadowed = base.clone();
     unshadowed.fs.jbd_shadow = false;
-    for s in [System::Ext4, System::HoraeFs] {
-        let pt = measure(
-            s,
-            &ssd,
-            &unshadowed,
-            d.allocating_threads,
-            Job::new(4096),
-            fig11.span,
-        )?;
-        d.unshadowed.push((s, pt));
-    }
+    d.unshadowed = most_threads(&[System::Ext4, System::HoraeFs], &unshadowed, Job::new(4096))?;
     eprintln!("diagnostics done");
     Ok(d)
 }
