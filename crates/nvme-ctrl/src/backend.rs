@@ -180,10 +180,12 @@ impl Backend {
             .unwrap_or(0)
     }
 
-    /// Records that `block` is programmed on `unit` (its reads go there,
-    /// [`Backend::unit_of`]).
-    fn place(&self, block: u64, unit: usize) {
+    /// Reserves `unit` to program `block` and records the block there (its
+    /// reads go there, [`Backend::unit_of`]); returns when the program
+    /// ends.
+    fn program_on(&self, unit: usize, block: u64) -> SimTime {
         self.placed.borrow_mut().insert(block, unit as u32);
+        self.reserve(unit, self.program_time)
     }
 
     /// Reserves `unit` for `d` starting no earlier than now; returns when
@@ -274,9 +276,7 @@ impl Backend {
             .into_iter()
             .map(|(b, data)| {
                 let seq = self.record_data_in(b, &data, attr);
-                let unit = self.write_point();
-                let done = self.reserve(unit, self.program_time);
-                self.place(b, unit);
+                let done = self.program_on(self.write_point(), b);
                 (done, b, data, seq)
             })
             .collect();
@@ -360,8 +360,7 @@ impl Backend {
                 e.queued = false;
                 (e.data.clone(), e.version, e.data_in, 0u32)
             };
-            let done = self.reserve(u, self.program_time);
-            self.place(b, u);
+            let done = self.program_on(u, b);
             self.sim.sleep_until(done).await;
             self.program(b, &data, data_in, attr);
             cache.durable.borrow_mut().insert(b, version);
