@@ -189,20 +189,28 @@ impl Fs {
         self.note_dirty_pages(st.ino);
         let core = self.machine.core(ctx.core % self.machine.core_count().max(1))?;
         core.compute(core.copy_cycles(src)).await;
-        let now = self.now_ns();
-        {
+        // Linux's `file_update_time` (fs/inode.c): the times change only
+        // if the coarse clock moved since they were last set, and the inode
+        // is dirtied only if something changed (times, size, mapping).
+        let now = self.current_time();
+        let changed = {
             let mut i = st.inode.borrow_mut();
-            if pos > i.size {
+            let grew = pos > i.size;
+            if grew {
                 i.size = pos;
                 st.size_dirty.set(true);
             }
+            let touched = i.mtime != now || i.ctime != now;
             i.mtime = now;
             i.ctime = now;
-        }
+            grew || touched || allocated
+        };
         if allocated {
             st.size_dirty.set(true);
         }
-        self.write_inode(ctx, &st).await?;
+        if changed {
+            self.write_inode(ctx, &st).await?;
+        }
         Ok(src)
     }
 }

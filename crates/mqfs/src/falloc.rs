@@ -322,7 +322,7 @@ impl Fs {
                 mode == FallocMode::ZeroRange
             }
         };
-        let now = self.now_ns();
+        let now = self.current_time();
         {
             let mut i = st.inode.borrow_mut();
             if grows && end > i.size {

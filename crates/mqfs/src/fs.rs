@@ -200,8 +200,23 @@ impl Fs {
     /// and never below the image's newest time + 1, so the clock never goes
     /// back across mounts (`docs/decisions.md` M17).
     pub fn now_ns(&self) -> u64 {
-        let since_mount = (self.machine.sim().now().as_ps() / 1000).saturating_sub(self.clock_start.get());
-        self.clock_base.get().saturating_add(since_mount)
+        self.clock_base.get().saturating_add(self.since_mount_ns())
+    }
+
+    /// Simulated ns since the mount started the clock.
+    fn since_mount_ns(&self) -> u64 {
+        (self.machine.sim().now().as_ps() / 1000).saturating_sub(self.clock_start.get())
+    }
+
+    /// The time file timestamps carry (Linux `current_time`): the clock
+    /// as of its last tick ([`crate::FsProfile::timestamp_tick`]), ticks
+    /// counted from the mount. Two changes within one tick get the same
+    /// time; [`Fs::now_ns`] is the clock itself.
+    pub fn current_time(&self) -> u64 {
+        let tick = self.profile.timestamp_tick.as_ps() / 1000;
+        let since = self.since_mount_ns();
+        let at_tick = since.checked_div(tick).map_or(since, |n| n * tick);
+        self.clock_base.get().saturating_add(at_tick)
     }
 
     /// Moves the clock forward to at least `ns` (never back; simulated time

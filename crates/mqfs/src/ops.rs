@@ -374,7 +374,7 @@ impl Fs {
         ftype: FileType,
         owner: NewOwner,
     ) -> Result<Rc<InodeState>, FsError> {
-        let now = self.now_ns();
+        let now = self.current_time();
         let (blk, off) = self.sb.borrow().inode_location(ino)?;
         let generation = {
             let buf = self.meta(ctx, blk).await?;
@@ -534,7 +534,7 @@ impl Fs {
         }
         let ftype = st.inode.borrow().file_type().unwrap_or(FileType::File);
         self.dir_add(ctx, &dir, newname, ino, ftype, Some(&st)).await?;
-        let now = self.now_ns();
+        let now = self.current_time();
         {
             let mut i = st.inode.borrow_mut();
             i.links += 1;
@@ -590,7 +590,7 @@ impl Fs {
             return Err(FsError::NotEmpty);
         }
         self.dir_remove(ctx, &dir, name, Some(&st)).await?;
-        let now = self.now_ns();
+        let now = self.current_time();
         {
             let mut d = dir.inode.borrow_mut();
             d.mtime = now;
@@ -617,7 +617,7 @@ impl Fs {
         let gone = {
             let mut i = st.inode.borrow_mut();
             i.links = if is_dir { 0 } else { i.links.saturating_sub(1) };
-            i.ctime = self.now_ns();
+            i.ctime = self.current_time();
             i.links == 0
         };
         st.size_dirty.set(true);
@@ -750,7 +750,7 @@ impl Fs {
                 }
             }
         }
-        let now = self.now_ns();
+        let now = self.current_time();
         match target {
             Some((tino, tt)) => {
                 let tst = self.iget(ctx, tino).await?;
@@ -904,7 +904,7 @@ impl Fs {
             }
             self.truncate_inner(ctx, &st, size).await?;
         }
-        let now = self.now_ns();
+        let now = self.current_time();
         {
             let mut i = st.inode.borrow_mut();
             if let Some(p) = set.perm {
@@ -968,7 +968,7 @@ impl Fs {
                 }
             }
         }
-        let now = self.now_ns();
+        let now = self.current_time();
         let mut i = st.inode.borrow_mut();
         i.size = size;
         i.mtime = now;

@@ -134,6 +134,17 @@ pub struct FsProfile {
     /// `mqfs mount` passes the host's time; simulations keep 0, so their
     /// timestamps are simulated time and deterministic.
     pub clock_base_ns: u64,
+    /// The tick of the coarse clock that file timestamps come from
+    /// ([`crate::Fs::current_time`]): Linux stamps inodes with
+    /// `current_time` (fs/inode.c), which reads `current_kernel_time64`,
+    /// the wall time as of the last timer tick (kernel/time/timekeeping.c),
+    /// so every change within one tick carries the same time, and a write
+    /// that finds the file's times already equal to it dirties no inode
+    /// (`file_update_time`). 4 ms: one jiffy at HZ=250, the Kconfig
+    /// default (kernel/Kconfig.hz, `default HZ_250`; the papers do not say
+    /// which HZ their kernels had). [`SimDuration::ZERO`] stamps with the
+    /// simulated time itself, to the nanosecond.
+    pub timestamp_tick: SimDuration,
     /// The block driver's profile the file system probes its devices with
     /// (its software costs, queue sizes, interrupt handling;
     /// [`crate::mount::probe_options_for`]; the mode chooses ccNVMe and
@@ -169,6 +180,7 @@ impl Default for FsProfile {
             dirty_expire: SimDuration::from_ms(30_000),
             dirty_writeback_interval: Some(SimDuration::from_ms(5_000)),
             clock_base_ns: 0,
+            timestamp_tick: SimDuration::from_ms(4),
             driver: ccnvme::DriverProfile::default(),
         }
     }

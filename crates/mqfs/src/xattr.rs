@@ -189,7 +189,7 @@ impl Fs {
             }
             self.dirtied(b, &[st]);
         }
-        st.inode.borrow_mut().ctime = self.now_ns();
+        st.inode.borrow_mut().ctime = self.current_time();
         self.write_inode(ctx, st).await
     }
 

@@ -1,15 +1,20 @@
 //! The file system's clock (`docs/decisions.md` M17): timestamps are the
-//! base given at mount plus the simulated time since, the superblock keeps
-//! the newest time the clock gave, and a later mount never starts below it.
+//! base given at mount plus the simulated time since, as of the clock's
+//! last tick; the superblock keeps the newest time the clock gave, and a
+//! later mount never starts below it. A write within the tick of the
+//! file's times dirties no inode (Linux `file_update_time`).
 
 mod common;
 
 use std::rc::Rc;
 
-use ccnvme::BlockDevice;
+use ccnvme::{BlockDevice, Traffic};
 use common::{setup, ROOT};
+use mqfs::testing::new_fs_with;
 use mqfs::{mount, probe_options, Ctx, Fs, FsError, FsProfile, Mode};
+use nvme_ctrl::SsdProfile;
 use pcie_sim::Machine;
+use pcie_sim::SimDuration;
 
 /// A host time of 2026 in ns since 1970.
 const HOST_2026: u64 = 1_780_000_000_000_000_000;
@@ -61,9 +66,17 @@ fn timestamps_are_the_base_plus_simulated_time_since_mount() {
             sim_elapsed,
             "{mode:?}: the clock advances with simulated time"
         );
+        // Stamped with the clock as of its last tick (Linux
+        // `current_time`), ticks counted from the mount.
+        let tick = FsProfile::default().timestamp_tick.as_ps() / 1000;
         assert!(
-            (before..=after).contains(&mtime),
-            "{mode:?}: mtime {mtime} is the clock's"
+            mtime <= after && mtime + tick > before,
+            "{mode:?}: mtime {mtime} is the clock's at its last tick ({before}..={after})"
+        );
+        assert_eq!(
+            (mtime - HOST_2026) % tick,
+            0,
+            "{mode:?}: mtime {mtime} falls on a tick"
         );
         assert!(base_fs_now >= mtime);
     }
@@ -133,4 +146,52 @@ fn the_superblock_records_the_newest_time_at_mount_and_unmount() {
         at_unmount > clock_at_unmount,
         "the next mount starts past what unmount recorded ({at_unmount} <= {clock_at_unmount})"
     );
+}
+
+/// Device blocks written by three overwrite + fsync pairs of one block of
+/// a synced file in `mode` with timestamp tick `tick`: the first right
+/// after the sync (within the tick its times carry), the second within
+/// the same tick, the third after a tick passed.
+fn overwrite_fsync_blocks(mode: Mode, tick: SimDuration) -> [u64; 3] {
+    let profile = FsProfile {
+        timestamp_tick: tick,
+        ..FsProfile::default()
+    };
+    let t = new_fs_with(mode, SsdProfile::optane_905p(), 65536, 1, profile).unwrap();
+    let (fs, m) = (t.fs.clone(), t.machine.clone());
+    t.ex.block_on(async move {
+        let c = Ctx::on(0);
+        // Start at a tick, so the next steps stay well within it.
+        m.sim().sleep(SimDuration::from_ms(4)).await;
+        let ino = fs.create_path(c, "/f").await.unwrap().ino;
+        fs.write(c, ino, 0, &[7u8; 4096]).await.unwrap();
+        fs.fsync(c, ino).await.unwrap();
+        let mut blocks = [0; 3];
+        for (i, b) in blocks.iter_mut().enumerate() {
+            if i == 2 {
+                m.sim().sleep(SimDuration::from_ms(4)).await;
+            }
+            let before = m.counters();
+            fs.write(c, ino, 0, &[i as u8; 4096]).await.unwrap();
+            fs.fsync(c, ino).await.unwrap();
+            *b = Traffic::from_counters(&m.counters().since(&before)).block_io;
+        }
+        blocks
+    })
+    .unwrap()
+}
+
+#[test]
+fn an_overwrite_within_the_tick_of_the_files_times_dirties_no_inode() {
+    // Ext4/JBD2: within the tick only the data block goes out (the fsync
+    // finds no transaction of the inode to commit); after a tick the
+    // mtime changed, and the commit writes descriptor, inode block and
+    // commit record too. Ext4-NJ: data, or data and inode block.
+    for (mode, within, after) in [(Mode::Classic, 1, 4), (Mode::None, 1, 2)] {
+        let coarse = overwrite_fsync_blocks(mode, SimDuration::from_ms(4));
+        assert_eq!(coarse, [within, within, after], "{mode:?} with a 4 ms tick");
+        // A clock of ns resolution: every overwrite changes the mtime.
+        let fine = overwrite_fsync_blocks(mode, SimDuration::ZERO);
+        assert_eq!(fine, [after, after, after], "{mode:?} with a ns clock");
+    }
 }

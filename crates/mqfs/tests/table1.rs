@@ -37,6 +37,8 @@ fn sync_traffic(mode: Mode, n: u64, atomic: bool) -> Traffic {
         let ino = fs.create_path(c, "/f").await.unwrap().ino;
         fs.write(c, ino, 0, &[7u8; 4096]).await.unwrap();
         fs.sync(c).await.unwrap();
+        // A tick of the timestamp clock, so the overwrite changes the mtime.
+        m.sim().sleep(fs.profile().timestamp_tick).await;
         match n {
             1 => {
                 let set = SetAttr {

@@ -51,7 +51,8 @@ pub fn fig11(r: &fig11::Results, p: &fig11::Params, d: &Diagnostics) -> Vec<Stri
              each waited for, then a FLUSH that the 905P's block layer drops. The block bitmap \
              the append dirtied is not tied to the inode (ext4 dirties it naming none): it goes \
              home by periodic writeback, 30 s later (mqfs `flusher`). Measured in one thread: \
-             Ext4-NJ's fsync takes {:.1} us after an append and {:.1} us after an overwrite; \
+             Ext4-NJ's fsync takes {:.1} us after an append and {:.1} us after an overwrite (which \
+             changes the inode once per timestamp tick); \
              MQFS's append fsync ({:.1} us) is {:.0}% faster (paper: 24%) and its loop runs {:.2}x \
              as fast (paper: 1.2x).",
             nja.sync_us,
@@ -508,9 +509,11 @@ pub fn fig14(rows: &[Breakdown], d: &Diagnostics, r11: &fig11::Results) -> Vec<S
     if let (Some(njo), Some(nja)) = (d.single(System::Ext4Nj, true), d.single(System::Ext4Nj, false)) {
         n.push(format!(
             "Each dependent round costs Ext4-NJ one device write plus an interrupt and a wake-up: \
-             its fsync takes {:.1} us after an overwrite and {:.1} us after an append (two rounds \
-             each: the data, then the inode block).",
-            njo.sync_us, nja.sync_us
+             its fsync takes {:.1} us after an overwrite ({:.2} blocks: the data, and the inode block \
+             only when the overwrite changed the file's times, once per timestamp tick, \
+             `docs/decisions.md` M17) and {:.1} us after an append ({:.2} blocks: the data, then the \
+             inode block).",
+            njo.sync_us, njo.blocks_per_op, nja.sync_us, nja.blocks_per_op
         ));
     }
     n

@@ -8,7 +8,7 @@ use mqfs::Ctx;
 use nvme_ctrl::SsdProfile;
 
 use super::append::{measure, Job, Layout, Point};
-use super::common::{block_on, mean, BenchResult, Rig, Span, System};
+use super::common::{block_on, device_write_bytes, mean, BenchResult, Rig, Span, System};
 
 /// One thread writing 4 KiB and syncing, over and over.
 #[derive(Clone, Copy, Debug, Default)]
@@ -17,6 +17,8 @@ pub struct Loop {
     pub sync_us: f64,
     /// Write + sync loops per second.
     pub ops_per_sec: f64,
+    /// 4 KiB blocks the drive was asked to write per loop.
+    pub blocks_per_op: f64,
 }
 
 /// Everything the diagnostics measured.
@@ -73,9 +75,11 @@ pub fn one_thread(system: System, overwrite: bool, loops: usize) -> BenchResult<
         fs.sync(ctx).await?;
         let mut lat = Vec::new();
         let mut start = sim.now();
+        let mut before = m.counters();
         for i in 0..warm + loops {
             if i == warm {
                 start = sim.now();
+                before = m.counters();
             }
             let off = if overwrite { 0 } else { (i as u64 + 1) * 4096 };
             fs.write(ctx, ino, off, &data).await?;
@@ -86,12 +90,14 @@ pub fn one_thread(system: System, overwrite: bool, loops: usize) -> BenchResult<
             }
         }
         let secs = (sim.now() - start).as_secs_f64();
-        Ok((lat, secs))
+        let bytes = device_write_bytes(&m.counters().since(&before));
+        Ok((lat, secs, bytes))
     })?;
-    let (l, secs) = lat;
+    let (l, secs, bytes) = lat;
     Ok(Loop {
         sync_us: mean(&l),
         ops_per_sec: l.len() as f64 / secs.max(1e-12),
+        blocks_per_op: bytes as f64 / 4096.0 / l.len().max(1) as f64,
     })
 }
 
