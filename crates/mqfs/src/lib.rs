@@ -88,7 +88,7 @@ pub use falloc::FallocMode;
 pub use fs::{Ctx, Fs, Ino};
 pub use fsck::{fsck, BlockSource, Finding, FindingKind, Report, Severity};
 pub use journal::jbd::JbdCommit;
-pub use journal::mq::{MqOptions, RecoveryRule, SyncKind};
+pub use journal::mq::{MqOptions, RecoveryRule, Streams, SyncKind};
 pub use journal::{DamageKind, JournalDamage, JournalLogArea};
 pub use layout::{FileType, Mode};
 pub use mount::{

@@ -447,6 +447,70 @@ pub fn fig13(bars: &[Bar13], p: &fig13::Params) -> Vec<String> {
             at_top.join("; ")
         ));
     }
+    let side: Vec<String> = p
+        .ssds
+        .iter()
+        .map(|ssd| {
+            let row: Vec<String> = p
+                .threads
+                .iter()
+                .filter_map(|t| {
+                    let k = |s: Step| fig13::get(bars, ssd.name, s, *t).map(|q| q.ops_per_sec / 1e3);
+                    Some(format!(
+                        "{t} threads {:.0}K / {:.0}K (Base {:.0}K)",
+                        k(Step::ArtifactCcNvme)?,
+                        k(Step::ArtifactCcNvmeShadow)?,
+                        k(Step::Base)?
+                    ))
+                })
+                .collect();
+            format!("{}: {}", ssd.name, row.join(", "))
+        })
+        .collect();
+    let top = p.threads.iter().copied().max().unwrap_or(1);
+    let streams = fig13::ARTIFACT_STREAMS as usize;
+    // Per drive: the side runs at as many threads as streams and at the
+    // most threads, without and with shadow paging.
+    let fall: Vec<(f64, f64, f64)> = p
+        .ssds
+        .iter()
+        .filter_map(|ssd| {
+            let k = |s: Step, t: usize| fig13::get(bars, ssd.name, s, t).map(|q| q.ops_per_sec / 1e3);
+            Some((
+                k(Step::ArtifactCcNvme, streams)?,
+                k(Step::ArtifactCcNvme, top)?,
+                k(Step::ArtifactCcNvmeShadow, top)?,
+            ))
+        })
+        .collect();
+    let collapse = !fall.is_empty()
+        && fall
+            .iter()
+            .all(|&(at, no, with)| no < 0.8 * at && with > 1.5 * no);
+    n.push(format!(
+        "**Side run: the artifact's +ccNVMe.** The paper says only \"use ccNVMe to perform \
+         journaling\" and \"ccNVMe removes context switches\"; its artifact runs this step as MQFS \
+         mounted with `nr_streams={streams}` (+MQJournal and +MetaPaging with 24): each fsync \
+         journals in its own context and holds one of {streams} streams until its transaction is \
+         durable (`mqfs::Streams::Pool`, `docs/decisions.md` E8). Fsyncs per second, without / with \
+         shadow paging: {}. {}",
+        side.join("; "),
+        if collapse {
+            format!(
+                "Without shadow paging it falls once the threads outnumber the streams (from {:.0}K \
+                 at {streams} threads to {:.0}K at {top} on the first drive) while with shadow \
+                 paging it holds ({:.0}K): the fall is the model's page locks held until a \
+                 transaction is durable (an operation that waits for one holds the snapshot gate, \
+                 so a stream holder waits for another transaction's durability), which the \
+                 artifact does not have (without shadow paging it writes the inode-table block \
+                 home with `sync_dirty_buffer`, as Ext4-NJ does). So the bar stays the JBD2 \
+                 reading until that difference is built.",
+                fall[0].0, fall[0].1, fall[0].2
+            )
+        } else {
+            "The streams bound the fsyncs in flight once the threads outnumber them.".to_string()
+        },
+    ));
     n.push(
         "**+MQJournal and +MetaPaging.** Without shadow paging an `mq` transaction holds the page \
          locks of its metadata blocks until it is durable. The threads' inodes share inode-table \

@@ -3,10 +3,13 @@
 //! ccNVMe alone: Ext4 whose JBD2 commits each transaction as one ccNVMe
 //! transaction (`classic` with [`JbdCommit::CcNvmeTransaction`], ccNVMe
 //! 7.5.1: commit thread, compound transaction and group commit kept),
-//! then MQFS (`mq`) with multi-queue journaling, then with metadata shadow
-//! paging too. On the 905P and the P5800X.
+//! then MQFS (`mq`) with a journal stream per core, then with metadata
+//! shadow paging too. On the 905P and the P5800X. Side runs: the paper's
+//! artifact's +ccNVMe, MQFS on four streams shared by every thread
+//! (`Streams::Pool(4)`, its `nr_streams=4`), without and with shadow
+//! paging (`docs/decisions.md` E8).
 
-use mqfs::{FsProfile, JbdCommit, MqOptions};
+use mqfs::{FsProfile, JbdCommit, MqOptions, Streams};
 use nvme_ctrl::SsdProfile;
 
 use super::append::{measure, Job, Point};
@@ -14,7 +17,10 @@ use super::common::{mean, BenchResult, Rig, Span, System};
 use super::output::{Panel, Series, Table};
 use super::report::{f, Check, FigureOut, Kind, Plot};
 
-/// One bar of the breakdown.
+/// The streams the paper's artifact mounts +ccNVMe with (`nr_streams=4`).
+pub const ARTIFACT_STREAMS: u32 = 4;
+
+/// One bar of the breakdown, or a side run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     /// Ext4 (`classic`).
@@ -22,38 +28,49 @@ pub enum Step {
     /// Ext4 (`classic`) whose JBD2 commits through ccNVMe
     /// ([`JbdCommit::CcNvmeTransaction`]).
     CcNvme,
-    /// `mq` with multi-queue journaling on, shadow paging off.
+    /// `mq` with a stream per core, shadow paging off.
     MqJournal,
     /// `mq` with both on (MQFS).
     MetaPaging,
+    /// Side run: `mq` on [`ARTIFACT_STREAMS`] shared streams, shadow
+    /// paging off (the artifact's +ccNVMe).
+    ArtifactCcNvme,
+    /// Side run: the same with shadow paging on.
+    ArtifactCcNvmeShadow,
 }
 
 impl Step {
-    /// In the paper's order.
+    /// The bars, in the paper's order.
     pub const ALL: [Step; 4] = [Step::Base, Step::CcNvme, Step::MqJournal, Step::MetaPaging];
+    /// The side runs.
+    pub const SIDE: [Step; 2] = [Step::ArtifactCcNvme, Step::ArtifactCcNvmeShadow];
 
-    /// The paper's legend.
+    /// The paper's legend (a side run's own name).
     pub fn label(self) -> &'static str {
         match self {
             Step::Base => "Base",
             Step::CcNvme => "+ccNVMe",
             Step::MqJournal => "+MQJournal",
             Step::MetaPaging => "+MetaPaging",
+            Step::ArtifactCcNvme => "MQFS 4 streams",
+            Step::ArtifactCcNvmeShadow => "MQFS 4 streams, shadow paging",
         }
     }
 
     fn system(self) -> System {
         match self {
             Step::Base | Step::CcNvme => System::Ext4,
-            Step::MqJournal | Step::MetaPaging => System::Mqfs,
+            _ => System::Mqfs,
         }
     }
 
     fn fs_profile(self) -> FsProfile {
-        let (multi_queue, shadow_paging) = match self {
-            Step::Base | Step::CcNvme => (false, false),
-            Step::MqJournal => (true, false),
-            Step::MetaPaging => (true, true),
+        let (streams, shadow_paging) = match self {
+            Step::Base | Step::CcNvme => (Streams::PerCore, false),
+            Step::MqJournal => (Streams::PerCore, false),
+            Step::MetaPaging => (Streams::PerCore, true),
+            Step::ArtifactCcNvme => (Streams::Pool(ARTIFACT_STREAMS), false),
+            Step::ArtifactCcNvmeShadow => (Streams::Pool(ARTIFACT_STREAMS), true),
         };
         let jbd_commit = match self {
             Step::CcNvme => JbdCommit::CcNvmeTransaction,
@@ -62,7 +79,7 @@ impl Step {
         FsProfile {
             jbd_commit,
             mq: MqOptions {
-                multi_queue,
+                streams,
                 shadow_paging,
                 ..MqOptions::default()
             },
@@ -118,7 +135,7 @@ pub fn run(p: &Params) -> BenchResult<Vec<Bar>> {
     let mut out = Vec::new();
     for ssd in &p.ssds {
         for &threads in &p.threads {
-            for step in Step::ALL {
+            for step in Step::ALL.into_iter().chain(Step::SIDE) {
                 let base = Rig {
                     fs: step.fs_profile(),
                     ..Rig::new(mqfs::Mode::Mq, ssd.clone(), threads)
@@ -318,8 +335,10 @@ pub fn figure(p: &Params) -> BenchResult<(Vec<Bar>, FigureOut)> {
              Ext4 whose JBD2 commits each transaction as one ccNVMe transaction (`classic` with \
              `JbdCommit::CcNvmeTransaction`: the same commit thread, compound transaction and \
              group commit, no commit record, no FLUSH); +MQJournal = `mq` with \
-             `MqOptions {{ multi_queue: true, shadow_paging: false }}`; +MetaPaging = both true \
-             (MQFS). Threads {:?}, {} ms warm-up then {} ms measured per point.",
+             `MqOptions {{ streams: Streams::PerCore, shadow_paging: false }}`; +MetaPaging = \
+             shadow paging on too (MQFS). Side runs: `mq` on {ARTIFACT_STREAMS} shared streams \
+             (`Streams::Pool({ARTIFACT_STREAMS})`), without and with shadow paging. Threads {:?}, \
+             {} ms warm-up then {} ms measured per point.",
             p.threads,
             p.span.warmup.as_secs_f64() * 1e3,
             p.span.length.as_secs_f64() * 1e3,
