@@ -40,7 +40,7 @@ pub struct SelfCheck {
 /// (ccNVMe's P-SQ under MQFS and under `classic-cc`, Horae's ordering
 /// queue). `replay-unfinished` has none: no built-in workload breaks a
 /// promise without it (`docs/decisions.md` E7).
-pub const SELF_CHECKS: [SelfCheck; 13] = [
+pub const SELF_CHECKS: [SelfCheck; 14] = [
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -130,6 +130,16 @@ pub const SELF_CHECKS: [SelfCheck; 13] = [
         fault: Fault::HoraeNoJointFlush,
         workload: "create_delete",
         mode: ModeName::Horae2,
+        profile: "flash-vwc",
+        caught_by: CaughtBy::Promise,
+    },
+    // Ext4 on md RAID 0 whose commit record's PREFLUSH flushes only its
+    // own drive: the file's data, fsynced, is lost from the other
+    // drive's cache under the committed inode.
+    SelfCheck {
+        fault: Fault::MdFlushOne,
+        workload: "create_delete",
+        mode: ModeName::Classic2,
         profile: "flash-vwc",
         caught_by: CaughtBy::Promise,
     },

@@ -17,8 +17,8 @@
 //! 4. [`replay`]: rebuild one state from its id and show the recovery and
 //!    the bus transactions around its crash point.
 //!
-//! Mode `horae2` runs on a machine with two drives (HoraeFS striped over
-//! both): [`devices`] checks its states, the product of each drive's
+//! Modes `horae2` and `classic2` run on a machine with two drives
+//! (HoraeFS, or Ext4, striped over both): [`devices`] checks their states, the product of each drive's
 //! choices, enumerated by the same read-set reduction ([`observe`]) over
 //! the units of both drives. What the two explorers share (their options
 //! and report, the checker jobs, the crash-space trait both implement,

@@ -132,7 +132,8 @@ struct RunArgs {
     workload: Vec<String>,
     /// Modes, comma-separated (none, classic, classic-cc (JBD2 committing
     /// through ccNVMe), horae, mq, mq-atomic, mq-literal, horae2 (HoraeFS
-    /// striped over two drives); the PM modes
+    /// striped over two drives), classic2 (Ext4 on md RAID 0 over two
+    /// drives); the PM modes
     /// wofs, soupfs, pmfs (the file systems on persistent memory); or
     /// `default`, which has the PM modes too).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]

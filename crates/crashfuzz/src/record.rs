@@ -56,11 +56,15 @@ pub enum ModeName {
     /// ordering stream over both, each drive's cache and PMR failing on
     /// its own ([`crate::devices`]).
     Horae2,
+    /// Ext4 on a volume striped over two drives (Linux md's RAID 0,
+    /// `mqfs::volume`): the commit record's PREFLUSH flushes both drives
+    /// (md's `md_flush_request`), each drive's cache failing on its own.
+    Classic2,
 }
 
 impl ModeName {
     /// Every mode.
-    pub const ALL: [ModeName; 8] = [
+    pub const ALL: [ModeName; 9] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::ClassicCc,
@@ -69,10 +73,11 @@ impl ModeName {
         ModeName::MqAtomic,
         ModeName::MqLiteral,
         ModeName::Horae2,
+        ModeName::Classic2,
     ];
 
     /// The modes of the default run (the safe ones and Ext4-NJ).
-    pub const DEFAULT: [ModeName; 7] = [
+    pub const DEFAULT: [ModeName; 8] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::ClassicCc,
@@ -80,6 +85,7 @@ impl ModeName {
         ModeName::Mq,
         ModeName::MqAtomic,
         ModeName::Horae2,
+        ModeName::Classic2,
     ];
 
     /// Command-line name.
@@ -93,6 +99,7 @@ impl ModeName {
             ModeName::MqAtomic => "mq-atomic",
             ModeName::MqLiteral => "mq-literal",
             ModeName::Horae2 => "horae2",
+            ModeName::Classic2 => "classic2",
         }
     }
 
@@ -105,16 +112,17 @@ impl ModeName {
     pub fn fs_mode(self) -> Mode {
         match self {
             ModeName::None => Mode::None,
-            ModeName::Classic | ModeName::ClassicCc => Mode::Classic,
+            ModeName::Classic | ModeName::ClassicCc | ModeName::Classic2 => Mode::Classic,
             ModeName::Horae | ModeName::Horae2 => Mode::Horae,
             ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral => Mode::Mq,
         }
     }
 
-    /// Drives of the machine: the volume's members (one but for `horae2`).
+    /// Drives of the machine: the volume's members (one but for `horae2`
+    /// and `classic2`).
     pub fn drives(self) -> u8 {
         match self {
-            ModeName::Horae2 => 2,
+            ModeName::Horae2 | ModeName::Classic2 => 2,
             _ => 1,
         }
     }
@@ -211,11 +219,15 @@ pub enum Fault {
     /// log blocks all landed is replayed though its REQ_TX_COMMIT never
     /// finished (`mqfs::FsProfile::recovery_drops_unfinished` off).
     ReplayUnfinished,
+    /// A PREFLUSH write to a striped volume flushing only the drive it
+    /// writes to, not every member as md does
+    /// (`mqfs::FsProfile::md_flush_members` off).
+    MdFlushOne,
 }
 
 impl Fault {
     /// Every fault.
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 13] = [
         Fault::NoFlushRead,
         Fault::NoFence,
         Fault::NoEntryFence,
@@ -228,6 +240,7 @@ impl Fault {
         Fault::HoraeNoJointFlush,
         Fault::HoraeEarlyDr,
         Fault::ReplayUnfinished,
+        Fault::MdFlushOne,
     ];
 
     /// Command-line name.
@@ -245,6 +258,7 @@ impl Fault {
             Fault::HoraeNoJointFlush => "horae-no-joint-flush",
             Fault::HoraeEarlyDr => "horae-early-dr",
             Fault::ReplayUnfinished => "replay-unfinished",
+            Fault::MdFlushOne => "md-flush-one",
         }
     }
 
@@ -257,18 +271,22 @@ impl Fault {
     /// none of them.
     /// The flush for data written outside a sync is the journaled modes'
     /// (Ext4-NJ's fsync always flushes). The flush stage and the
-    /// redirection commit are HoraeFS's.
+    /// redirection commit are HoraeFS's. md's flush of every member is a
+    /// striped Ext4's (its commit record is the PREFLUSH write).
     pub fn applies_to(self, mode: ModeName) -> bool {
         let ccnvme = mode.is_ccnvme();
         match self {
             Fault::NoFlushRead => ccnvme || mode.is_horae(),
             Fault::NoFence | Fault::NoEntryFence | Fault::OutOfOrder | Fault::ReplayUnfinished => ccnvme,
             Fault::NoRevoke => mode.is_mq(),
-            Fault::NoCommitFua | Fault::NoDataFlush => ccnvme || mode == ModeName::Classic || mode.is_horae(),
+            Fault::NoCommitFua | Fault::NoDataFlush => {
+                ccnvme || mode.fs_mode() == Mode::Classic || mode.is_horae()
+            }
             Fault::HoraeEarlyAck | Fault::HoraeEarlyDr => mode.is_horae(),
             Fault::HoraeNoRedirectCommit => mode.is_horae(),
             // A joint FLUSH of one drive is that drive's FLUSH.
             Fault::HoraeNoJointFlush => mode.drives() > 1 && mode.is_horae(),
+            Fault::MdFlushOne => mode.drives() > 1 && mode.fs_mode() == Mode::Classic,
         }
     }
 
@@ -306,7 +324,13 @@ pub fn probe_for(mode: ModeName, fault: Option<Fault>) -> ccnvme::ProbeOptions {
         Some(Fault::HoraeNoRedirectCommit) => f.horae_no_redirect_commit = true,
         Some(Fault::HoraeNoJointFlush) => f.horae_no_joint_flush = true,
         Some(Fault::HoraeEarlyDr) => f.horae_early_dr = true,
-        Some(Fault::NoRevoke | Fault::NoDataFlush | Fault::HoraeEarlyAck | Fault::ReplayUnfinished)
+        Some(
+            Fault::NoRevoke
+            | Fault::NoDataFlush
+            | Fault::HoraeEarlyAck
+            | Fault::ReplayUnfinished
+            | Fault::MdFlushOne,
+        )
         | None => {}
     }
     p
@@ -321,6 +345,7 @@ pub fn fs_profile_for(mode: ModeName, fault: Option<Fault>) -> FsProfile {
         Some(Fault::NoDataFlush) => p.flush_unflushed_data = false,
         Some(Fault::HoraeEarlyAck) => p.horae_ack_after_flush = false,
         Some(Fault::ReplayUnfinished) => p.recovery_drops_unfinished = false,
+        Some(Fault::MdFlushOne) => p.md_flush_members = false,
         _ => {}
     }
     p

@@ -317,7 +317,12 @@ impl Fs {
         let page = self.take_page()?;
         let core = self.machine.core(self.core_of(ctx))?;
         core.write_mem(page, &data[..]).await?;
-        match self.vol.submit_write(self.core_of(ctx), b, page, flags).await {
+        let flush_members = self.profile.md_flush_members;
+        match self
+            .vol
+            .submit_write(self.core_of(ctx), b, page, flags, flush_members)
+            .await
+        {
             Ok(s) => Ok(s),
             Err(e) => {
                 self.put_page(page);

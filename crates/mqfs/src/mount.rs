@@ -287,7 +287,7 @@ async fn write_batch(vol: &Volume, ctx: Ctx, blocks: Vec<(u64, Box<[u8; BLOCK]>)
         for (b, data) in chunk {
             let page = mem.alloc(BLOCK as u64)?;
             mem.write(page, &data[..])?;
-            pending.push(vol.submit_write(ctx.core, *b, page, BioFlags::NONE).await?);
+            pending.push(vol.submit_write(ctx.core, *b, page, BioFlags::NONE, true).await?);
         }
         for w in pending {
             let s = vol.wait(ctx.core, w.member, &w.done).await;
@@ -318,21 +318,32 @@ pub async fn mkfs(dev: &Rc<BlockDevice>, ctx: Ctx, opts: &MkfsOptions) -> Result
     mkfs_on(&Volume::single(dev), ctx, opts).await
 }
 
-/// Makes a HoraeFS on a striped volume of `devs` (2 to 4 drives, in role
-/// order; [`crate::volume`]): the members' labels first, then the file
-/// system over the volume's blocks. Only HoraeFS (`Mode::Horae`) runs on
-/// a striped volume.
+/// Why a file system of `mode` mounted with `profile` cannot run on a
+/// striped volume (`None`: it can). HoraeFS, Ext4 and Ext4-NJ stripe
+/// ([`crate::volume`]); MQFS and Ext4 committing through ccNVMe make
+/// ccNVMe transactions, which are per device.
+fn striping_refused(mode: Mode, profile: &FsProfile) -> Option<String> {
+    match mode {
+        Mode::Mq => Some("an MQFS (its ccNVMe transactions are per device)".into()),
+        Mode::Classic if jbd_through_ccnvme(profile) => {
+            Some("an Ext4 committing through ccNVMe (its transactions are per device)".into())
+        }
+        Mode::None | Mode::Classic | Mode::Horae => None,
+    }
+}
+
+/// Makes a file system on a striped volume of `devs` (2 to 4 drives, in
+/// role order; [`crate::volume`]): the members' labels first, then the
+/// file system over the volume's blocks. HoraeFS, Ext4 (`classic`) and
+/// Ext4-NJ (`none`) run on a striped volume.
 pub async fn mkfs_volume(
     devs: &[Rc<BlockDevice>],
     ctx: Ctx,
     opts: &MkfsOptions,
     stripe: StripeOptions,
 ) -> Result<Superblock, FsError> {
-    if opts.mode != Mode::Horae {
-        return Err(FsError::Volume(format!(
-            "only HoraeFS runs on a striped volume, not {:?}",
-            opts.mode
-        )));
+    if let Some(why) = striping_refused(opts.mode, &FsProfile::default()) {
+        return Err(FsError::Volume(format!("{why} does not run on a striped volume")));
     }
     let smallest = devs.iter().map(|d| d.info().blocks).min().unwrap_or(0);
     // The tail holds the checkpoint region and the p-area (at the
@@ -440,9 +451,9 @@ pub async fn mount(dev: &Rc<BlockDevice>, ctx: Ctx, profile: FsProfile) -> Resul
     mount_on(Volume::single(dev), ctx, profile).await
 }
 
-/// Mounts the HoraeFS on the striped volume of `devs` (in any order: the
-/// members' labels give their roles), running HoraeFS's recovery over
-/// every member if it was not unmounted cleanly. A missing, foreign or
+/// Mounts the file system on the striped volume of `devs` (in any order: the
+/// members' labels give their roles), running its recovery (HoraeFS's
+/// over every member, or the journal's) if it was not unmounted cleanly. A missing, foreign or
 /// mismatched member is [`FsError::Volume`].
 pub async fn mount_volume(devs: &[Rc<BlockDevice>], ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, FsError> {
     let vol = Volume::assemble(devs, ctx.core).await?;
@@ -515,11 +526,10 @@ async fn mount_on(vol: Volume, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, F
         }));
     }
     let sb = Superblock::decode(&raw[..], blocks)?;
-    if fs.vol.stripe().is_some() && sb.mode != Mode::Horae {
-        return Err(FsError::Volume(format!(
-            "a striped volume holding a {:?} file system (only HoraeFS runs striped)",
-            sb.mode
-        )));
+    if fs.vol.stripe().is_some() {
+        if let Some(why) = striping_refused(sb.mode, &fs.profile) {
+            return Err(FsError::Volume(format!("a striped volume holding {why}")));
+        }
     }
     *fs.sb.borrow_mut() = sb.clone();
     fs.next_txid.set(sb.next_txid.max(1));

@@ -71,6 +71,12 @@ pub struct FsProfile {
     /// with a volatile cache the record may otherwise stay in the cache
     /// when fsync returns). Off only for fault injection.
     pub commit_fua: bool,
+    /// On a striped volume, a PREFLUSH write flushes every member first, as
+    /// Linux md's `md_flush_request` does ([`crate::volume::Volume`]'s
+    /// `submit_write`). Off only for fault injection: the PREFLUSH reaches
+    /// the written member alone, so ext4's commit record can be durable
+    /// while a log block it covers is still in the other member's cache.
+    pub md_flush_members: bool,
     /// Ext4's `barrier` mount option (on by default; Linux
     /// Documentation/filesystems/ext4.rst, "barrier=<0|1(*)>"). Off is
     /// `nobarrier`, the ordering variant HoRAE 6.1 compares against
@@ -170,6 +176,7 @@ impl Default for FsProfile {
             submitters: None,
             checkpoint_watermark: 75,
             commit_fua: true,
+            md_flush_members: true,
             barrier: true,
             flush_unflushed_data: true,
             horae_ack_after_flush: true,

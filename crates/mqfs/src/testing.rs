@@ -181,12 +181,13 @@ impl std::fmt::Debug for StripedFs {
 }
 
 /// Probes the drives on ports `0..members` of `machine` with `probe`
-/// (HoraeFS's: [`probe_options`] of [`Mode::Horae`], the driver's profile
-/// as the caller wants it), makes a HoraeFS striped over them with
-/// `stripe` (journal: an eighth of the volume, then `tune` may change the
-/// options) and mounts it with `profile`, on core 0.
+/// ([`probe_options`] of `mode`, the driver's profile as the caller wants
+/// it), makes a file system of `mode` striped over them with `stripe`
+/// (journal: an eighth of the volume, then `tune` may change the options)
+/// and mounts it with `profile`, on core 0.
 pub async fn format_and_mount_striped(
     machine: &Machine,
+    mode: Mode,
     members: u8,
     probe: ProbeOptions,
     stripe: StripeOptions,
@@ -199,7 +200,7 @@ pub async fn format_and_mount_striped(
     }
     let ctx = Ctx::on(0);
     let blocks: u64 = devs.iter().map(|d| d.info().blocks).sum();
-    let mut opts = MkfsOptions::new(Mode::Horae);
+    let mut opts = MkfsOptions::new(mode);
     opts.journal_blocks = Some((blocks / 8).max(256));
     tune(&mut opts);
     mkfs_volume(&devs, ctx, &opts, stripe).await?;
@@ -224,6 +225,7 @@ pub fn new_striped(
     let (devs, fs) = ex.block_on(async move {
         format_and_mount_striped(
             &m2,
+            Mode::Horae,
             members,
             probe_options(Mode::Horae),
             StripeOptions::default(),

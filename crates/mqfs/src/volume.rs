@@ -35,9 +35,11 @@
 //!
 //! Deviations (`docs/decisions.md` H12): members of different sizes are
 //! cut to the smallest (md makes further zones of the larger ones); the
-//! label is mqfs's own format, not md's; only HoraeFS runs on a striped
-//! volume (the plain modes stay on one drive; MQFS's ccNVMe transactions
-//! are per device).
+//! label is mqfs's own format, not md's; HoraeFS, Ext4 (`classic`, whose
+//! commit record's PREFLUSH flushes every member, as md's does:
+//! [`Volume::submit_write`]) and Ext4-NJ (`none`) run on a striped volume;
+//! MQFS and Ext4 committing through ccNVMe do not (their ccNVMe
+//! transactions are per device).
 
 use std::rc::Rc;
 
@@ -402,14 +404,35 @@ impl Volume {
     }
 
     /// Starts writing host page `page` to volume block `b` with `flags`.
+    ///
+    /// A PREFLUSH write to a striped volume first flushes every member, as
+    /// md does: `md_flush_request` (drivers/md/md.c, Linux 4.18, which
+    /// raid0's `raid0_make_request` calls for a `REQ_PREFLUSH` bio) sends
+    /// an empty flush bio to each member at once and, when all completed,
+    /// submits the bio without `REQ_PREFLUSH` (`md_submit_flush_data`), its
+    /// FUA kept, to the member that holds the block. So ext4's commit
+    /// record makes every member's cache durable, not only its own
+    /// member's. Deviation: the caller waits for the member flushes here,
+    /// where md hands the data bio to a workqueue; JBD2's commit waits for
+    /// the record at once either way. `flush_members` off (fault
+    /// injection, [`crate::FsProfile::md_flush_members`]): the PREFLUSH
+    /// goes to the written member only. On one drive the flags go to it
+    /// unchanged.
     pub(crate) async fn submit_write(
         &self,
         core: usize,
         b: u64,
         page: HostAddr,
         flags: BioFlags,
+        flush_members: bool,
     ) -> Result<Submitted, FsError> {
         let (member, lba) = self.map(b)?;
+        let flags = if flush_members && self.devs.len() > 1 && flags.contains(BioFlags::PREFLUSH) {
+            self.flush(core).await?;
+            flags.without(BioFlags::PREFLUSH)
+        } else {
+            flags
+        };
         let done = self.devs[member]
             .submit(core, &Bio::write(lba, vec![page]).with(flags))
             .await?;

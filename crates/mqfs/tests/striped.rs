@@ -206,11 +206,11 @@ fn a_volume_that_does_not_assemble_is_a_typed_error() {
             let c = Ctx::on(0);
             let devs = probe(&m, &[0, 1, 2]).await?;
             let opts = MkfsOptions::new(Mode::Horae);
-            // Only HoraeFS runs striped.
-            let classic = mkfs_volume(
+            // MQFS's ccNVMe transactions are per device: it does not stripe.
+            let mq = mkfs_volume(
                 &devs[..2],
                 c,
-                &MkfsOptions::new(Mode::Classic),
+                &MkfsOptions::new(Mode::Mq),
                 StripeOptions::default(),
             )
             .await;
@@ -231,7 +231,7 @@ fn a_volume_that_does_not_assemble_is_a_typed_error() {
                 .map(|_| ());
             let alone = mount(&devs[1], c, FsProfile::default()).await.map(|_| ());
             Ok::<_, FsError>([
-                classic.map(|_| ()),
+                mq.map(|_| ()),
                 one.map(|_| ()),
                 zero.map(|_| ()),
                 missing,
@@ -243,7 +243,7 @@ fn a_volume_that_does_not_assemble_is_a_typed_error() {
         .unwrap()
         .unwrap();
     let want = [
-        "only HoraeFS",
+        "an MQFS (its ccNVMe transactions are per device) does not run on a striped volume",
         "2 to 4 members",
         "chunk of 0",
         "missing member 1",
@@ -372,4 +372,106 @@ fn overwrites_on_both_members_go_to_their_p_areas_and_survive_a_crash() {
     let sources: Vec<&dyn BlockSource> = backends.iter().map(|b| &**b as &dyn BlockSource).collect();
     let report = fsck(&VolumeSource::assemble(&sources).unwrap()).unwrap();
     assert!(report.is_spotless(), "{report:?}");
+}
+
+/// Ext4 (`classic`) on a 2-drive volume of drives with a volatile cache:
+/// writes a file whose blocks span both members and fsyncs it; returns
+/// each port's `FLUSH_DONE` count during the fsync.
+fn classic_fsync_flushes(profile: FsProfile) -> Vec<usize> {
+    let drives = (0..2)
+        .map(|_| Drive::fresh(SsdProfile::flash_vwc(), BLOCKS))
+        .collect();
+    let (ex, m, _ctrls) = machine_with_drives(drives, 2, TraceMode::Events, 1);
+    let m2 = m.clone();
+    let from = ex
+        .block_on(async move {
+            let c = Ctx::on(0);
+            let mut devs = Vec::new();
+            for port in 0..2 {
+                devs.push(BlockDevice::probe(&m2, port, probe_options(Mode::Classic)).await?);
+            }
+            let mut opts = MkfsOptions::new(Mode::Classic);
+            opts.journal_blocks = Some(2048);
+            mkfs_volume(&devs, c, &opts, StripeOptions::default()).await?;
+            let fs = mount_volume(&devs, c, profile).await?;
+            fs.create_path(c, "/f").await?;
+            fs.sync(c).await?;
+            let from = m2.trace().entries().len();
+            fs.write_path(c, "/f", 0, &content(0, 1 << 20)).await?;
+            fs.fsync_path(c, "/f").await?;
+            Ok::<_, FsError>(from)
+        })
+        .unwrap()
+        .unwrap();
+    flush_dones(&m, from, 2).iter().map(Vec::len).collect()
+}
+
+/// md's flush of a PREFLUSH write (`md_flush_request`): the commit record
+/// of ext4 on a striped volume flushes both members, so the log blocks on
+/// the other member are durable before the record; with the fault the
+/// PREFLUSH reaches the record's member alone.
+#[test]
+fn ext4s_commit_record_on_a_striped_volume_flushes_every_member() {
+    let counts = classic_fsync_flushes(FsProfile::default());
+    assert!(counts.iter().all(|&n| n >= 1), "every member flushed: {counts:?}");
+    let faulty = classic_fsync_flushes(FsProfile {
+        md_flush_members: false,
+        ..FsProfile::default()
+    });
+    assert!(
+        faulty.contains(&0),
+        "without md's flush one member is never flushed: {faulty:?}"
+    );
+}
+
+/// Ext4 and Ext4-NJ run striped and keep their files across a remount;
+/// fsck checks the volume clean.
+#[test]
+fn ext4_and_ext4_nj_run_on_a_striped_volume() {
+    for mode in [Mode::Classic, Mode::None] {
+        let drives = (0..2)
+            .map(|_| Drive::fresh(SsdProfile::flash_vwc(), BLOCKS))
+            .collect();
+        let (ex, m, ctrls) = machine_with_drives(drives, 2, TraceMode::Off, 1);
+        let read = ex
+            .block_on(async move {
+                let c = Ctx::on(0);
+                let probe_all = || async {
+                    let mut devs = Vec::new();
+                    for port in 0..2 {
+                        devs.push(BlockDevice::probe(&m, port, probe_options(mode)).await?);
+                    }
+                    Ok::<_, FsError>(devs)
+                };
+                let devs = probe_all().await?;
+                let mut opts = MkfsOptions::new(mode);
+                opts.journal_blocks = Some(2048);
+                mkfs_volume(&devs, c, &opts, StripeOptions::default()).await?;
+                let fs = mount_volume(&devs, c, FsProfile::default()).await?;
+                for (i, len) in FILES.iter().enumerate() {
+                    fs.create_path(c, &format!("/f{i}")).await?;
+                    fs.write_path(c, &format!("/f{i}"), 0, &content(i, *len)).await?;
+                }
+                // Unmount shuts the drives down: probe them again.
+                fs.unmount(c).await?;
+                drop(fs);
+                let fs = mount_volume(&probe_all().await?, c, FsProfile::default()).await?;
+                let mut read = Vec::new();
+                for i in 0..FILES.len() {
+                    read.push(fs.read_path(c, &format!("/f{i}")).await?);
+                }
+                fs.unmount(c).await?;
+                Ok::<_, FsError>(read)
+            })
+            .unwrap()
+            .unwrap();
+        for (i, (got, len)) in read.iter().zip(FILES).enumerate() {
+            assert_eq!(got, &content(i, len), "{mode:?}: file {i}");
+        }
+        let backends: Vec<_> = ctrls.iter().map(|c| c.backend().clone()).collect();
+        let sources: Vec<&dyn BlockSource> = backends.iter().map(|b| &**b as &dyn BlockSource).collect();
+        let vol = VolumeSource::assemble(&sources).unwrap();
+        let report = fsck(&vol).unwrap();
+        assert!(report.is_spotless(), "{mode:?}: {report:?}");
+    }
 }

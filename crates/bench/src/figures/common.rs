@@ -120,9 +120,9 @@ pub struct Rig {
     /// sixteenth of the device), `Some(0)` for none (in-place writes go
     /// home). Ignored by the other modes.
     pub p_area_blocks: Option<u64>,
-    /// Drives, each of `ssd` and `blocks`: one, or for HoraeFS a volume
-    /// striped over several (`mqfs::volume`, md's default chunk; HoRAE
-    /// 6.2 "soft-RAID 0", Figure 10(c)). The other modes run on one.
+    /// Drives, each of `ssd` and `blocks`: one, or a volume striped over
+    /// several (`mqfs::volume`, md's default chunk; HoRAE 6.2 "soft-RAID
+    /// 0", Figure 10(c)) for HoraeFS, Ext4 and Ext4-NJ (MQFS runs on one).
     pub drives: u8,
 }
 
@@ -164,7 +164,7 @@ impl Rig {
 
     /// Builds the machine, makes the file system and mounts it, as
     /// [`mqfs::testing::new_fs`] does but with this rig's profile; with
-    /// several [`Rig::drives`], HoraeFS striped over them (the returned
+    /// several [`Rig::drives`], the file system striped over them (the returned
     /// `ctrl` and `dev` are member 0's; the bench reads the machine's
     /// counters, which cover every drive).
     pub fn build(&self) -> BenchResult<TestFs> {
@@ -202,29 +202,23 @@ impl Rig {
         })
     }
 
-    /// [`Rig::build`] for HoraeFS striped over [`Rig::drives`] drives (the
+    /// [`Rig::build`] for the file system striped over [`Rig::drives`] drives (the
     /// `ctrl` and `dev` of the result are member 0's).
     fn build_striped(
         &self,
         tune: impl FnOnce(&mut MkfsOptions) + 'static,
         profile: FsProfile,
     ) -> BenchResult<TestFs> {
-        if self.mode != Mode::Horae {
-            return Err(crate::Error::Invalid(format!(
-                "a volume over {} drives is HoraeFS's; {:?} runs on one",
-                self.drives, self.mode
-            )));
-        }
         let ds = (0..self.drives)
             .map(|_| Drive::fresh(self.ssd.clone(), self.blocks))
             .collect();
         let (ex, m, mut ctrls) = machine_with_drives(ds, self.cores(), TraceMode::Off, self.seed);
         // The driver as `profile.driver` says (its joint FLUSH at once, or
         // HoRAE 6.3's serialized HFS-SF).
-        let probe = probe_options_for(Mode::Horae, &profile);
-        let (members, m2) = (self.drives, m.clone());
+        let probe = probe_options_for(self.mode, &profile);
+        let (members, m2, mode) = (self.drives, m.clone(), self.mode);
         let (mut devs, fs) = ex.block_on(async move {
-            format_and_mount_striped(&m2, members, probe, StripeOptions::default(), tune, profile).await
+            format_and_mount_striped(&m2, mode, members, probe, StripeOptions::default(), tune, profile).await
         })??;
         let (ctrl, dev) = (ctrls.swap_remove(0), devs.swap_remove(0));
         Ok(TestFs {

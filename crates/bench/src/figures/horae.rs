@@ -15,11 +15,12 @@
 //!   do the work, not taken from the profile.
 //! - **H8, H9** (6.3, Figure 10): Figure 11's allocating appends with
 //!   durability (fsync) and ordering (ext4 mounted `nobarrier`, HoraeFS
-//!   `fbarrier`) on one drive; the joint FLUSH against a serialized one
-//!   (HFS-PF against HFS-SF, `ccnvme::DriverProfile::horae_flush`) on a
-//!   HoraeFS striped over two drives (`mqfs::volume`), and at the ordering
-//!   layer as a side experiment. H9.1 and H9.2 compare with ext4 on one
-//!   drive: mqfs stripes HoraeFS only, so there is no ext4 over several.
+//!   `fbarrier`) on one drive (H8, Figure 10(b)) and on a volume striped
+//!   over two drives (H9, Figure 10(c); `mqfs::volume`, md RAID 0, ext4's
+//!   commit record flushing both drives as md does); the joint FLUSH
+//!   against a serialized one (HFS-PF against HFS-SF,
+//!   `ccnvme::DriverProfile::horae_flush`) on the same volume, and at the
+//!   ordering layer as a side experiment.
 //! - **H11** (6.4, Figure 11): 4 KiB in-place overwrites of a preallocated
 //!   file per thread ([`super::append::Pattern::Overwrite`]), each followed
 //!   by fsync (durability) or the ordering primitive, ext4 against HoraeFS
@@ -490,21 +491,27 @@ pub struct FlushRun {
     pub per_drive_us: Vec<f64>,
 }
 
-/// H9.3 on HoraeFS (HoRAE 6.3, Figure 10(c)): the allocating 4 KiB appends
-/// with fsync of H8, `threads` threads, on a HoraeFS striped over two
-/// drives of [`flush_drive`], with the joint FLUSH (HFS-PF) and with the
-/// serialized one (HFS-SF).
+/// H9 (HoRAE 6.3, Figure 10(c)): the allocating 4 KiB appends of H8,
+/// `threads` threads, on a volume striped over two drives of
+/// [`flush_drive`] (md RAID 0): HoraeFS with the joint FLUSH (HFS-PF) and
+/// with the serialized one (HFS-SF), HoraeFS's fbarrier (HFS-OD), ext4's
+/// fsync (its commit record's PREFLUSH flushing both drives, as md does)
+/// and ext4 mounted `nobarrier` (ext4-OD).
 pub fn striped_flush(threads: usize, span: Span) -> BenchResult<StripedFlushPoint> {
     let ssd = flush_drive();
-    let mut base = Rig::new(Mode::Horae, ssd.clone(), threads);
-    base.drives = 2;
-    let joint = measure(System::HoraeFs, &ssd, &base, threads, Job::allocating(4096), span)?;
-    base.fs.driver.horae_flush = FlushIssue::Serialized;
-    let serial = measure(System::HoraeFs, &ssd, &base, threads, Job::allocating(4096), span)?;
+    let run = |system: System, flush: FlushIssue| {
+        let mut base = Rig::new(system.mode(), ssd.clone(), threads);
+        base.drives = 2;
+        base.fs.driver.horae_flush = flush;
+        measure(system, &ssd, &base, threads, Job::allocating(4096), span)
+    };
     Ok(StripedFlushPoint {
         threads,
-        joint,
-        serial,
+        joint: run(System::HoraeFs, FlushIssue::Joint)?,
+        serial: run(System::HoraeFs, FlushIssue::Serialized)?,
+        hfs_od: run(System::HoraeFsOd, FlushIssue::Joint)?,
+        ext4: run(System::Ext4, FlushIssue::Joint)?,
+        ext4_od: run(System::Ext4Od, FlushIssue::Joint)?,
     })
 }
 
@@ -513,17 +520,38 @@ pub fn striped_flush(threads: usize, span: Span) -> BenchResult<StripedFlushPoin
 pub struct StripedFlushPoint {
     /// Threads.
     pub threads: usize,
-    /// HFS-PF: the joint FLUSH.
+    /// HFS-PF: HoraeFS's fsync with the joint FLUSH.
     pub joint: Point,
     /// HFS-SF: the serialized FLUSH.
     pub serial: Point,
+    /// HFS-OD: HoraeFS's fbarrier.
+    pub hfs_od: Point,
+    /// ext4's fsync.
+    pub ext4: Point,
+    /// ext4 mounted `nobarrier`.
+    pub ext4_od: Point,
 }
 
 impl StripedFlushPoint {
     /// HFS-PF / HFS-SF IOPS.
     pub fn ratio(&self) -> Option<f64> {
-        (self.serial.ops_per_sec > 0.0).then(|| self.joint.ops_per_sec / self.serial.ops_per_sec)
+        ratio_of(&self.joint, &self.serial)
     }
+
+    /// HFS-PF / ext4 IOPS (durability).
+    pub fn durability(&self) -> Option<f64> {
+        ratio_of(&self.joint, &self.ext4)
+    }
+
+    /// HFS-OD / ext4-OD IOPS (ordering).
+    pub fn ordering(&self) -> Option<f64> {
+        ratio_of(&self.hfs_od, &self.ext4_od)
+    }
+}
+
+/// `a`'s IOPS over `b`'s.
+fn ratio_of(a: &Point, b: &Point) -> Option<f64> {
+    (b.ops_per_sec > 0.0).then(|| a.ops_per_sec / b.ops_per_sec)
 }
 
 /// The systems of HoRAE Figure 11 (in-place updates, ordered mode): ext4
@@ -846,8 +874,16 @@ pub fn run(p: &Params) -> BenchResult<Results> {
     for &threads in &p.fs_threads {
         let pt = striped_flush(threads, p.fs_span)?;
         eprintln!(
-            "horae H9.3 {:>2} threads, 2 drives: HFS-PF {:>8.0} IOPS (fsync {:>6.1} us), HFS-SF {:>8.0} IOPS (fsync {:>6.1} us)",
-            threads, pt.joint.ops_per_sec, pt.joint.sync.mean, pt.serial.ops_per_sec, pt.serial.sync.mean
+            "horae H9 {:>2} threads, 2 drives: HFS-PF {:>8.0} IOPS (fsync {:>6.1} us), HFS-SF {:>8.0}, \
+             HFS-OD {:>8.0}, ext4 {:>8.0} (fsync {:>6.1} us), ext4-OD {:>8.0}",
+            threads,
+            pt.joint.ops_per_sec,
+            pt.joint.sync.mean,
+            pt.serial.ops_per_sec,
+            pt.hfs_od.ops_per_sec,
+            pt.ext4.ops_per_sec,
+            pt.ext4.sync.mean,
+            pt.ext4_od.ops_per_sec
         );
         r.striped.push(pt);
     }
@@ -1006,20 +1042,30 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
             v,
         ));
     }
-    if let Some(v) = r.fs_ratio(System::HoraeFs, System::Ext4) {
+    let several = |f: fn(&StripedFlushPoint) -> Option<f64>| {
+        let v: Vec<f64> = r.striped.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| mean(&v))
+    };
+    if let Some(v) = several(StripedFlushPoint::durability) {
         c.push(Check::new(
             "H9.1",
-            "one drive (the paper: several): HFS / ext4 IOPS in durability, mean over threads",
+            format!(
+                "two {} drives striped (md RAID 0): HFS / ext4 IOPS in durability, mean over threads",
+                flush_drive().name
+            ),
             Kind::Times,
             1.88,
             v,
         ));
     }
-    if let Some(v) = r.fs_ratio(System::HoraeFsOd, System::Ext4Od) {
+    if let Some(v) = several(StripedFlushPoint::ordering) {
         c.push(Check::new(
             "H9.2",
-            "one drive (the paper: several): HFS (fbarrier) / ext4 (nobarrier fsync) IOPS in \
-             ordering, mean over threads",
+            format!(
+                "two {} drives striped (md RAID 0): HFS (fbarrier) / ext4 (nobarrier fsync) IOPS in \
+                 ordering, mean over threads",
+                flush_drive().name
+            ),
             Kind::Times,
             1.90,
             v,
@@ -1338,10 +1384,8 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
              fbarrier {:.1} us. The fbarrier returns when the submit stage has dispatched the \
              transaction; its difference to fsync ({:.1} us) is the flush stage's wait for the writes \
              (the device part measured in H6), which is what the ordering variant removes. Blocks \
-             written per append: ext4 {:.1}, HFS {:.1}. HoRAE's Figure 10(c) ran on several drives, \
-             where ext4's serialized FLUSHes cost more; H9.1 and H9.2 take its one-drive reading \
-             (mqfs stripes only HoraeFS: there is no ext4 over several drives to compare with; \
-             H9.3 runs HoraeFS striped).",
+             written per append: ext4 {:.1}, HFS {:.1}. HoRAE's Figure 10(c) ran on several drives: \
+             H9 runs both file systems striped over two drives (next notes).",
             ssd.name,
             e.sync.mean,
             eo.sync.mean,
@@ -1391,6 +1435,38 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
         })
         .collect::<Vec<_>>()
         .join("; ");
+    let both = r
+        .striped
+        .iter()
+        .map(|p| {
+            format!(
+                "{} thread(s): HFS {:.0}K IOPS (fsync {:.1} us) against ext4 {:.0}K ({:.1} us, {:.2} \
+                 blocks per append), HFS-OD {:.0}K against ext4-OD {:.0}K",
+                p.threads,
+                p.joint.ops_per_sec / 1e3,
+                p.joint.sync.mean,
+                p.ext4.ops_per_sec / 1e3,
+                p.ext4.sync.mean,
+                p.ext4.blocks_per_op,
+                p.hfs_od.ops_per_sec / 1e3,
+                p.ext4_od.ops_per_sec / 1e3,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if !both.is_empty() {
+        n.push(format!(
+            "**File systems on two drives (H9.1, H9.2).** Both file systems striped over two {} \
+             drives (md RAID 0, `mqfs::volume`), the allocating 4 KiB appends of H8: {both}. ext4's \
+             commit waits for the data and log writes, then writes its commit record with PREFLUSH \
+             and FUA, and on a striped volume the PREFLUSH flushes both drives before the record is \
+             written (Linux md's `md_flush_request`, `docs/decisions.md` E9): two ordering points, \
+             one of them a FLUSH of every drive, per commit; HoraeFS dispatches data, journal and \
+             commit record in order at once and sends one joint FLUSH. Without barriers ext4 keeps \
+             the waits and drops the FLUSH and FUA.",
+            fd.name
+        ));
+    }
     n.push(format!(
         "**Joint FLUSH (H9.3).** HoraeFS striped over two {} drives (a volatile cache: on a \
          power-loss-protected drive FLUSH is dropped and there is nothing to serialize; md's default \
@@ -1878,12 +1954,16 @@ mod tests {
     }
 
     /// HoraeFS striped over two drives runs the appends with both FLUSH
-    /// variants, writing to both drives; deterministic.
+    /// variants and the fbarrier, ext4 with and without barriers, writing
+    /// to both drives; deterministic.
     #[test]
     fn striped_horaefs_runs_with_joint_and_serialized_flush() {
         let span = Span::ms(1, 1);
         let p = striped_flush(2, span).unwrap();
         assert!(p.joint.ops_per_sec > 0.0 && p.serial.ops_per_sec > 0.0, "{p:?}");
+        for q in [&p.hfs_od, &p.ext4, &p.ext4_od] {
+            assert!(q.ops_per_sec > 0.0, "{q:?}");
+        }
         assert!(
             p.ratio().is_some_and(|v| v >= 0.95),
             "the joint FLUSH is not slower: {p:?}"
