@@ -16,9 +16,11 @@
 //! their real LBA-to-channel interleaving is not published. Blocks on
 //! different units proceed in parallel. With a cache, a write completes
 //! once its blocks are in the cache, and one destage engine per unit takes
-//! the next dirty block from one shared queue whenever its unit is free.
-//! FLUSH waits until every block that was dirty when it started is
-//! programmed; FUA writes through.
+//! the next dirty block from one shared queue whenever its unit is free:
+//! from the block's arrival ([`Destage::Eager`]), or only while something
+//! waits for the media ([`Destage::OnDemand`]: a FLUSH, a FUA write, a
+//! write that found the cache full). FLUSH waits until every block that
+//! was dirty when it started is programmed; FUA writes through.
 //!
 //! Every block's arrival ([`events::DATA_IN`]) and programming
 //! ([`events::MEDIA_WRITE`]) is recorded in the bus trace, which is what
@@ -34,7 +36,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::events;
 use crate::media::{Block, Media, BLOCK};
-use crate::profile::SsdProfile;
+use crate::profile::{Destage, SsdProfile};
 
 struct CacheEntry {
     data: Block,
@@ -55,6 +57,35 @@ struct Cache {
     work: Notify,
     space: Semaphore,
     destaged: Notify,
+    /// When the engines program.
+    policy: Destage,
+    /// FLUSHes, FUA writes and writes short of space waiting for the
+    /// engines ([`Destage::OnDemand`] programs only while this is above 0).
+    demand: Cell<usize>,
+}
+
+impl Cache {
+    /// Notes one more waiter for the media until the guard drops, and
+    /// wakes the idle engines.
+    fn demand(&self) -> Demand<'_> {
+        self.demand.set(self.demand.get() + 1);
+        self.work.notify_waiters();
+        Demand(self)
+    }
+
+    /// True if an engine may program now.
+    fn programs(&self) -> bool {
+        self.policy == Destage::Eager || self.demand.get() > 0
+    }
+}
+
+/// One waiter for the media ([`Cache::demand`]).
+struct Demand<'a>(&'a Cache);
+
+impl Drop for Demand<'_> {
+    fn drop(&mut self) {
+        self.0.demand.set(self.0.demand.get() - 1);
+    }
 }
 
 /// Media, units and cache of one controller.
@@ -107,6 +138,8 @@ impl Backend {
                 work: Notify::new(),
                 space: Semaphore::new(c.blocks.max(1) as usize),
                 destaged: Notify::new(),
+                policy: c.destage,
+                demand: Cell::new(0),
             })
         });
         let b = Rc::new(Backend {
@@ -255,6 +288,7 @@ impl Backend {
                     waits.push((b, v));
                 }
                 if fua {
+                    let _d = cache.demand();
                     self.wait_durable(cache, &waits).await;
                 }
             }
@@ -265,6 +299,7 @@ impl Backend {
                     let v = self.insert(cache, b, data, true, attr).await;
                     waits.push((b, v));
                 }
+                let _d = cache.demand();
                 self.wait_durable(cache, &waits).await;
             }
             None => self.program_direct(blocks, attr).await,
@@ -291,7 +326,9 @@ impl Backend {
         let present = cache.entries.borrow().contains_key(&b);
         if !present {
             // The permit is held by the cache entry until it is destaged
-            // clean; `destage_loop` returns it with `add_permits`.
+            // clean; `destage_loop` returns it with `add_permits`. A full
+            // cache makes the engines program for it.
+            let _d = (cache.space.available_permits() == 0).then(|| cache.demand());
             match cache.space.acquire().await {
                 Ok(permit) => permit.forget(),
                 Err(_) => unreachable!("the cache space semaphore is never closed"),
@@ -347,7 +384,11 @@ impl Backend {
         };
         let u = unit as usize;
         loop {
-            let next = cache.queue.borrow_mut().pop_front();
+            let next = if cache.programs() {
+                cache.queue.borrow_mut().pop_front()
+            } else {
+                None
+            };
             let Some(b) = next else {
                 cache.work.notified().await;
                 continue;
@@ -413,6 +454,7 @@ impl Backend {
             .iter()
             .map(|(b, e)| (*b, e.version))
             .collect();
+        let _d = cache.demand();
         self.wait_durable(cache, &waits).await;
     }
 
@@ -616,5 +658,68 @@ mod tests {
             b.media().read(7, &mut buf);
             assert_eq!(buf[0], 2, "{}: the later write's data", profile.name);
         }
+    }
+
+    /// A drive that programs on demand keeps a written block in its cache
+    /// (not on the media) however long it idles, and a FLUSH then pays the
+    /// program; a drive that programs eagerly has it on the media by then
+    /// and flushes at once. A cache filling up makes the on-demand drive
+    /// program without a FLUSH.
+    #[test]
+    fn an_on_demand_cache_programs_at_the_flush() {
+        let mut flushes = Vec::new();
+        for destage in [Destage::OnDemand, Destage::Eager] {
+            let mut profile = SsdProfile::samsung_860_pro();
+            if let Some(c) = profile.write_cache.as_mut() {
+                c.destage = destage;
+            }
+            let program = profile.program_time;
+            let (ex, b) = backend(&profile);
+            let (b2, sim) = (b.clone(), b.sim.clone());
+            let (dirty, took) = ex
+                .block_on(async move {
+                    b2.write(vec![(7, Arc::new([1u8; BLOCK]))], false, 0).await;
+                    sim.sleep(SimDuration::from_ms(50)).await;
+                    let dirty = b2.dirty_blocks();
+                    let t0 = sim.now();
+                    b2.flush().await;
+                    (dirty, sim.now() - t0)
+                })
+                .unwrap();
+            let mut buf = [0u8; BLOCK];
+            b.media().read(7, &mut buf);
+            assert_eq!(buf[0], 1, "{destage:?}: durable after the FLUSH");
+            match destage {
+                Destage::OnDemand => {
+                    assert_eq!(dirty, 1, "held in the cache until asked");
+                    assert!(took >= program, "the FLUSH paid the program: {took:?}");
+                }
+                Destage::Eager => {
+                    assert_eq!(dirty, 0, "programmed in the background");
+                    assert!(
+                        took.as_ps() < program.as_ps() / 10,
+                        "nothing left to program: {took:?}"
+                    );
+                }
+            }
+            flushes.push(took);
+        }
+        // More writes than the cache holds, no FLUSH: the on-demand drive
+        // programs to make room.
+        let profile = SsdProfile::samsung_860_pro();
+        let cap = profile.write_cache.as_ref().map_or(0, |c| c.blocks);
+        let (ex, b) = backend(&profile);
+        let b2 = b.clone();
+        ex.block_on(async move {
+            for i in 0..cap + 8 {
+                b2.write(vec![(i % 256, Arc::new([2u8; BLOCK]))], false, 0).await;
+            }
+        })
+        .unwrap();
+        assert!(b.dirty_blocks() as u64 <= cap, "{} dirty", b.dirty_blocks());
+        eprintln!(
+            "FLUSH after an idle write: on demand {:?}, eager {:?}",
+            flushes[0], flushes[1]
+        );
     }
 }

@@ -75,4 +75,4 @@ pub use error::CtrlError;
 pub use measure::{measure, Measured};
 pub use media::{Block, Image, Media, BLOCK};
 pub use power::{MediaCursor, MediaState, PendingBlock};
-pub use profile::{DriveFigures, SsdProfile, WriteCache};
+pub use profile::{Destage, DriveFigures, SsdProfile, WriteCache};

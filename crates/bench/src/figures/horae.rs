@@ -75,6 +75,10 @@ pub struct Params {
     pub fs_threads: Vec<usize>,
     /// Simulated time per file-system point.
     pub fs_span: Span,
+    /// Simulated time per point of the several-drive runs (H9): long
+    /// enough to hold many syncs of [`flush_drive`], whose FLUSH costs a
+    /// flash program (1 ms).
+    pub striped_span: Span,
     /// Rounds of the joint-FLUSH experiment (H9.3).
     pub flush_rounds: u64,
     /// Forced shutdowns of H12 (the paper's 30).
@@ -108,6 +112,7 @@ impl Params {
             drives: vec![1, 2, 4],
             fs_threads: vec![1, 2, 4, 8, 12],
             fs_span: Span::ms(5, 10),
+            striped_span: Span::ms(20, 200),
             flush_rounds: 1024,
             shutdowns: 30,
             ipu_threads: vec![1, 4, 8],
@@ -125,6 +130,7 @@ impl Params {
             drives: vec![1, 2],
             fs_threads: vec![1, 4],
             fs_span: Span::ms(1, 2),
+            striped_span: Span::ms(5, 20),
             flush_rounds: 128,
             shutdowns: 3,
             ipu_threads: vec![4],
@@ -417,11 +423,15 @@ pub fn breakdown(profile: &SsdProfile, n: u64) -> BenchResult<Breakdown> {
 /// (`nobarrier` fsync for Ext4, fbarrier for HoraeFS).
 pub const FS_SYSTEMS: [System; 4] = [System::Ext4, System::Ext4Od, System::HoraeFs, System::HoraeFsOd];
 
-/// The drive of the joint-FLUSH experiment: a FLUSH that is dropped costs
-/// nothing to serialize, so this one needs a volatile cache (the flash
-/// profile with one; HoRAE's SSD B and C are power-loss protected).
+/// The drive of the several-drive runs (H9, HoRAE Figure 10(c), "the
+/// joint flush allows physically independent devices to perform flushing
+/// concurrently"): a FLUSH that is dropped costs nothing to serialize, so
+/// this one needs a volatile cache, and of HoRAE's drives only its SATA SSD
+/// (A, the Samsung 860 PRO) has one (B and C are power-loss protected). Its
+/// cache programs on demand, so a FLUSH pays "raw flash programming delay
+/// (1 ms)" (HoRAE 6.3; [`nvme_ctrl::Destage::OnDemand`]).
 pub fn flush_drive() -> SsdProfile {
-    SsdProfile::flash_vwc()
+    SsdProfile::samsung_860_pro()
 }
 
 /// H9.3 at the ordering layer, on two drives of [`flush_drive`]: `rounds`
@@ -753,8 +763,11 @@ pub struct Results {
     /// H6 on the Optane 905P (side experiment: the device part follows
     /// the drive, the host parts do not).
     pub h6_optane: Breakdown,
-    /// H8, H9: the FIO-style allocating appends per system and threads.
+    /// H8: the FIO-style allocating appends per system and threads.
     pub fs: Vec<Point>,
+    /// H7: the same appends with fsync on one SATA drive
+    /// ([`flush_drive`]), ext4 and HoraeFS, per threads.
+    pub sata: Vec<Point>,
     /// H9.3 at the ordering layer: (joint, serial) FLUSH runs on two
     /// drives (the side experiment).
     pub flush: (FlushRun, FlushRun),
@@ -852,6 +865,28 @@ pub fn run(p: &Params) -> BenchResult<Results> {
             r.fs.push(pt);
         }
     }
+    let sata = flush_drive();
+    for &threads in &p.fs_threads {
+        for system in [System::Ext4, System::HoraeFs] {
+            let base = Rig::new(system.mode(), sata.clone(), threads);
+            let pt = measure(
+                system,
+                &sata,
+                &base,
+                threads,
+                Job::allocating(4096),
+                p.striped_span,
+            )?;
+            eprintln!(
+                "horae H7 {:>2} threads {:<8} {:>8.0} IOPS  sync {:>7.1} us (SATA)",
+                threads,
+                system.label(),
+                pt.ops_per_sec,
+                pt.sync.mean
+            );
+            r.sata.push(pt);
+        }
+    }
     let vm = varmail::Params {
         blocks: 1 << 15,
         ..varmail::Params::quick()
@@ -872,7 +907,7 @@ pub fn run(p: &Params) -> BenchResult<Results> {
         flush_rounds(FlushIssue::Serialized, p.flush_rounds)?,
     );
     for &threads in &p.fs_threads {
-        let pt = striped_flush(threads, p.fs_span)?;
+        let pt = striped_flush(threads, p.striped_span)?;
         eprintln!(
             "horae H9 {:>2} threads, 2 drives: HFS-PF {:>8.0} IOPS (fsync {:>6.1} us), HFS-SF {:>8.0}, \
              HFS-OD {:>8.0}, ext4 {:>8.0} (fsync {:>6.1} us), ext4-OD {:>8.0}",
@@ -1024,6 +1059,30 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
             .filter(|q| q.stack == Stack::Horae)
             .map(|q| q.mbps)
             .fold(0.0, f64::max);
+    let sata: Vec<f64> = r
+        .sata
+        .iter()
+        .filter(|q| q.system == System::HoraeFs)
+        .filter_map(|h| {
+            let e = r
+                .sata
+                .iter()
+                .find(|e| e.system == System::Ext4 && e.threads == h.threads)?;
+            ratio_of(h, e)
+        })
+        .collect();
+    if !sata.is_empty() {
+        c.push(Check::new(
+            "H7.1",
+            format!(
+                "SATA SSD ({}), 4 KiB allocating appends + fsync: HFS / ext4 IOPS, mean over threads",
+                flush_drive().name
+            ),
+            Kind::Times,
+            1.80,
+            mean(&sata),
+        ));
+    }
     if let Some(v) = r.fs_ratio(System::HoraeFs, System::Ext4) {
         c.push(Check::new(
             "H8.1",
@@ -1379,7 +1438,7 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
         one(System::HoraeFsOd),
     ) {
         n.push(format!(
-            "**File systems on one drive (H8, H9.1-2).** One thread's sync after a 4 KiB append on \
+            "**File systems on one drive (H8).** One thread's sync after a 4 KiB append on \
              the {}: ext4 fsync {:.1} us, ext4 `nobarrier` fsync {:.1} us, HFS fsync {:.1} us, HFS \
              fbarrier {:.1} us. The fbarrier returns when the submit stage has dispatched the \
              transaction; its difference to fsync ({:.1} us) is the flush stage's wait for the writes \
@@ -1454,6 +1513,36 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
         })
         .collect::<Vec<_>>()
         .join("; ");
+    let sata_pairs: Vec<String> = r
+        .sata
+        .iter()
+        .filter(|q| q.system == System::HoraeFs)
+        .filter_map(|h| {
+            let e = r
+                .sata
+                .iter()
+                .find(|e| e.system == System::Ext4 && e.threads == h.threads)?;
+            Some(format!(
+                "{} thread(s): HFS {:.1}K IOPS (fsync {:.0} us), ext4 {:.1}K ({:.0} us)",
+                h.threads,
+                h.ops_per_sec / 1e3,
+                h.sync.mean,
+                e.ops_per_sec / 1e3,
+                e.sync.mean
+            ))
+        })
+        .collect();
+    if !sata_pairs.is_empty() {
+        n.push(format!(
+            "**One SATA drive (H7.1, Figure 10(a)).** The appends with fsync on one {}: {}. On a \
+             drive whose FLUSH programs its cache (1 ms, HoRAE 6.3), ext4's commit pays two \
+             programs in a row, its commit record's PREFLUSH (the data and journal blocks) and \
+             its FUA (the record itself), where HoraeFS's joint FLUSH pays one (HoRAE: \"the major \
+             overhead is two FLUSHes\").",
+            fd.name,
+            sata_pairs.join("; ")
+        ));
+    }
     if !both.is_empty() {
         n.push(format!(
             "**File systems on two drives (H9.1, H9.2).** Both file systems striped over two {} \
@@ -1475,14 +1564,7 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
          Side experiment at the ordering layer, one thread, each round one ordered 4 KiB write to \
          each drive, both waited for, then the stream's FLUSH: {:.0} rounds per second joint ({:.1} \
          us per durability step; the drives' FLUSHes done {} us into it), {:.0} serialized ({:.1} \
-         us; done {} us into it). The drive model destages its cache in the background from the \
-         moment a write lands (`nvme-ctrl` backend: one destage task per media unit; a FLUSH waits \
-         for the blocks dirty when it started, it does not start their programming), so both drives \
-         program their blocks at once whichever way they are flushed and a serialized FLUSH only \
-         waits for what the other drive has not finished yet: the second drive's FLUSH finds \
-         little left. The paper's +70% needs a FLUSH to cost each drive time of its own when it \
-         comes; a drive whose cache holds dirty data until a FLUSH would show it, and none of the \
-         profiles is sourced as one.",
+         us; done {} us into it). {}",
         fd.name,
         joint.rounds_per_sec,
         joint.flush_us,
@@ -1490,6 +1572,24 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
         serial.rounds_per_sec,
         serial.flush_us,
         per_drive(serial),
+        match (
+            fd.write_cache.as_ref().map(|c| c.destage),
+            serial.per_drive_us.as_slice()
+        ) {
+            (Some(nvme_ctrl::Destage::OnDemand), [first, second, ..]) if *second > 1.5 * *first => {
+                "The drive's cache programs only when it must (`nvme_ctrl::Destage::OnDemand`: a \
+                 FLUSH, a FUA write or a full cache), so each drive's FLUSH pays the programming of \
+                 what it holds when the FLUSH comes (HoRAE 6.3: \"raw flash programming delay (1 \
+                 ms)\"): sent at once, the two drives program together; one after the other, the \
+                 second drive starts only when the first is done, and the durability step takes \
+                 both programs in a row."
+            }
+            _ => {
+                "The drive's cache programs what it holds in the background, so both drives \
+                 program their blocks at once whichever way they are flushed, and a serialized \
+                 FLUSH only waits for what the other drive has not finished yet."
+            }
+        },
     ));
     if !r.shutdowns.is_empty() {
         let ms = |f: fn(&Shutdown) -> f64| mean(&r.shutdowns.iter().map(f).collect::<Vec<_>>()) / 1e3;
@@ -1799,7 +1899,8 @@ pub fn figure(p: &Params) -> BenchResult<(Results, FigureOut)> {
              File systems (Figure 10(b)): Figure 11's FIO-style workload (4 KiB allocating appends, \
              one file per thread, each thread on its own core) with fsync (durability) or the \
              ordering primitive (ext4 mounted `nobarrier`; HoraeFS fbarrier), threads {:?}, {} ms \
-             warm-up then {} ms measured. In-place updates (HoRAE 6.4, Figure 11): each thread writes \
+             warm-up then {} ms measured, on one drive (Figure 10(b)) and striped over two {} drives \
+             (Figure 10(c), {} ms warm-up then {} ms measured). In-place updates (HoRAE 6.4, Figure 11): each thread writes \
              its own file of {} MiB once, the file system is synced, then the thread overwrites random \
              4 KiB blocks of it (seeded), each followed by the sync, threads {:?}, {} ms warm-up then {} \
              ms measured; HoraeFS with p-areas of {:?} blocks and none (ordered-mode comparison at {} \
@@ -1810,6 +1911,9 @@ pub fn figure(p: &Params) -> BenchResult<(Results, FigureOut)> {
             p.fs_threads,
             p.fs_span.warmup.as_secs_f64() * 1e3,
             p.fs_span.length.as_secs_f64() * 1e3,
+            flush_drive().name,
+            p.striped_span.warmup.as_secs_f64() * 1e3,
+            p.striped_span.length.as_secs_f64() * 1e3,
             p.ipu_file_blocks / 256,
             p.ipu_threads,
             p.ipu_span.warmup.as_secs_f64() * 1e3,
