@@ -2062,7 +2062,8 @@ mod tests {
     /// to both drives; deterministic.
     #[test]
     fn striped_horaefs_runs_with_joint_and_serialized_flush() {
-        let span = Span::ms(1, 1);
+        // Several FLUSHes of the SATA drive (1 ms each) per point.
+        let span = Params::quick().striped_span;
         let p = striped_flush(2, span).unwrap();
         assert!(p.joint.ops_per_sec > 0.0 && p.serial.ops_per_sec > 0.0, "{p:?}");
         for q in [&p.hfs_od, &p.ext4, &p.ext4_od] {

@@ -143,10 +143,19 @@
 //! = [`crate::FlushIssue::Serialized`] sends them one after another, the
 //! legacy FLUSH of HoRAE 6.3's HFS-SF (a slower variant, not a fault).
 //!
-//! ## Not implemented (documented decisions)
+//! ## Out of scope
 //!
-//! - libaio's `io_setup` / `io_submit_order` (Horae Table 1: HoraeStore's
-//!   interface; no user-space object store here).
+//! - libaio's `io_setup` / `io_submit_order` (HoRAE Table 1). The paper
+//!   gives them one user: "Libaio provides wrapper functions for async IO
+//!   system calls, which are used for some systems (e.g., BlueStore and
+//!   KVell) ... We further show the usage of these interfaces in boosting
+//!   BlueStore in §5.6.3" (5.6.1), and §5.6.3's HoraeStore is "a set of
+//!   modifications of BlueStore, an object store engine of Ceph", a
+//!   user-space system this simulator does not have. `io_submit_order`
+//!   "bears the same semantics of `fdatabarrier`": in-kernel callers have
+//!   it as [`OrderingQueue::submit_bio`] (an epoch's entries persistent,
+//!   then the bio submitted without waiting for it), file-system callers
+//!   as `fdatabarrier`.
 //!
 //! Usage rule: submit an epoch's writes before appending the next epoch
 //! from the same task; a full queue without a checkpoint region, a full
