@@ -60,11 +60,14 @@ pub enum ModeName {
     /// `mqfs::volume`): the commit record's PREFLUSH flushes both drives
     /// (md's `md_flush_request`), each drive's cache failing on its own.
     Classic2,
+    /// Ext4 with `data=journal` (`mqfs::FsProfile::data_journal`): file
+    /// data go to the journal with the metadata and home by the checkpoint.
+    ClassicDj,
 }
 
 impl ModeName {
     /// Every mode.
-    pub const ALL: [ModeName; 9] = [
+    pub const ALL: [ModeName; 10] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::ClassicCc,
@@ -74,10 +77,11 @@ impl ModeName {
         ModeName::MqLiteral,
         ModeName::Horae2,
         ModeName::Classic2,
+        ModeName::ClassicDj,
     ];
 
     /// The modes of the default run (the safe ones and Ext4-NJ).
-    pub const DEFAULT: [ModeName; 8] = [
+    pub const DEFAULT: [ModeName; 9] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::ClassicCc,
@@ -86,6 +90,7 @@ impl ModeName {
         ModeName::MqAtomic,
         ModeName::Horae2,
         ModeName::Classic2,
+        ModeName::ClassicDj,
     ];
 
     /// Command-line name.
@@ -100,6 +105,7 @@ impl ModeName {
             ModeName::MqLiteral => "mq-literal",
             ModeName::Horae2 => "horae2",
             ModeName::Classic2 => "classic2",
+            ModeName::ClassicDj => "classic-dj",
         }
     }
 
@@ -112,7 +118,9 @@ impl ModeName {
     pub fn fs_mode(self) -> Mode {
         match self {
             ModeName::None => Mode::None,
-            ModeName::Classic | ModeName::ClassicCc | ModeName::Classic2 => Mode::Classic,
+            ModeName::Classic | ModeName::ClassicCc | ModeName::Classic2 | ModeName::ClassicDj => {
+                Mode::Classic
+            }
             ModeName::Horae | ModeName::Horae2 => Mode::Horae,
             ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral => Mode::Mq,
         }
@@ -159,6 +167,7 @@ impl ModeName {
         match self {
             ModeName::MqLiteral => p.mq.rule = RecoveryRule::PaperLiteral,
             ModeName::ClassicCc => p.jbd_commit = JbdCommit::CcNvmeTransaction,
+            ModeName::ClassicDj => p.data_journal = true,
             // HoraeFS as measured: the ordering layer hands every data bio
             // to a background submitter (Horae 6.2), here on core 1 (every
             // machine has two, [`RunConfig::cores`]), so crash points fall

@@ -15,7 +15,10 @@
 //! `mq` mode a block whose new content must go through the journal (a
 //! copy of it is in a log, or it was reused before its freeing became
 //! durable, ccNVMe 5.4) is not written in place; its page stays dirty for
-//! the next transaction.
+//! the next transaction. With `data=journal` itself
+//! ([`crate::FsProfile::data_journal`]) nothing is written in place: the
+//! pages join the running transaction (ext4's `__ext4_journalled_writepage`
+//! files them with the transaction) and go to the log when it commits.
 
 use ccnvme::BioFlags;
 
@@ -67,6 +70,14 @@ impl Fs {
         self.check_writable()?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
+        if self.profile.data_journal {
+            if let Journal::Jbd(j) = self.journal()? {
+                if !st.pages.dirty().is_empty() {
+                    j.order_data(st.ino);
+                }
+                return Ok(());
+            }
+        }
         let first = off / BLOCK as u64;
         let end = if len == 0 {
             u64::MAX

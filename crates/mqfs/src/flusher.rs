@@ -140,7 +140,15 @@ impl Fs {
             let st = self.inodes.borrow().get(&ino).cloned();
             let Some(st) = st else { continue };
             let before = st.pages.dirty().len();
-            self.writeback(ctx, ino, 0, 0).await?;
+            if let (true, crate::journal::Journal::Jbd(j)) = (self.profile.data_journal, self.journal()?) {
+                // data=journal: the pages go to the log, in the transactions
+                // JBD2's commit timer would have made by now (`commit=5` s,
+                // JBD2_DEFAULT_MAX_COMMIT_AGE).
+                let _g = st.lock.lock().await;
+                j.commit_data(self, ctx, &st, false).await?;
+            } else {
+                self.writeback(ctx, ino, 0, 0).await?;
+            }
             let after = st.pages.dirty().len();
             self.flusher
                 .written

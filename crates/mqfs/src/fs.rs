@@ -590,8 +590,13 @@ impl Fs {
         if let Some(j) = self.journal.borrow().as_ref() {
             j.note_freed(b);
         }
+        // A freed block with a copy in the log is revoked: metadata, and
+        // under data=journal file data too (ext4_free_blocks passes
+        // EXT4_FREE_BLOCKS_FORGET for journaled data).
         if was_meta {
             self.bufs.remove(b);
+        }
+        if was_meta || self.profile.data_journal {
             if let Some(j) = self.journal.borrow().as_ref() {
                 j.note_freed_meta(b);
             }

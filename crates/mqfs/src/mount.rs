@@ -526,6 +526,19 @@ async fn mount_on(vol: Volume, ctx: Ctx, profile: FsProfile) -> Result<Rc<Fs>, F
         }));
     }
     let sb = Superblock::decode(&raw[..], blocks)?;
+    if fs.profile.data_journal
+        && (sb.mode == Mode::Mq || sb.mode == Mode::None || jbd_through_ccnvme(&fs.profile))
+    {
+        return Err(FsError::Unsupported(format!(
+            "data=journal needs a JBD2 journal committing with a commit record (classic or horae), not {:?}{}",
+            sb.mode,
+            if jbd_through_ccnvme(&fs.profile) {
+                " through ccNVMe"
+            } else {
+                ""
+            }
+        )));
+    }
     if fs.vol.stripe().is_some() {
         if let Some(why) = striping_refused(sb.mode, &fs.profile) {
             return Err(FsError::Volume(format!("a striped volume holding {why}")));

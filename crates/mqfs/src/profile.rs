@@ -88,6 +88,15 @@ pub struct FsProfile {
     /// waits for the writes stay. `classic` and `none` modes only: on a
     /// drive with a volatile cache fsync then promises no durability.
     pub barrier: bool,
+    /// ext4's `data=journal` mount option (the data-journaling mode HoRAE
+    /// 6.4 runs for version consistency): file data goes to the journal
+    /// with the metadata, in the transaction that commits the change, and
+    /// home only by the checkpoint (fs/ext4/inode.c
+    /// `ext4_journalled_write_end`; fs/ext4/fsync.c: fsync is
+    /// `ext4_force_commit`). `classic` and `horae` modes only, and not with
+    /// [`crate::JbdCommit::CcNvmeTransaction`]; off by default (ext4's
+    /// default is `data=ordered`). See [`crate::journal::jbd`].
+    pub data_journal: bool,
     /// Flush at fsync and sync when data went home outside a sync since
     /// the last one (O_DIRECT, sync_file_range; see [`crate::direct`]).
     /// Off only for fault injection.
@@ -178,6 +187,7 @@ impl Default for FsProfile {
             commit_fua: true,
             md_flush_members: true,
             barrier: true,
+            data_journal: false,
             flush_unflushed_data: true,
             horae_ack_after_flush: true,
             jbd_shadow: true,

@@ -70,6 +70,14 @@ impl Fs {
         self.check_writable()?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
+        if self.profile.data_journal {
+            // The data are ordered by the journal they go to: both
+            // barriers dispatch the transaction that carries them.
+            j.commit_data(self, ctx, &st, true).await?;
+            st.size_dirty.set(false);
+            st.dirty_meta.clear();
+            return Ok(());
+        }
         if let Some(d) = j.dispatch_data(self, ctx, &st).await? {
             j.defer_data(d);
         }
@@ -134,17 +142,25 @@ impl Fs {
                 // sends no FLUSH for data written home earlier.
                 let unflushed = st.unflushed.replace(false) && self.profile.flush_unflushed_data;
                 let horae = j.is_horae();
+                // data=journal: ext4_sync_file forces a commit of the
+                // running transaction, which carries the file's data
+                // (`ext4_force_commit`); fdatasync too.
+                let journal_data = self.profile.data_journal;
                 // The caller writes its own data: classic waits for it;
                 // HoraeFS dispatches it as ordered writes, ahead of the
                 // transaction's epochs, and does not wait.
-                let dispatched = if horae {
+                let dispatched = if journal_data {
+                    None
+                } else if horae {
                     j.dispatch_data(self, ctx, &st).await?
                 } else {
                     let data = self.take_dirty_data(ctx, &st).await?;
                     self.write_all(ctx, &data, BioFlags::NONE).await?;
                     None
                 };
-                if datasync && !st.size_dirty.get() && !horae {
+                if journal_data {
+                    j.commit_data(self, ctx, &st, false).await?;
+                } else if datasync && !st.size_dirty.get() && !horae {
                     self.barrier_flush(ctx).await?;
                 } else {
                     j.commit_and_wait(self, ctx).await?;
@@ -319,6 +335,14 @@ impl Fs {
                 self.flush(ctx).await?;
             }
             Journal::Jbd(j) => {
+                if self.profile.data_journal {
+                    // Every file's data through the log, in as many
+                    // transactions as the room per transaction needs.
+                    for st in &inodes {
+                        let _g = st.lock.lock().await;
+                        j.commit_data(self, ctx, st, false).await?;
+                    }
+                }
                 for st in &inodes {
                     if !st.pages.dirty().is_empty() {
                         j.order_data(st.ino);

@@ -531,6 +531,28 @@ impl Jbd {
         self.request_and_wait(fs, ctx, false).await
     }
 
+    /// data=journal: commits `st`'s dirty data through the journal, in as
+    /// many transactions as the log's room per transaction needs
+    /// (`dispatched`: wait only until each is dispatched, as `fbarrier`).
+    pub(crate) async fn commit_data(
+        &self,
+        fs: &Fs,
+        ctx: Ctx,
+        st: &InodeState,
+        dispatched: bool,
+    ) -> Result<(), FsError> {
+        loop {
+            let dirty = !st.pages.dirty().is_empty();
+            if dirty {
+                self.order_data(st.ino);
+            }
+            self.request_and_wait(fs, ctx, dispatched).await?;
+            if !dirty || st.pages.dirty().is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
     /// `fbarrier`'s wait (HoRAE Table 1, 5.6.2): asks the commit thread to
     /// commit the running transaction and waits only until its writes are
     /// dispatched through the ordering layer (the submit stage is done:
@@ -640,6 +662,17 @@ impl Jbd {
         let mut data: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
         // Per data block: true if it overwrites live data in place.
         let mut in_place: Vec<bool> = Vec::new();
+        // data=journal: the file data are copies in the log, like the
+        // metadata, and go home by the checkpoint; a block the running
+        // transaction revoked (freed, then reused) is journaled again, so
+        // its revoke is cancelled, as `jbd2_journal_cancel_revoke` does.
+        let journal_data = fs.profile.data_journal;
+        let mut running = running;
+        let mut data_copies: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
+        // A transaction holds at most a quarter of the log (JBD2's
+        // `j_max_transaction_buffers`, fs/jbd2/journal.c): data past it
+        // stay dirty for the next commit (`Jbd::commit_data`).
+        let data_room = (self.ring.blocks / 4).saturating_sub(snapshots.len() as u64 + 2) as usize;
         for ino in &running.ordered {
             let st = fs.inodes.borrow().get(ino).cloned();
             if let Some(st) = st {
@@ -649,14 +682,28 @@ impl Jbd {
                 let fresh = std::mem::take(&mut *st.new_blocks.borrow_mut());
                 for (fb, page) in st.pages.dirty() {
                     if let Some(home) = Fs::bmap(&st, fb) {
-                        data.push((home, page.snapshot()));
-                        in_place.push(self.overwrites_live(home, fresh.contains(&home), &running.freed));
+                        if journal_data {
+                            if data_copies.len() >= data_room {
+                                continue;
+                            }
+                            data_copies.push((home, page.snapshot()));
+                        } else {
+                            data.push((home, page.snapshot()));
+                            in_place.push(self.overwrites_live(home, fresh.contains(&home), &running.freed));
+                        }
                         page.set_dirty(false);
                     }
                 }
             }
         }
         drop(frozen);
+        for (home, _) in &data_copies {
+            running.revokes.remove(home);
+        }
+        // Data copies after the metadata's: the shadow indices of `locked`
+        // stay those of the metadata copies.
+        let mut snapshots = snapshots;
+        snapshots.extend(data_copies);
         let revokes: Vec<u64> = running.revokes.into_iter().collect();
         if snapshots.is_empty() && revokes.is_empty() {
             match &self.horae {

@@ -1,0 +1,118 @@
+//! ext4's `data=journal` (`FsProfile::data_journal`): file data go to the
+//! journal with the metadata and home only by the checkpoint, so an fsync
+//! of an overwrite commits a transaction even when the inode did not
+//! change; files survive a remount (the checkpoint writes them home) and
+//! fsck is clean; the modes without a JBD2 commit record refuse it.
+
+mod common;
+
+use ccnvme::{BlockDevice, Traffic};
+use common::setup_profile;
+use mqfs::testing::new_fs_with;
+use mqfs::{fsck, mount, probe_options, Ctx, FsError, FsProfile, Mode, SetAttr};
+use nvme_ctrl::SsdProfile;
+use pcie_sim::SimDuration;
+
+fn dj() -> FsProfile {
+    FsProfile {
+        data_journal: true,
+        ..FsProfile::default()
+    }
+}
+
+/// Blocks written by an overwrite + fsync of a synced file, within the
+/// timestamp tick of its last change (so its inode does not change).
+fn overwrite_fsync_blocks(mode: Mode, profile: FsProfile) -> u64 {
+    let t = new_fs_with(mode, SsdProfile::optane_905p(), 65536, 1, profile).unwrap();
+    let (fs, m) = (t.fs.clone(), t.machine.clone());
+    t.ex.block_on(async move {
+        let c = Ctx::on(0);
+        m.sim().sleep(SimDuration::from_ms(4)).await;
+        let ino = fs.create_path(c, "/f").await.unwrap().ino;
+        fs.write(c, ino, 0, &[7u8; 4096]).await.unwrap();
+        fs.fsync(c, ino).await.unwrap();
+        let before = m.counters();
+        fs.write(c, ino, 0, &[8u8; 4096]).await.unwrap();
+        fs.fsync(c, ino).await.unwrap();
+        Traffic::from_counters(&m.counters().since(&before)).block_io
+    })
+    .unwrap()
+}
+
+#[test]
+fn an_overwrites_fsync_journals_the_data() {
+    // Ordered mode: the data block goes home and nothing commits. Data
+    // journaling: descriptor, the data's copy and the commit record.
+    assert_eq!(overwrite_fsync_blocks(Mode::Classic, FsProfile::default()), 1);
+    assert_eq!(overwrite_fsync_blocks(Mode::Classic, dj()), 3);
+    // HoraeFS: the same three blocks through the ordering layer.
+    assert_eq!(overwrite_fsync_blocks(Mode::Horae, dj()), 3);
+}
+
+#[test]
+fn files_survive_a_remount_and_fsck_is_clean() {
+    for mode in [Mode::Classic, Mode::Horae] {
+        let t = setup_profile(mode, 1 << 14, 2, 16384, dj()).expect("mounts");
+        let (fs, m) = (t.fs.clone(), t.machine.clone());
+        let files: Vec<(String, Vec<u8>)> = (0..4)
+            .map(|i| {
+                (
+                    format!("/f{i}"),
+                    (0..20_000 + i * 9000).map(|j| (j * 7 + i) as u8).collect(),
+                )
+            })
+            .collect();
+        let want = files.clone();
+        let read =
+            t.ex.block_on(async move {
+                let c = Ctx::on(0);
+                for (p, data) in &files {
+                    fs.create_path(c, p).await?;
+                    fs.write_path(c, p, 0, data).await?;
+                    fs.fsync_path(c, p).await?;
+                    // Overwrite the first block; then truncate the file
+                    // and write it again, so freed data blocks with copies
+                    // in the log are revoked and reused.
+                    fs.write_path(c, p, 0, &data[..4096]).await?;
+                    fs.fsync_path(c, p).await?;
+                    let ino = fs.resolve(c, p).await?;
+                    let cut = SetAttr {
+                        size: Some(0),
+                        ..SetAttr::default()
+                    };
+                    fs.setattr(c, ino, &cut).await?;
+                    fs.write_path(c, p, 0, data).await?;
+                    fs.fsync_path(c, p).await?;
+                }
+                fs.unmount(c).await?;
+                drop(fs);
+                let dev = BlockDevice::probe(&m, 0, probe_options(mode)).await?;
+                let fs = mount(&dev, c, dj()).await?;
+                let mut read = Vec::new();
+                for (p, _) in &files {
+                    read.push(fs.read_path(c, p).await?);
+                }
+                fs.unmount(c).await?;
+                Ok::<_, FsError>(read)
+            })
+            .unwrap()
+            .unwrap();
+        for ((p, data), got) in want.iter().zip(&read) {
+            assert!(got == data, "{mode:?}: {p} reads back");
+        }
+        let report = fsck(&*t.ctrl.backend().clone()).unwrap();
+        assert!(report.is_spotless(), "{mode:?}: {report:?}");
+    }
+}
+
+#[test]
+fn modes_without_a_jbd2_commit_record_refuse_data_journal() {
+    for mode in [Mode::Mq, Mode::None] {
+        let r = new_fs_with(mode, SsdProfile::optane_905p(), 65536, 1, dj());
+        let Err(e) = r else {
+            panic!("{mode:?} mounted with data=journal");
+        };
+        assert!(matches!(e, FsError::Unsupported(_)), "{mode:?}: {e:?}");
+        assert!(e.to_string().contains("data=journal"), "{e}");
+    }
+}
