@@ -4,11 +4,10 @@
 //! replays (also in `canaries.rs`, as a self-check).
 
 use crashfuzz::record::Fault;
-use crashfuzz::replay::{replay, ReplayId};
-use crashfuzz::{explore, ModeName, RunConfig};
+use crashfuzz::{explore, ModeName};
 
 mod common;
-use common::{config, opts, workload};
+use common::{caught_on_two_drives, config, opts, workload};
 
 #[test]
 fn ext4_on_two_drives_keeps_every_promise_on_generic_035() {
@@ -23,24 +22,12 @@ fn ext4_on_two_drives_keeps_every_promise_on_generic_035() {
 
 #[test]
 fn md_flush_one_is_caught_on_two_drives_and_replays() {
-    let w = workload("create_delete");
-    let cfg = RunConfig {
-        fault: Some(Fault::MdFlushOne),
-        ..config(ModeName::Classic2, "flash-vwc")
-    };
-    let r = explore(&w, &cfg, &opts(), &w.name).expect("explore");
-    let v = r
-        .violations
-        .iter()
-        .find(|v| v.check == "durable-data")
-        .unwrap_or_else(|| panic!("not caught: {:?}", r.violations));
-    let id = ReplayId::parse(&v.id).expect("id");
-    assert_eq!(id.devices.as_ref().map(|d| d.media.len()), Some(2), "{}", v.id);
-    let out = replay(&v.id, 1).expect("replay");
-    assert!(
-        out.failures.iter().any(|f| f.check == v.check),
-        "{:?}",
-        out.failures
+    caught_on_two_drives(
+        "create_delete",
+        ModeName::Classic2,
+        "flash-vwc",
+        Fault::MdFlushOne,
+        "durable-data",
     );
     // The mechanism applies to striped Ext4 only.
     assert!(Fault::MdFlushOne.applies_to(ModeName::Classic2));

@@ -6,11 +6,10 @@
 //! and a two-drive run is not saved in the one-drive format.
 
 use crashfuzz::record::Fault;
-use crashfuzz::replay::{replay, ReplayId};
-use crashfuzz::{explore, record, ModeName, RunConfig, SavedRun};
+use crashfuzz::{explore, record, ModeName, SavedRun};
 
 mod common;
-use common::{config, opts, workload};
+use common::{caught_on_two_drives, config, opts, workload};
 
 #[test]
 fn horae_on_two_drives_keeps_every_promise_on_generic_035() {
@@ -61,24 +60,12 @@ fn the_recording_holds_both_drives_and_both_take_writes() {
 
 #[test]
 fn no_joint_flush_is_caught_on_two_drives_and_replays() {
-    let w = workload("create_delete");
-    let cfg = RunConfig {
-        fault: Some(Fault::HoraeNoJointFlush),
-        ..config(ModeName::Horae2, "flash-vwc")
-    };
-    let r = explore(&w, &cfg, &opts(), &w.name).expect("explore");
-    let v = r
-        .violations
-        .iter()
-        .find(|v| v.check == "durable-data")
-        .unwrap_or_else(|| panic!("not caught: {:?}", r.violations));
-    let id = ReplayId::parse(&v.id).expect("id");
-    assert_eq!(id.devices.as_ref().map(|d| d.media.len()), Some(2), "{}", v.id);
-    let out = replay(&v.id, 1).expect("replay");
-    assert!(
-        out.failures.iter().any(|f| f.check == v.check),
-        "{:?}",
-        out.failures
+    caught_on_two_drives(
+        "create_delete",
+        ModeName::Horae2,
+        "flash-vwc",
+        Fault::HoraeNoJointFlush,
+        "durable-data",
     );
     // The fault does not exist on one drive.
     assert!(Fault::HoraeNoJointFlush.check_modes(&[ModeName::Horae]).is_err());

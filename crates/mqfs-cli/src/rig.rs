@@ -257,12 +257,17 @@ impl Rig {
     /// Each damaged journal transaction the recovery dropped is one line on
     /// stderr (as the kernel logs JBD2's "Invalid checksum recovering ...").
     pub fn mount(&self, clock_base_ns: u64) -> Result<(Rc<BlockDevice>, Rc<Fs>), CliError> {
-        let dev = self.probe()?;
-        let d = dev.clone();
-        let profile = FsProfile {
+        self.mount_with(FsProfile {
             clock_base_ns,
             ..FsProfile::default()
-        };
+        })
+    }
+
+    /// [`Rig::mount`] with the file system's profile `profile` (a mount
+    /// option's field set, its clock base).
+    pub fn mount_with(&self, profile: FsProfile) -> Result<(Rc<BlockDevice>, Rc<Fs>), CliError> {
+        let dev = self.probe()?;
+        let d = dev.clone();
         let fs = self.run_fs(async move { mqfs::mount(&d, Ctx::on(0), profile).await })?;
         for damage in fs.journal_damage() {
             eprintln!("mqfs: journal recovery: {damage}");

@@ -8,13 +8,10 @@ mod common;
 
 use std::rc::Rc;
 
-use ccnvme::{BlockDevice, Traffic};
-use common::{setup, ROOT};
-use mqfs::testing::new_fs_with;
+use ccnvme::BlockDevice;
+use common::{overwrite_fsync_blocks, setup, ROOT};
 use mqfs::{mount, probe_options, Ctx, Fs, FsError, FsProfile, Mode};
-use nvme_ctrl::SsdProfile;
-use pcie_sim::Machine;
-use pcie_sim::SimDuration;
+use pcie_sim::{Machine, SimDuration};
 
 /// A host time of 2026 in ns since 1970.
 const HOST_2026: u64 = 1_780_000_000_000_000_000;
@@ -148,37 +145,16 @@ fn the_superblock_records_the_newest_time_at_mount_and_unmount() {
     );
 }
 
-/// Device blocks written by three overwrite + fsync pairs of one block of
-/// a synced file in `mode` with timestamp tick `tick`: the first right
-/// after the sync (within the tick its times carry), the second within
-/// the same tick, the third after a tick passed.
-fn overwrite_fsync_blocks(mode: Mode, tick: SimDuration) -> [u64; 3] {
+/// Blocks written by three overwrite + fsync pairs (the first two within
+/// the tick of the file's last change, the third a tick later) with
+/// timestamp tick `tick`.
+fn three_pairs(mode: Mode, tick: SimDuration) -> Vec<u64> {
     let profile = FsProfile {
         timestamp_tick: tick,
         ..FsProfile::default()
     };
-    let t = new_fs_with(mode, SsdProfile::optane_905p(), 65536, 1, profile).unwrap();
-    let (fs, m) = (t.fs.clone(), t.machine.clone());
-    t.ex.block_on(async move {
-        let c = Ctx::on(0);
-        // Start at a tick, so the next steps stay well within it.
-        m.sim().sleep(SimDuration::from_ms(4)).await;
-        let ino = fs.create_path(c, "/f").await.unwrap().ino;
-        fs.write(c, ino, 0, &[7u8; 4096]).await.unwrap();
-        fs.fsync(c, ino).await.unwrap();
-        let mut blocks = [0; 3];
-        for (i, b) in blocks.iter_mut().enumerate() {
-            if i == 2 {
-                m.sim().sleep(SimDuration::from_ms(4)).await;
-            }
-            let before = m.counters();
-            fs.write(c, ino, 0, &[i as u8; 4096]).await.unwrap();
-            fs.fsync(c, ino).await.unwrap();
-            *b = Traffic::from_counters(&m.counters().since(&before)).block_io;
-        }
-        blocks
-    })
-    .unwrap()
+    let (now, later) = (SimDuration::ZERO, SimDuration::from_ms(4));
+    overwrite_fsync_blocks(mode, profile, &[now, now, later])
 }
 
 #[test]
@@ -188,10 +164,10 @@ fn an_overwrite_within_the_tick_of_the_files_times_dirties_no_inode() {
     // mtime changed, and the commit writes descriptor, inode block and
     // commit record too. Ext4-NJ: data, or data and inode block.
     for (mode, within, after) in [(Mode::Classic, 1, 4), (Mode::None, 1, 2)] {
-        let coarse = overwrite_fsync_blocks(mode, SimDuration::from_ms(4));
-        assert_eq!(coarse, [within, within, after], "{mode:?} with a 4 ms tick");
+        let coarse = three_pairs(mode, SimDuration::from_ms(4));
+        assert_eq!(coarse, vec![within, within, after], "{mode:?} with a 4 ms tick");
         // A clock of ns resolution: every overwrite changes the mtime.
-        let fine = overwrite_fsync_blocks(mode, SimDuration::ZERO);
-        assert_eq!(fine, [after, after, after], "{mode:?} with a ns clock");
+        let fine = three_pairs(mode, SimDuration::ZERO);
+        assert_eq!(fine, vec![after, after, after], "{mode:?} with a ns clock");
     }
 }

@@ -6,8 +6,8 @@
 
 mod common;
 
-use ccnvme::{BlockDevice, Traffic};
-use common::setup_profile;
+use ccnvme::BlockDevice;
+use common::{overwrite_fsync_blocks, setup_profile};
 use mqfs::testing::new_fs_with;
 use mqfs::{fsck, mount, probe_options, Ctx, FsError, FsProfile, Mode, SetAttr};
 use nvme_ctrl::SsdProfile;
@@ -22,31 +22,18 @@ fn dj() -> FsProfile {
 
 /// Blocks written by an overwrite + fsync of a synced file, within the
 /// timestamp tick of its last change (so its inode does not change).
-fn overwrite_fsync_blocks(mode: Mode, profile: FsProfile) -> u64 {
-    let t = new_fs_with(mode, SsdProfile::optane_905p(), 65536, 1, profile).unwrap();
-    let (fs, m) = (t.fs.clone(), t.machine.clone());
-    t.ex.block_on(async move {
-        let c = Ctx::on(0);
-        m.sim().sleep(SimDuration::from_ms(4)).await;
-        let ino = fs.create_path(c, "/f").await.unwrap().ino;
-        fs.write(c, ino, 0, &[7u8; 4096]).await.unwrap();
-        fs.fsync(c, ino).await.unwrap();
-        let before = m.counters();
-        fs.write(c, ino, 0, &[8u8; 4096]).await.unwrap();
-        fs.fsync(c, ino).await.unwrap();
-        Traffic::from_counters(&m.counters().since(&before)).block_io
-    })
-    .unwrap()
+fn one_pair(mode: Mode, profile: FsProfile) -> u64 {
+    overwrite_fsync_blocks(mode, profile, &[SimDuration::ZERO])[0]
 }
 
 #[test]
 fn an_overwrites_fsync_journals_the_data() {
     // Ordered mode: the data block goes home and nothing commits. Data
     // journaling: descriptor, the data's copy and the commit record.
-    assert_eq!(overwrite_fsync_blocks(Mode::Classic, FsProfile::default()), 1);
-    assert_eq!(overwrite_fsync_blocks(Mode::Classic, dj()), 3);
+    assert_eq!(one_pair(Mode::Classic, FsProfile::default()), 1);
+    assert_eq!(one_pair(Mode::Classic, dj()), 3);
     // HoraeFS: the same three blocks through the ordering layer.
-    assert_eq!(overwrite_fsync_blocks(Mode::Horae, dj()), 3);
+    assert_eq!(one_pair(Mode::Horae, dj()), 3);
 }
 
 #[test]

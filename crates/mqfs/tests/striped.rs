@@ -142,10 +142,26 @@ fn last_doorbell(m: &Machine, from: usize, to: usize, port: u8) -> Option<usize>
 }
 
 /// Writes a file whose blocks span both members and fsyncs it on a
-/// 2-drive volume of drives with a volatile cache; returns each port's
-/// `FLUSH_DONE` positions during the fsync and the last doorbell of each
-/// port before its first flush completed.
+/// 2-drive volume of drives with a volatile cache, HoraeFS with the
+/// driver's `faults`; returns each port's `FLUSH_DONE` positions during
+/// the fsync and the last doorbell of each port before its first flush
+/// completed.
 fn fsync_flushes(faults: ccnvme::DriverFaults) -> (Vec<Vec<usize>>, Vec<Option<usize>>) {
+    let mut o = probe_options(Mode::Horae);
+    o.profile.faults = faults;
+    let (m, from) = fsync_on_two_drives(Mode::Horae, o, FsProfile::default());
+    let done = flush_dones(&m, from, 2);
+    let rung = (0..2u8)
+        .map(|p| last_doorbell(&m, from, *done[p as usize].first()?, p))
+        .collect();
+    (done, rung)
+}
+
+/// The machine and the trace position before the fsync of a file whose
+/// blocks span both members of a 2-drive volume of drives with a volatile
+/// cache, in `mode`, the drives probed with `probe`, mounted with
+/// `profile`.
+fn fsync_on_two_drives(mode: Mode, probe: ccnvme::ProbeOptions, profile: FsProfile) -> (Machine, usize) {
     let drives = (0..2)
         .map(|_| Drive::fresh(SsdProfile::flash_vwc(), BLOCKS))
         .collect();
@@ -156,14 +172,12 @@ fn fsync_flushes(faults: ccnvme::DriverFaults) -> (Vec<Vec<usize>>, Vec<Option<u
             let c = Ctx::on(0);
             let mut devs = Vec::new();
             for port in 0..2 {
-                let mut o = probe_options(Mode::Horae);
-                o.profile.faults = faults;
-                devs.push(BlockDevice::probe(&m2, port, o).await?);
+                devs.push(BlockDevice::probe(&m2, port, probe.clone()).await?);
             }
-            let mut opts = MkfsOptions::new(Mode::Horae);
+            let mut opts = MkfsOptions::new(mode);
             opts.journal_blocks = Some(2048);
             mkfs_volume(&devs, c, &opts, StripeOptions::default()).await?;
-            let fs = mount_volume(&devs, c, FsProfile::default()).await?;
+            let fs = mount_volume(&devs, c, profile).await?;
             fs.create_path(c, "/f").await?;
             fs.sync(c).await?;
             let from = m2.trace().entries().len();
@@ -173,11 +187,7 @@ fn fsync_flushes(faults: ccnvme::DriverFaults) -> (Vec<Vec<usize>>, Vec<Option<u
         })
         .unwrap()
         .unwrap();
-    let done = flush_dones(&m, from, 2);
-    let rung = (0..2u8)
-        .map(|p| last_doorbell(&m, from, *done[p as usize].first()?, p))
-        .collect();
-    (done, rung)
+    (m, from)
 }
 
 #[test]
@@ -374,35 +384,11 @@ fn overwrites_on_both_members_go_to_their_p_areas_and_survive_a_crash() {
     assert!(report.is_spotless(), "{report:?}");
 }
 
-/// Ext4 (`classic`) on a 2-drive volume of drives with a volatile cache:
-/// writes a file whose blocks span both members and fsyncs it; returns
-/// each port's `FLUSH_DONE` count during the fsync.
+/// Ext4 (`classic`) on a 2-drive volume of drives with a volatile cache,
+/// mounted with `profile`: each port's `FLUSH_DONE` count during an fsync
+/// of a file whose blocks span both members.
 fn classic_fsync_flushes(profile: FsProfile) -> Vec<usize> {
-    let drives = (0..2)
-        .map(|_| Drive::fresh(SsdProfile::flash_vwc(), BLOCKS))
-        .collect();
-    let (ex, m, _ctrls) = machine_with_drives(drives, 2, TraceMode::Events, 1);
-    let m2 = m.clone();
-    let from = ex
-        .block_on(async move {
-            let c = Ctx::on(0);
-            let mut devs = Vec::new();
-            for port in 0..2 {
-                devs.push(BlockDevice::probe(&m2, port, probe_options(Mode::Classic)).await?);
-            }
-            let mut opts = MkfsOptions::new(Mode::Classic);
-            opts.journal_blocks = Some(2048);
-            mkfs_volume(&devs, c, &opts, StripeOptions::default()).await?;
-            let fs = mount_volume(&devs, c, profile).await?;
-            fs.create_path(c, "/f").await?;
-            fs.sync(c).await?;
-            let from = m2.trace().entries().len();
-            fs.write_path(c, "/f", 0, &content(0, 1 << 20)).await?;
-            fs.fsync_path(c, "/f").await?;
-            Ok::<_, FsError>(from)
-        })
-        .unwrap()
-        .unwrap();
+    let (m, from) = fsync_on_two_drives(Mode::Classic, probe_options(Mode::Classic), profile);
     flush_dones(&m, from, 2).iter().map(Vec::len).collect()
 }
 

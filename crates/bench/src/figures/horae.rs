@@ -560,6 +560,20 @@ impl StripedFlushPoint {
     }
 }
 
+/// The (HoraeFS, ext4) pairs of `points` at each thread count, by `key`
+/// (a point's system and threads).
+fn hfs_ext4<T>(points: &[T], key: impl Fn(&T) -> (System, usize)) -> Vec<(&T, &T)> {
+    points
+        .iter()
+        .filter(|h| key(h).0 == System::HoraeFs)
+        .filter_map(|h| {
+            let t = key(h).1;
+            let e = points.iter().find(|e| key(e) == (System::Ext4, t))?;
+            Some((h, e))
+        })
+        .collect()
+}
+
 /// `a`'s IOPS over `b`'s.
 fn ratio_of(a: &Point, b: &Point) -> Option<f64> {
     (b.ops_per_sec > 0.0).then(|| a.ops_per_sec / b.ops_per_sec)
@@ -1080,17 +1094,9 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
             .filter(|q| q.stack == Stack::Horae)
             .map(|q| q.mbps)
             .fold(0.0, f64::max);
-    let sata: Vec<f64> = r
-        .sata
-        .iter()
-        .filter(|q| q.system == System::HoraeFs)
-        .filter_map(|h| {
-            let e = r
-                .sata
-                .iter()
-                .find(|e| e.system == System::Ext4 && e.threads == h.threads)?;
-            ratio_of(h, e)
-        })
+    let sata: Vec<f64> = hfs_ext4(&r.sata, |q| (q.system, q.threads))
+        .into_iter()
+        .filter_map(|(h, e)| ratio_of(h, e))
         .collect();
     if !sata.is_empty() {
         c.push(Check::new(
@@ -1219,17 +1225,10 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
     }
     let small = p.p_areas.iter().copied().min();
     let large = p.p_areas.iter().copied().max();
-    let dj: Vec<f64> = r
-        .ipu_dj
-        .iter()
-        .filter(|q| q.system == System::HoraeFs)
-        .filter_map(|h| {
-            let e = r
-                .ipu_dj
-                .iter()
-                .find(|e| e.system == System::Ext4 && e.threads == h.threads)?;
-            (e.ops_per_sec > 0.0).then(|| h.ops_per_sec / e.ops_per_sec)
-        })
+    let dj: Vec<f64> = hfs_ext4(&r.ipu_dj, |q| (q.system, q.threads))
+        .into_iter()
+        .filter(|(_, e)| e.ops_per_sec > 0.0)
+        .map(|(h, e)| h.ops_per_sec / e.ops_per_sec)
         .collect();
     if !dj.is_empty() {
         c.push(Check::new(
@@ -1556,23 +1555,17 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let sata_pairs: Vec<String> = r
-        .sata
-        .iter()
-        .filter(|q| q.system == System::HoraeFs)
-        .filter_map(|h| {
-            let e = r
-                .sata
-                .iter()
-                .find(|e| e.system == System::Ext4 && e.threads == h.threads)?;
-            Some(format!(
+    let sata_pairs: Vec<String> = hfs_ext4(&r.sata, |q| (q.system, q.threads))
+        .into_iter()
+        .map(|(h, e)| {
+            format!(
                 "{} thread(s): HFS {:.1}K IOPS (fsync {:.0} us), ext4 {:.1}K ({:.0} us)",
                 h.threads,
                 h.ops_per_sec / 1e3,
                 h.sync.mean,
                 e.ops_per_sec / 1e3,
                 e.sync.mean
-            ))
+            )
         })
         .collect();
     if !sata_pairs.is_empty() {
@@ -1775,28 +1768,20 @@ fn ipu_notes(r: &Results, p: &Params) -> Vec<String> {
             ratio(System::HoraeFsOd, pa, System::Ext4Od, None),
         ));
     }
-    let dj: Vec<String> = p
-        .ipu_threads
-        .iter()
-        .filter_map(|&t| {
-            let e = r
-                .ipu_dj
-                .iter()
-                .find(|q| q.system == System::Ext4 && q.threads == t)?;
-            let h = r
-                .ipu_dj
-                .iter()
-                .find(|q| q.system == System::HoraeFs && q.threads == t)?;
-            Some(format!(
-                "{t} thread(s): HFS {:.0}K IOPS (fsync {:.1} us, {:.2} blocks per overwrite), ext4 {:.0}K \
+    let dj: Vec<String> = hfs_ext4(&r.ipu_dj, |q| (q.system, q.threads))
+        .into_iter()
+        .map(|(h, e)| {
+            format!(
+                "{} thread(s): HFS {:.0}K IOPS (fsync {:.1} us, {:.2} blocks per overwrite), ext4 {:.0}K \
                  ({:.1} us, {:.2} blocks)",
+                h.threads,
                 h.ops_per_sec / 1e3,
                 h.sync_us,
                 h.blocks_per_op,
                 e.ops_per_sec / 1e3,
                 e.sync_us,
                 e.blocks_per_op
-            ))
+            )
         })
         .collect();
     if !dj.is_empty() {

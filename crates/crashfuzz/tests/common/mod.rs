@@ -5,7 +5,9 @@
 #![allow(dead_code)]
 
 use crashfuzz::builtin::by_name;
-use crashfuzz::{DriveEnumeration, ExploreOptions, ModeName, RunConfig, Workload};
+use crashfuzz::record::Fault;
+use crashfuzz::replay::{replay, ReplayId};
+use crashfuzz::{explore, DriveEnumeration, ExploreOptions, ModeName, RunConfig, Workload};
 
 /// The built-in workload `name` (its first, for a family).
 pub fn workload(name: &str) -> Workload {
@@ -32,6 +34,31 @@ pub fn opts() -> ExploreOptions {
         jobs: 2,
         ..ExploreOptions::default()
     }
+}
+
+/// Explores the built-in workload `name` with `fault` in `mode` on two
+/// drives of `profile`: a `check` violation must be found, its id must
+/// name both drives' media, and its replay must fail the same check.
+pub fn caught_on_two_drives(name: &str, mode: ModeName, profile: &str, fault: Fault, check: &str) {
+    let w = workload(name);
+    let cfg = RunConfig {
+        fault: Some(fault),
+        ..config(mode, profile)
+    };
+    let r = explore(&w, &cfg, &opts(), &w.name).expect("explore");
+    let v = r
+        .violations
+        .iter()
+        .find(|v| v.check == check)
+        .unwrap_or_else(|| panic!("not caught: {:?}", r.violations));
+    let id = ReplayId::parse(&v.id).expect("id");
+    assert_eq!(id.devices.as_ref().map(|d| d.media.len()), Some(2), "{}", v.id);
+    let out = replay(&v.id, 1).expect("replay");
+    assert!(
+        out.failures.iter().any(|f| f.check == v.check),
+        "{:?}",
+        out.failures
+    );
 }
 
 /// [`opts`] with every state up to 2^`lines` line and 2^`blocks` block

@@ -47,7 +47,9 @@ pub struct MountArgs {
     /// `allow_other` lets every user reach the mount (a user other than
     /// root needs `user_allow_other` in /etc/fuse.conf), and
     /// `default_permissions` makes the kernel check permissions too.
-    /// MQFS checks owner, group and mode itself either way.
+    /// MQFS checks owner, group and mode itself either way. `data=journal`
+    /// journals file data with the metadata, as ext4's option does
+    /// (`classic` and `horae` images; `data=ordered` is the default).
     #[arg(short = 'o', value_name = "OPTION[,OPTION...]", value_delimiter = ',')]
     pub options: Vec<String>,
 }
@@ -61,6 +63,9 @@ pub struct Options {
     /// `default_permissions`: the kernel checks permissions against the
     /// attributes it cached, before asking MQFS (which checks again).
     pub default_permissions: bool,
+    /// `data=journal` (`data=ordered` turns it off): file data through
+    /// the journal ([`mqfs::FsProfile::data_journal`]).
+    pub data_journal: bool,
 }
 
 impl Options {
@@ -71,9 +76,12 @@ impl Options {
             match opt {
                 "allow_other" => o.allow_other = true,
                 "default_permissions" => o.default_permissions = true,
+                "data=journal" => o.data_journal = true,
+                "data=ordered" => o.data_journal = false,
                 _ => {
                     return Err(CliError::Usage(format!(
-                        "unknown mount option {opt:?} (known: allow_other, default_permissions)"
+                        "unknown mount option {opt:?} (known: allow_other, default_permissions, \
+                         data=journal, data=ordered)"
                     )))
                 }
             }
@@ -101,10 +109,11 @@ impl Options {
 /// superblock records errors (`EXT4_ERROR_FS`: "warning: mounting fs with
 /// errors, running e2fsck is recommended", fs/ext4/super.c
 /// `ext4_setup_super`). Refusing it would leave the image unmountable for
-/// good: `fsck --repair` does not clear journal damage (M19).
-pub fn dry_run(image: &LockedImage) -> Result<(), CliError> {
+/// good: `fsck --repair` does not clear journal damage (M19). The mount
+/// takes `profile` (the `-o` options'), so one it refuses fails here.
+pub fn dry_run(image: &LockedImage, profile: mqfs::FsProfile) -> Result<(), CliError> {
     let rig = Rig::sandbox(image)?;
-    let (_dev, _fs) = rig.mount(0)?;
+    let (_dev, _fs) = rig.mount_with(profile)?;
     let report = mqfs::fsck(&**rig.ctrl()?.backend())?;
     let (journal, other): (Vec<_>, Vec<_>) = report
         .errors()
@@ -240,6 +249,12 @@ where
     F::Ino: Ord,
 {
     let unmountable = |e: CliError| e.on_image(&args.image, "mount");
+    if opts.data_journal {
+        return Err(CliError::Usage(format!(
+            "data=journal is a JBD2 option; {} on persistent memory has no journal of that kind",
+            F::NAME
+        )));
+    }
     let owner = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
     // Read once: the sandbox and the real mount start from the same
     // bytes (the store's pages are shared until written).
@@ -269,7 +284,12 @@ fn mount_mqfs(
     mode: mqfs::Mode,
 ) -> Result<Unmounted, CliError> {
     let unmountable = |e: CliError| e.on_image(&args.image, "mount");
-    dry_run(&image).map_err(unmountable)?;
+    let profile = |clock_base_ns| mqfs::FsProfile {
+        clock_base_ns,
+        data_journal: opts.data_journal,
+        ..mqfs::FsProfile::default()
+    };
+    dry_run(&image, profile(0)).map_err(unmountable)?;
     let (rig, pmr, mut rec) = match &args.record {
         Some(file) => {
             let (rig, pmr, rec) = record::start(&image, file)?;
@@ -281,7 +301,7 @@ fn mount_mqfs(
         }
     };
     let start = At::of(&rig.machine);
-    let (dev, fs) = rig.mount(host_time_ns()).map_err(unmountable)?;
+    let (dev, fs) = rig.mount_with(profile(host_time_ns())).map_err(unmountable)?;
     if let Some(rec) = rec.as_mut() {
         rec.op("mount", 0, start, At::of(&rig.machine));
     }
@@ -353,6 +373,12 @@ mod tests {
             vec![MountOption::AllowOther, MountOption::DefaultPermissions]
         );
         assert!(o(&["allow_other"]).unwrap().fuse() == vec![MountOption::AllowOther]);
+        assert!(o(&["data=journal"]).unwrap().data_journal);
+        assert!(!o(&["data=journal", "data=ordered"]).unwrap().data_journal);
+        assert!(
+            o(&["data=journal"]).unwrap().fuse().is_empty(),
+            "not a FUSE option"
+        );
         assert!(matches!(o(&["nosuid"]), Err(CliError::Usage(m)) if m.contains("nosuid")));
     }
 }

@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::rc::Rc;
 
-use ccnvme::BlockDevice;
-use mqfs::testing::{format_and_mount, machine, TestFs};
+use ccnvme::{BlockDevice, Traffic};
+use mqfs::testing::{format_and_mount, machine, new_fs_with, TestFs};
 use mqfs::{mount, probe_options, Ctx, FileType, Fs, FsError, FsProfile, Ino, Mode};
 use nvme_ctrl::SsdProfile;
-use pcie_sim::{Machine, TraceMode};
+use pcie_sim::{Machine, SimDuration, TraceMode};
 
 /// The root directory's inode number.
 pub const ROOT: Ino = 2;
@@ -343,4 +343,32 @@ pub async fn snapshot(fs: &Fs, c: Ctx) -> Result<Snap, String> {
         ));
     }
     Ok(snap)
+}
+
+/// Device blocks written by overwrite + fsync pairs of one block of a
+/// synced file in `mode` mounted with `profile`, one pair per entry of
+/// `sleeps`, that much simulated time passing before it. The file is made
+/// at a tick of the timestamp clock (4 ms in), so pairs soon after stay
+/// within the tick of its last change.
+pub fn overwrite_fsync_blocks(mode: Mode, profile: FsProfile, sleeps: &[SimDuration]) -> Vec<u64> {
+    let t = new_fs_with(mode, SsdProfile::optane_905p(), 65536, 1, profile).unwrap();
+    let (fs, m) = (t.fs.clone(), t.machine.clone());
+    let sleeps = sleeps.to_vec();
+    t.ex.block_on(async move {
+        let c = Ctx::on(0);
+        m.sim().sleep(SimDuration::from_ms(4)).await;
+        let ino = fs.create_path(c, "/f").await.unwrap().ino;
+        fs.write(c, ino, 0, &[7u8; 4096]).await.unwrap();
+        fs.fsync(c, ino).await.unwrap();
+        let mut blocks = Vec::new();
+        for (i, pause) in sleeps.into_iter().enumerate() {
+            m.sim().sleep(pause).await;
+            let before = m.counters();
+            fs.write(c, ino, 0, &[i as u8; 4096]).await.unwrap();
+            fs.fsync(c, ino).await.unwrap();
+            blocks.push(Traffic::from_counters(&m.counters().since(&before)).block_io);
+        }
+        blocks
+    })
+    .unwrap()
 }
