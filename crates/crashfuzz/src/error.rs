@@ -14,7 +14,7 @@ pub enum Error {
     #[error("unknown workload `{0}` (see `crashfuzz list`, or give a workload file)")]
     UnknownWorkload(String),
     /// No mode has this name.
-    #[error("unknown mode `{0}` (one of: none, classic, classic-cc, horae, mq, mq-atomic, mq-literal, horae2, classic2, classic-dj; PM: wofs, soupfs, pmfs)")]
+    #[error("unknown mode `{0}` (one of: none, classic, classic-cc, horae, mq, mq-atomic, mq-literal, horae2, classic2, classic-dj, horae-dj; PM: wofs, soupfs, pmfs)")]
     UnknownMode(String),
     /// No fault has this name.
     #[error("unknown fault `{0}` (one of: no-flush-read, no-fence, no-entry-fence, no-commit-fua, out-of-order, no-revoke, no-data-flush, horae-early-ack, horae-no-redirect-commit, horae-no-joint-flush, horae-early-dr, replay-unfinished; or a PM mode's switch, MODE-SWITCH: see `crashfuzz list`)")]

@@ -133,7 +133,7 @@ struct RunArgs {
     /// Modes, comma-separated (none, classic, classic-cc (JBD2 committing
     /// through ccNVMe), horae, mq, mq-atomic, mq-literal, horae2 (HoraeFS
     /// striped over two drives), classic2 (Ext4 on md RAID 0 over two
-    /// drives), classic-dj (Ext4 with data=journal); the PM modes
+    /// drives), classic-dj, horae-dj (Ext4, HoraeFS with data=journal); the PM modes
     /// wofs, soupfs, pmfs (the file systems on persistent memory); or
     /// `default`, which has the PM modes too).
     #[arg(long, short, default_value = "default", value_delimiter = ',')]

@@ -63,11 +63,13 @@ pub enum ModeName {
     /// Ext4 with `data=journal` (`mqfs::FsProfile::data_journal`): file
     /// data go to the journal with the metadata and home by the checkpoint.
     ClassicDj,
+    /// HoraeFS with `data=journal`.
+    HoraeDj,
 }
 
 impl ModeName {
     /// Every mode.
-    pub const ALL: [ModeName; 10] = [
+    pub const ALL: [ModeName; 11] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::ClassicCc,
@@ -78,10 +80,11 @@ impl ModeName {
         ModeName::Horae2,
         ModeName::Classic2,
         ModeName::ClassicDj,
+        ModeName::HoraeDj,
     ];
 
     /// The modes of the default run (the safe ones and Ext4-NJ).
-    pub const DEFAULT: [ModeName; 9] = [
+    pub const DEFAULT: [ModeName; 10] = [
         ModeName::None,
         ModeName::Classic,
         ModeName::ClassicCc,
@@ -91,6 +94,7 @@ impl ModeName {
         ModeName::Horae2,
         ModeName::Classic2,
         ModeName::ClassicDj,
+        ModeName::HoraeDj,
     ];
 
     /// Command-line name.
@@ -106,6 +110,7 @@ impl ModeName {
             ModeName::Horae2 => "horae2",
             ModeName::Classic2 => "classic2",
             ModeName::ClassicDj => "classic-dj",
+            ModeName::HoraeDj => "horae-dj",
         }
     }
 
@@ -121,7 +126,7 @@ impl ModeName {
             ModeName::Classic | ModeName::ClassicCc | ModeName::Classic2 | ModeName::ClassicDj => {
                 Mode::Classic
             }
-            ModeName::Horae | ModeName::Horae2 => Mode::Horae,
+            ModeName::Horae | ModeName::Horae2 | ModeName::HoraeDj => Mode::Horae,
             ModeName::Mq | ModeName::MqAtomic | ModeName::MqLiteral => Mode::Mq,
         }
     }
@@ -168,6 +173,11 @@ impl ModeName {
             ModeName::MqLiteral => p.mq.rule = RecoveryRule::PaperLiteral,
             ModeName::ClassicCc => p.jbd_commit = JbdCommit::CcNvmeTransaction,
             ModeName::ClassicDj => p.data_journal = true,
+            ModeName::HoraeDj => {
+                p.data_journal = true;
+                p.submitters = Some(ccnvme::horae::Submitters { first: 1, count: 1 });
+                p.driver.horae_recovery_load = ccnvme::RegionLoad::Live;
+            }
             // HoraeFS as measured: the ordering layer hands every data bio
             // to a background submitter (Horae 6.2), here on core 1 (every
             // machine has two, [`RunConfig::cores`]), so crash points fall

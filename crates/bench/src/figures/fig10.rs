@@ -410,6 +410,33 @@ fn notes(r: &Results, p: &Params) -> BenchResult<Vec<String>> {
         ssd.units,
         ssd.program_time.as_secs_f64() * 1e6,
     ));
+    // Side experiment: ccNVMe without the read too. The ccNVMe paper's
+    // released driver persists its P-SQ with the same flush as HoRAE's,
+    // which makes no read (decisions H18): what the read costs F10.3 and
+    // F10.4.
+    let nr_cc = run_with(&ssd, &released, Approach::CcNvme, 1, large, p.duration)?;
+    let mut nr_sat = None;
+    for &t in &p.threads {
+        let x = run_with(&ssd, &released, Approach::CcNvmeAtomic, t, 1, p.duration)?;
+        if x.utilization >= 0.9 {
+            nr_sat = Some(t);
+            break;
+        }
+    }
+    let sat = |x: Option<usize>| x.map_or_else(|| format!("none of {:?}", p.threads), |t| t.to_string());
+    n.push(format!(
+        "**Without the read, ccNVMe too (F10.3, F10.4).** The ccNVMe paper's released driver \
+         persists its P-SQ entries and doorbell with the same flush as HoRAE's module, which makes \
+         no read (`docs/decisions.md` H18). Side experiment, its writes without the read as well \
+         (`DriverFaults::no_flush_read`, the one change): one core's ccNVMe transactions of {} KiB \
+         use {:.0}% of the bandwidth (with the read {:.0}%, paper 93%), and ccnvme-atomic reaches 90% \
+         of it at 4 KiB with {} thread(s) (with the read {}; paper 2).",
+        large * 4,
+        pct(nr_cc.utilization),
+        pct(nl.utilization),
+        sat(nr_sat),
+        sat(saturating_threads(r, p, Approach::CcNvmeAtomic)),
+    ));
     Ok(n)
 }
 
