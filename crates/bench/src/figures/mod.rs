@@ -97,6 +97,9 @@ const MODEL_NOTES: &str = "\
 - The drive models program each block on the media unit free first (a page-mapped FTL's write \
   point, `docs/decisions.md` D21); the 905P and P5800X profiles have no \
   volatile write cache, so FLUSH is dropped by the block layer, as on the paper's Optane drives.
+- File timestamps come from the coarse clock, as Linux's `current_time` (4 ms ticks, HZ=250): an \
+  overwrite within the tick of its file's last change dirties no inode, so its fsync commits no \
+  transaction (`docs/decisions.md` M17); appends change the size and always do.
 - Periodic writeback runs with Linux's defaults (wake every 5 s, write what has been dirty 30 s); \
   the measured windows last milliseconds, so it never fires in them: Ext4-NJ's bitmaps, which its \
   fsync does not write, stay dirty, as in a short run on Linux.";
