@@ -143,7 +143,80 @@ impl Fs {
         if end > MAX_FILE {
             return Err(FsError::TooBig);
         }
-        let _op = self.begin(ctx).await?;
+        let dj = match self.journal()? {
+            crate::journal::Journal::Jbd(j) if self.profile.data_journal && !data.is_empty() => j,
+            _ => {
+                let _op = self.begin(ctx).await?;
+                return self.write_pages_in(ctx, ino, off, data, within_size).await;
+            }
+        };
+        // data=journal: the pages join the running transaction, which
+        // holds at most a quarter of the log; ext4 writes page by page,
+        // each page in its own handle (`ext4_write_begin`, `ext4_journalled_
+        // write_end`), and a handle that finds the transaction full waits
+        // for its commit to start (`start_this_handle`). Here one handle
+        // takes as many pages as the transaction has room for.
+        let mut done = 0usize;
+        let mut syscall = true;
+        while done < data.len() {
+            let op = if syscall {
+                syscall = false;
+                self.begin(ctx).await?
+            } else {
+                self.enter_gate().await
+            };
+            let pos = off + done as u64;
+            let first = pos / BLOCK as u64;
+            let pages = (end.div_ceil(BLOCK as u64) - first).max(1);
+            let meta = self.write_meta_credits(pages);
+            let got = dj.start_handle(pages, meta);
+            if got == 0 {
+                drop(op);
+                dj.wait_for_commit_start(self, ctx).await?;
+                continue;
+            }
+            let upto = ((first + got) * BLOCK as u64).min(end);
+            let chunk = &data[done..(upto - off) as usize];
+            let r = self.write_pages_in(ctx, ino, pos, chunk, within_size).await;
+            dj.stop_handle(meta);
+            drop(op);
+            // As `generic_perform_write`: an error after some pages were
+            // written is a short write of those.
+            let n = match r {
+                Ok(n) => n,
+                Err(_) if done > 0 => break,
+                Err(e) => return Err(e),
+            };
+            done += n;
+            if n < chunk.len() {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// The metadata blocks a write of `pages` pages may dirty, its
+    /// handle's credits beyond the data (as ext4's
+    /// `ext4_meta_trans_blocks`, fs/ext4/inode.c, counts them): the path
+    /// through the extent tree and a split at each level, a block bitmap
+    /// and a group-descriptor block per group the allocations span, the
+    /// inode's table block and the superblock.
+    fn write_meta_credits(&self, pages: u64) -> u64 {
+        let per_group = u64::from(self.sb.borrow().blocks_per_group.max(1));
+        let groups = pages.div_ceil(per_group) + 1;
+        2 * (u64::from(crate::extent_tree::MAX_DEPTH) + 1) + 2 * groups + 2
+    }
+
+    /// [`Fs::write_pages`] within an operation the caller holds.
+    async fn write_pages_in(
+        &self,
+        ctx: Ctx,
+        ino: Ino,
+        off: u64,
+        data: &[u8],
+        within_size: bool,
+    ) -> Result<usize, FsError> {
+        let end = off + data.len() as u64;
         let st = self.iget(ctx, ino).await?;
         match st.inode.borrow().file_type() {
             Some(FileType::Dir) => return Err(FsError::IsDir),

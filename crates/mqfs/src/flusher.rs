@@ -90,6 +90,15 @@ impl Fs {
     /// Records that `ino` has a dirty page (Linux `__mark_inode_dirty`
     /// with `I_DIRTY_PAGES`): its first dirtying starts its expiry.
     pub(crate) fn note_dirty_pages(&self, ino: Ino) {
+        // data=journal: the pages join the running transaction as they are
+        // dirtied (ext4_journalled_write_end, ext4_block_zero_page_range:
+        // `ext4_dirty_journalled_data`), so it commits them with whatever
+        // change of the file's metadata exposes them.
+        if self.profile.data_journal {
+            if let Some(crate::journal::Journal::Jbd(j)) = self.journal.borrow().as_ref() {
+                j.order_data(ino);
+            }
+        }
         let now = self.machine.sim().now();
         let first = self.flusher.idle();
         self.flusher.data.borrow_mut().entry(ino).or_insert(now);

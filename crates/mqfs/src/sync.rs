@@ -336,8 +336,10 @@ impl Fs {
             }
             Journal::Jbd(j) => {
                 if self.profile.data_journal {
-                    // Every file's data through the log, in as many
-                    // transactions as the room per transaction needs.
+                    // Every file's data through the log before the
+                    // checkpoint: the pages joined the running transaction
+                    // when they were dirtied, each write's handles kept it
+                    // within a quarter of the log.
                     for st in &inodes {
                         let _g = st.lock.lock().await;
                         j.commit_data(self, ctx, st, false).await?;

@@ -103,3 +103,52 @@ fn modes_without_a_jbd2_commit_record_refuse_data_journal() {
         assert!(e.to_string().contains("data=journal"), "{e}");
     }
 }
+
+/// A write larger than the log: its pages join the running transaction
+/// as they are written, each transaction takes at most a quarter of the
+/// log (JBD2's `j_max_transaction_buffers`) and the writer waits for a
+/// full one's commit to start, so the file commits in several
+/// transactions, each holding the data its allocations expose, and reads
+/// back after a remount. Without the wait one transaction would carry the
+/// whole write and could never fit the log.
+#[test]
+fn a_write_larger_than_the_log_commits_in_quarter_log_transactions() {
+    for mode in [Mode::Classic, Mode::Horae] {
+        let t = setup_profile(mode, 1 << 15, 1, 16384, dj()).expect("mounts");
+        let (fs, m) = (t.fs.clone(), t.machine.clone());
+        let log = fs.superblock().area_blocks;
+        let data: Vec<u8> = (0..(2 * log as usize + 5) * 4096)
+            .map(|j| (j / 4096 * 13 + j) as u8)
+            .collect();
+        let want = data.clone();
+        let (stats, got) =
+            t.ex.block_on(async move {
+                let c = Ctx::on(0);
+                fs.create_path(c, "/big").await?;
+                let n = fs.write_path(c, "/big", 0, &data).await?;
+                assert_eq!(n, data.len(), "{mode:?}: the whole write");
+                fs.fsync_path(c, "/big").await?;
+                let stats = fs.pipeline_stats().expect("a jbd journal");
+                fs.unmount(c).await?;
+                drop(fs);
+                let dev = BlockDevice::probe(&m, 0, probe_options(mode)).await?;
+                let fs = mount(&dev, c, dj()).await?;
+                let got = fs.read_path(c, "/big").await?;
+                fs.unmount(c).await?;
+                Ok::<_, FsError>((stats, got))
+            })
+            .unwrap()
+            .unwrap();
+        assert!(got == want, "{mode:?}: /big reads back");
+        assert!(
+            stats.handle_waits >= 8,
+            "{mode:?}: the writer waited for room: {stats:?}"
+        );
+        assert!(
+            stats.largest_transaction <= log / 4,
+            "{mode:?}: a transaction took more than a quarter of the {log}-block log: {stats:?}"
+        );
+        let report = fsck(&*t.ctrl.backend().clone()).unwrap();
+        assert!(report.is_spotless(), "{mode:?}: {report:?}");
+    }
+}

@@ -104,6 +104,10 @@ struct Running {
     /// owner still holds them on disk, so a reuse before then is no fresh
     /// block (HoraeFS writes it as an in-place update).
     freed: BTreeSet<u64>,
+    /// data=journal: the log blocks the handles of this transaction
+    /// reserved for data, and running handles for metadata
+    /// ([`Jbd::start_handle`]; JBD2's `t_outstanding_credits`).
+    data_credits: u64,
 }
 
 /// Writes started and not yet waited for, with their host pages.
@@ -183,6 +187,13 @@ pub struct PipelineStats {
     /// HoraeFS: in-place data writes redirected to the p-area (prepare
     /// writes, Horae 5.4; 0 without a p-area).
     pub redirected: u64,
+    /// data=journal: writes that found the running transaction full and
+    /// waited for its commit to start before going on
+    /// ([`Jbd::wait_for_commit_start`]).
+    pub handle_waits: u64,
+    /// The most log blocks one transaction wrote (copies, descriptors,
+    /// revoke records and commit record).
+    pub largest_transaction: u64,
 }
 
 struct State {
@@ -304,9 +315,98 @@ impl Jbd {
         self.stats.set(s);
     }
 
-    /// Puts `ino`'s dirty data in the running transaction (ordered mode).
+    /// Puts `ino`'s dirty data in the running transaction (ordered mode;
+    /// under data=journal, the pages themselves).
     pub(crate) fn order_data(&self, ino: Ino) {
         self.st.borrow_mut().running.ordered.insert(ino);
+    }
+
+    /// The most log blocks a transaction may take: a quarter of the log,
+    /// JBD2's `j_max_transaction_buffers` (fs/jbd2/journal.c,
+    /// `jbd2_journal_get_max_txn_bufs`).
+    fn max_transaction_blocks(&self) -> u64 {
+        self.ring.blocks / 4
+    }
+
+    /// data=journal: starts a handle in the running transaction, as JBD2's
+    /// `start_this_handle` adds a handle's credits to
+    /// `t_outstanding_credits` (fs/jbd2/transaction.c,
+    /// `add_transaction_credits`): reserves room for up to `pages` data
+    /// blocks and `meta` metadata blocks the handle may dirty, and returns
+    /// how many pages it reserved. 0 means the transaction is full: the
+    /// caller leaves its operation, waits for the commit to start
+    /// ([`Jbd::wait_for_commit_start`]) and tries again. An empty
+    /// transaction takes one page whatever the log's size, so every write
+    /// goes on. Credits count log blocks (descriptors and the commit record
+    /// included) over what the transaction already holds; the caller
+    /// returns the `meta` credits when its handle stops
+    /// ([`Jbd::stop_handle`]), its dirtied buffers being in the
+    /// transaction by then.
+    pub(crate) fn start_handle(&self, pages: u64, meta: u64) -> u64 {
+        let mut st = self.st.borrow_mut();
+        let r = &mut st.running;
+        let used = |credits: u64| log_blocks(r.blocks.len() + credits as usize, r.revokes.len()) + 1;
+        let max = self.max_transaction_blocks();
+        let fits = |n: u64| used(r.data_credits + n + meta) <= max;
+        let got = if !fits(1) {
+            u64::from(r.data_credits == 0 && r.blocks.is_empty())
+        } else {
+            // The most pages that fit (at most `pages`), by bisection.
+            let (mut lo, mut hi) = (1, pages);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if fits(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            lo
+        };
+        if got > 0 {
+            r.data_credits += got + meta;
+        }
+        got
+    }
+
+    /// Returns the `meta` credits of a handle [`Jbd::start_handle`]
+    /// started (`jbd2_journal_stop` gives back what a handle did not
+    /// use); the caller still holds its operation, so the handle's
+    /// transaction is still running.
+    pub(crate) fn stop_handle(&self, meta: u64) {
+        let mut st = self.st.borrow_mut();
+        debug_assert!(
+            st.running.data_credits >= meta,
+            "a handle returns the credits it took"
+        );
+        st.running.data_credits = st.running.data_credits.saturating_sub(meta);
+    }
+
+    /// data=journal: asks the commit thread to commit the running
+    /// transaction and waits until it has taken it (JBD2's
+    /// `wait_transaction_locked` after `jbd2_log_start_commit`: a new
+    /// transaction runs from then on), not for its durability. The caller
+    /// pays two context switches.
+    pub(crate) async fn wait_for_commit_start(&self, fs: &Fs, ctx: Ctx) -> Result<(), FsError> {
+        self.count(|s| s.handle_waits += 1);
+        let target = {
+            let mut st = self.st.borrow_mut();
+            let t = st.next_tid;
+            st.requested = st.requested.max(t);
+            t
+        };
+        self.wake_commit.notify_one();
+        loop {
+            if self.st.borrow().next_tid > target {
+                break;
+            }
+            if fs.readonly.get() {
+                return Err(FsError::Io("journal commit failed".into()));
+            }
+            self.committed.notified().await;
+        }
+        fs.woken(ctx, fs.profile.context_switch).await;
+        Ok(())
     }
 
     /// Block `b` was freed (data or metadata) in the running transaction.
@@ -531,9 +631,9 @@ impl Jbd {
         self.request_and_wait(fs, ctx, false).await
     }
 
-    /// data=journal: commits `st`'s dirty data through the journal, in as
-    /// many transactions as the log's room per transaction needs
-    /// (`dispatched`: wait only until each is dispatched, as `fbarrier`).
+    /// data=journal: commits the running transaction, which holds `st`'s
+    /// dirty data since they were written (`ext4_force_commit`;
+    /// `dispatched`: wait only until it is dispatched, as `fbarrier`).
     pub(crate) async fn commit_data(
         &self,
         fs: &Fs,
@@ -541,16 +641,10 @@ impl Jbd {
         st: &InodeState,
         dispatched: bool,
     ) -> Result<(), FsError> {
-        loop {
-            let dirty = !st.pages.dirty().is_empty();
-            if dirty {
-                self.order_data(st.ino);
-            }
-            self.request_and_wait(fs, ctx, dispatched).await?;
-            if !dirty || st.pages.dirty().is_empty() {
-                return Ok(());
-            }
+        if !st.pages.dirty().is_empty() {
+            self.order_data(st.ino);
         }
+        self.request_and_wait(fs, ctx, dispatched).await
     }
 
     /// `fbarrier`'s wait (HoRAE Table 1, 5.6.2): asks the commit thread to
@@ -648,6 +742,8 @@ impl Jbd {
             st.next_tid += 1;
             (tid, r)
         };
+        // Writers waiting for room in a full transaction go on in the next.
+        self.committed.notify_waiters();
         let snapshots: Vec<(u64, Box<[u8; BLOCK]>)> = running
             .blocks
             .iter()
@@ -668,11 +764,11 @@ impl Jbd {
         // its revoke is cancelled, as `jbd2_journal_cancel_revoke` does.
         let journal_data = fs.profile.data_journal;
         let mut running = running;
+        // Every dirty page of the transaction's files goes in it: a write
+        // joined its pages to the running transaction when it dirtied
+        // them, with room reserved (`Jbd::reserve_data`), so the data
+        // commit with the allocations and sizes that expose them.
         let mut data_copies: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
-        // A transaction holds at most a quarter of the log (JBD2's
-        // `j_max_transaction_buffers`, fs/jbd2/journal.c): data past it
-        // stay dirty for the next commit (`Jbd::commit_data`).
-        let data_room = (self.ring.blocks / 4).saturating_sub(snapshots.len() as u64 + 2) as usize;
         for ino in &running.ordered {
             let st = fs.inodes.borrow().get(ino).cloned();
             if let Some(st) = st {
@@ -683,9 +779,6 @@ impl Jbd {
                 for (fb, page) in st.pages.dirty() {
                     if let Some(home) = Fs::bmap(&st, fb) {
                         if journal_data {
-                            if data_copies.len() >= data_room {
-                                continue;
-                            }
                             data_copies.push((home, page.snapshot()));
                         } else {
                             data.push((home, page.snapshot()));
@@ -743,6 +836,7 @@ impl Jbd {
         // driver tracks (its recovery reports the unfinished ones by id).
         let commit_blocks = u64::from(!self.cc);
         let need = log_blocks(snapshots.len(), revokes.len()) + commit_blocks;
+        self.count(|s| s.largest_transaction = s.largest_transaction.max(need));
         self.make_room(fs, ctx, need).await?;
         let txid = if self.cc {
             let t = fs.next_txid.get();
