@@ -222,17 +222,37 @@ fn rig(
     drives: usize,
     stack: Stack,
 ) -> BenchResult<(Executor, Machine, Vec<Rc<BlockDevice>>)> {
-    rig_with(profile, drives, stack, FlushIssue::Joint, TraceMode::Off)
+    rig_with(
+        profile,
+        drives,
+        stack,
+        FlushIssue::Joint,
+        TraceMode::Off,
+        Read::Kept,
+    )
 }
 
-/// [`rig`] with the joint FLUSH's FLUSHes sent as `flush` says and the bus
-/// trace kept as `trace` says.
+/// Whether the ordering queue's persistent MMIO writes end in HoRAE 5.5's
+/// zero-length read (the model's default) or without it, as HoRAE's
+/// released module runs them (`DriverFaults::no_flush_read`,
+/// `docs/decisions.md` H18: a side experiment, not crash-consistent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// The read after each persistent write.
+    Kept,
+    /// No read.
+    Left,
+}
+
+/// [`rig`] with the joint FLUSH's FLUSHes sent as `flush` says, the bus
+/// trace kept as `trace` says, and the flushing read as `read` says.
 fn rig_with(
     profile: &SsdProfile,
     drives: usize,
     stack: Stack,
     flush: FlushIssue,
     trace: TraceMode,
+    read: Read,
 ) -> BenchResult<(Executor, Machine, Vec<Rc<BlockDevice>>)> {
     let ds = (0..drives)
         .map(|_| Drive::fresh(profile.clone(), SPAN_BLOCKS))
@@ -244,6 +264,7 @@ fn rig_with(
         ..ProbeOptions::default()
     };
     opts.profile.horae_flush = flush;
+    opts.profile.faults.no_flush_read = read == Read::Left;
     let mut devs = Vec::new();
     for port in 0..drives {
         let (m2, o) = (m.clone(), opts.clone());
@@ -276,7 +297,18 @@ fn lba(rng: &mut Rng) -> u64 {
 /// round-robin over `drives` drives of `profile`, with `stack`; then all
 /// durable. Throughput over the whole run.
 pub fn ordered_writes(profile: &SsdProfile, drives: usize, stack: Stack, n: u64) -> BenchResult<H5Point> {
-    let (ex, m, devs) = rig(profile, drives, stack)?;
+    ordered_writes_with(profile, drives, stack, n, Read::Kept)
+}
+
+/// [`ordered_writes`] with the flushing read as `read` says.
+pub fn ordered_writes_with(
+    profile: &SsdProfile,
+    drives: usize,
+    stack: Stack,
+    n: u64,
+    read: Read,
+) -> BenchResult<H5Point> {
+    let (ex, m, devs) = rig_with(profile, drives, stack, FlushIssue::Joint, TraceMode::Off, read)?;
     let m2 = m.clone();
     let us = ex.block_on(async move {
         let pg = page(&m2)?;
@@ -343,6 +375,12 @@ impl Stopwatch {
 /// timed around the call that does it: `n` vanilla writes (submit, then
 /// wait) and `n` HoRAE ordered writes (append, then submit).
 pub fn breakdown(profile: &SsdProfile, n: u64) -> BenchResult<Breakdown> {
+    breakdown_with(profile, n, Read::Kept)
+}
+
+/// [`breakdown`] with the flushing read of the ordering queue's writes as
+/// `read` says.
+pub fn breakdown_with(profile: &SsdProfile, n: u64, read: Read) -> BenchResult<Breakdown> {
     let mut b = Breakdown::default();
     // Vanilla: block layer, then DMA + device + interrupt.
     let (ex, m, devs) = rig(profile, 1, Stack::Vanilla)?;
@@ -374,7 +412,7 @@ pub fn breakdown(profile: &SsdProfile, n: u64) -> BenchResult<Breakdown> {
     b.vanilla_iops = n as f64 / total * 1e6;
     // HoRAE: the ordering layer, then the hand-over to the submitter, in
     // the caller.
-    let (ex, m, devs) = rig(profile, 1, Stack::Horae)?;
+    let (ex, m, devs) = rig_with(profile, 1, Stack::Horae, FlushIssue::Joint, TraceMode::Off, read)?;
     let m2 = m.clone();
     let (ordering, ordering_cpu, caller, oq) = ex.block_on(async move {
         let pg = page(&m2)?;
@@ -443,7 +481,14 @@ pub fn flush_drive() -> SsdProfile {
 /// is timed from the bus trace, from the start of the durability step to
 /// the drive's `FLUSH_DONE`.
 pub fn flush_rounds(issue: FlushIssue, rounds: u64) -> BenchResult<FlushRun> {
-    let (ex, m, devs) = rig_with(&flush_drive(), 2, Stack::Horae, issue, TraceMode::Events)?;
+    let (ex, m, devs) = rig_with(
+        &flush_drive(),
+        2,
+        Stack::Horae,
+        issue,
+        TraceMode::Events,
+        Read::Kept,
+    )?;
     let m2 = m.clone();
     let us = ex.block_on(async move {
         let pg = page(&m2)?;
@@ -784,6 +829,16 @@ pub struct FastDrive {
     pub fs: Vec<Point>,
 }
 
+/// H6 and H5 with the ordering queue's persistent writes made without
+/// their zero-length read (the one change).
+#[derive(Clone, Debug, Default)]
+pub struct NoRead {
+    /// H6's parts.
+    pub h6: Breakdown,
+    /// H5's points, vanilla and HoRAE per drive count.
+    pub h5: Vec<H5Point>,
+}
+
 /// HoRAE 6.2's device part of a 4 KiB write: "data DMA, device-side
 /// processing and interrupt handler consume 8.7 us".
 const H6_DEVICE_US: f64 = 8.7;
@@ -804,6 +859,10 @@ pub struct Results {
     /// H8.1): the same drive with its per-write overhead shortened by what
     /// H6's device part exceeds HoRAE's measured 8.7 us.
     pub fast_drive: Option<FastDrive>,
+    /// The side experiment of the flushing read (H6.2, H6.6, H5.1): H6 and
+    /// H5 with the ordering queue's writes made without HoRAE 5.5's
+    /// zero-length read (`DriverFaults::no_flush_read`).
+    pub no_read: Option<NoRead>,
     /// H8.2's side experiment: HFS and HFS-OD per thread count with every
     /// buffer of a committing transaction given a frozen copy (BH_Shadow
     /// off, `FsProfile::jbd_shadow`; the one change).
@@ -934,6 +993,18 @@ pub fn run(p: &Params) -> BenchResult<Results> {
         }
     }
     r.fast_drive = Some(fast_drive(&ssd, &r.h6, p)?);
+    let mut no_read = NoRead {
+        h6: breakdown_with(&ssd, p.writes, Read::Left)?,
+        ..NoRead::default()
+    };
+    for &d in &p.drives {
+        for stack in [Stack::Vanilla, Stack::Horae] {
+            no_read
+                .h5
+                .push(ordered_writes_with(&ssd, d, stack, p.writes, Read::Left)?);
+        }
+    }
+    r.no_read = Some(no_read);
     let sata = flush_drive();
     for &threads in &p.fs_threads {
         for system in [System::Ext4, System::HoraeFs] {
@@ -1069,6 +1140,44 @@ fn fast_drive(ssd: &SsdProfile, h6: &Breakdown, p: &Params) -> BenchResult<FastD
         out.overhead_before_us, out.overhead_us, out.h6.device
     );
     Ok(out)
+}
+
+/// The flushing-read side experiment as a report note.
+fn no_read_note(r: &Results) -> Option<String> {
+    let x = r.no_read.as_ref()?;
+    let best = |h5: &[H5Point]| {
+        h5.iter()
+            .filter(|q| q.stack == Stack::Horae)
+            .map(|q| q.mbps)
+            .fold(0.0, f64::max)
+            / 1e3
+    };
+    let one = |h5: &[H5Point], s: Stack| h5.iter().find(|q| q.stack == s && q.drives == 1).map(|q| q.iops);
+    let s1 = one(&x.h5, Stack::Horae)? / one(&x.h5, Stack::Vanilla)?.max(1.0);
+    let charge = ProbeOptions::default().profile.ordering_layer.as_us_f64();
+    let share = (r.h6.ordering - x.h6.ordering) / (r.h6.ordering - charge).max(1e-12);
+    Some(format!(
+        "**The zero-length read (H6.2, H6.6, H5.1).** Side experiment: H6 and H5 with the ordering \
+         queue's persistent writes made without HoRAE 5.5's zero-length read, as HoRAE's released \
+         module makes them (`DriverFaults::no_flush_read`, the one change; not crash-consistent, \
+         `docs/decisions.md` H18): the ordering layer takes {:.2} us per write (with the read {:.2}; \
+         paper 0.7), with {:.1} posted writes and {:.1} reads to the queue per write; the caller's \
+         path {:.2} us (with the read {:.2}); one stream's best throughput {:.2} GB/s (with the read \
+         {:.2}; paper 2.6); HORAE / vanilla on one drive {s1:.2}x (with the read {:.2}x; paper 4.1x). \
+         Of what the ordering layer takes beyond the profile's {charge:.2} us, the reads are {:.0}%; \
+         the rest is the posted writes themselves (WC stores, `clflush` and `mfence` per write, the \
+         PMR write latency of Figure 5) and their bookkeeping.",
+        x.h6.ordering,
+        r.h6.ordering,
+        x.h6.oq_writes,
+        x.h6.oq_reads,
+        x.h6.horae_caller,
+        r.h6.horae_caller,
+        best(&x.h5),
+        best(&r.h5),
+        r.speedup(1)?,
+        share * 100.0,
+    ))
 }
 
 /// The drive-latency side experiment as a report note.
@@ -1719,6 +1828,9 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
         n.push(note);
     }
     if let Some(note) = fast_drive_note(r) {
+        n.push(note);
+    }
+    if let Some(note) = no_read_note(r) {
         n.push(note);
     }
     let (joint, serial) = (&r.flush.0, &r.flush.1);
