@@ -396,15 +396,7 @@ impl Jbd {
             t
         };
         self.wake_commit.notify_one();
-        loop {
-            if self.st.borrow().next_tid > target {
-                break;
-            }
-            if fs.readonly.get() {
-                return Err(FsError::Io("journal commit failed".into()));
-            }
-            self.committed.notified().await;
-        }
+        self.wait_for(fs, |j| j.st.borrow().next_tid > target).await?;
         fs.woken(ctx, fs.profile.context_switch).await;
         Ok(())
     }
@@ -678,23 +670,16 @@ impl Jbd {
             return Ok(());
         }
         self.wake_commit.notify_one();
-        loop {
-            if reached(&self.st.borrow()) {
-                break;
-            }
-            if fs.readonly.get() {
-                return Err(FsError::Io("journal commit failed".into()));
-            }
-            self.committed.notified().await;
-        }
+        self.wait_for(fs, |j| reached(&j.st.borrow())).await?;
         fs.woken(ctx, fs.profile.context_switch).await;
         Ok(())
     }
 
-    /// Waits until transaction `tid` is acknowledged.
-    async fn wait_committed(&self, fs: &Fs, tid: u64) -> Result<(), FsError> {
+    /// Sleeps until `done` holds, woken by each commit (or by a failure,
+    /// which makes the file system read-only: an error then).
+    async fn wait_for(&self, fs: &Fs, done: impl Fn(&Self) -> bool) -> Result<(), FsError> {
         loop {
-            if self.st.borrow().committed >= tid {
+            if done(self) {
                 return Ok(());
             }
             if fs.readonly.get() {
@@ -704,17 +689,14 @@ impl Jbd {
         }
     }
 
+    /// Waits until transaction `tid` is acknowledged.
+    async fn wait_committed(&self, fs: &Fs, tid: u64) -> Result<(), FsError> {
+        self.wait_for(fs, |j| j.st.borrow().committed >= tid).await
+    }
+
     /// Waits until no HoraeFS transaction is in flight.
     async fn drain(&self, fs: &Fs) -> Result<(), FsError> {
-        loop {
-            if self.in_flight.borrow().is_empty() {
-                return Ok(());
-            }
-            if fs.readonly.get() {
-                return Err(FsError::Io("journal commit failed".into()));
-            }
-            self.committed.notified().await;
-        }
+        self.wait_for(fs, |j| j.in_flight.borrow().is_empty()).await
     }
 
     /// Commits the running transaction and waits until it is committed
