@@ -233,20 +233,20 @@ impl PersistentSq {
     /// ([`Core::persistent_write`]).
     async fn persist_word(
         &self,
+        core: &Core,
         offset: u64,
         value: u32,
         purpose: Purpose,
         a: u32,
     ) -> Result<(), DriverError> {
-        self.core
-            .persistent_write(
-                self.pmr + offset,
-                &value.to_le_bytes(),
-                purpose,
-                a,
-                self.faults.persist_skips(),
-            )
-            .await?;
+        core.persistent_write(
+            self.pmr + offset,
+            &value.to_le_bytes(),
+            purpose,
+            a,
+            self.faults.persist_skips(),
+        )
+        .await?;
         Ok(())
     }
 
@@ -275,8 +275,14 @@ impl PersistentSq {
                 FlushState::NotNeeded
             },
         });
-        self.persist_word(self.layout.doorbell(self.index), end, traffic::DOORBELL, a)
-            .await?;
+        self.persist_word(
+            &self.core,
+            self.layout.doorbell(self.index),
+            end,
+            traffic::DOORBELL,
+            a,
+        )
+        .await?;
         Ok(TxHandle {
             txid: tx.txid,
             atomic_at: self.machine.sim().now(),
@@ -306,7 +312,8 @@ impl PersistentSq {
     /// completed (and, with a volatile cache, whose Flush completed):
     /// persists P-SQ-head past them and returns them; the caller rings the
     /// CQ doorbell and then wakes their waiters.
-    pub(crate) async fn advance(&self) -> Result<Vec<Finished>, DriverError> {
+    /// `core` is the handler's (its work is interrupt time).
+    pub(crate) async fn advance(&self, core: &Core) -> Result<Vec<Finished>, DriverError> {
         let mut finished = Vec::new();
         let mut new_head = None;
         loop {
@@ -354,7 +361,7 @@ impl PersistentSq {
         }
         if let Some(h) = new_head {
             let a = finished.first().map_or(0, |f| f.attr);
-            self.persist_word(self.layout.head(self.index), h, traffic::QUEUE_POINTER, a)
+            self.persist_word(core, self.layout.head(self.index), h, traffic::QUEUE_POINTER, a)
                 .await?;
             self.head.set(h);
             self.space.notify_waiters();

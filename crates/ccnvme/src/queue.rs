@@ -215,10 +215,17 @@ impl QueuePair {
                 if self.machine.interrupts().wait(self.vector).await.is_err() {
                     return;
                 }
-                self.core.busy(self.profile.irq_handler).await;
+                self.core.in_irq().busy(self.profile.irq_handler).await;
             }
+            // The handler's work is interrupt time; a poller's is the
+            // polling thread's.
+            let core = if self.profile.polling {
+                self.core.clone()
+            } else {
+                self.core.in_irq()
+            };
             let drain = self.profile.polling || self.profile.cq_reap == CqReap::Drain;
-            if self.reap(if drain { u32::MAX } else { 1 }).await.is_err() {
+            if self.reap(&core, if drain { u32::MAX } else { 1 }).await.is_err() {
                 return;
             }
             if !self.profile.polling && drain {
@@ -240,7 +247,7 @@ impl QueuePair {
     /// Consumes up to `limit` new completion entries, then rings the CQ
     /// head doorbell if the entries consumed allow it (see
     /// [`PersistentSq::on_completion`]).
-    async fn reap(&self, limit: u32) -> Result<(), DriverError> {
+    async fn reap(&self, core: &Core, limit: u32) -> Result<(), DriverError> {
         let mut consumed = 0u32;
         let mut ring = false;
         while consumed < limit {
@@ -257,7 +264,7 @@ impl QueuePair {
                 self.phase.set(!self.phase.get());
             }
             consumed += 1;
-            self.core.compute(self.profile.cqe_cycles).await;
+            core.compute(self.profile.cqe_cycles).await;
             if e.sq_id == self.qid {
                 self.sq_head.set(e.sq_head as u32);
                 let done = self
@@ -285,11 +292,11 @@ impl QueuePair {
         // doorbell); its waiters are woken after the doorbell.
         let psq = self.psq.borrow().as_ref().and_then(std::rc::Weak::upgrade);
         let finished = match &psq {
-            Some(p) => p.advance().await?,
+            Some(p) => p.advance(core).await?,
             None => Vec::new(),
         };
         if (ring || !finished.is_empty()) && self.unrung.get() > 0 {
-            self.ring_cq_doorbell(finished.first().map_or(0, |f| f.attr))
+            self.ring_cq_doorbell(core, finished.first().map_or(0, |f| f.attr))
                 .await?;
         }
         for f in finished {
@@ -298,17 +305,16 @@ impl QueuePair {
         Ok(())
     }
 
-    async fn ring_cq_doorbell(&self, a: u32) -> Result<(), DriverError> {
+    async fn ring_cq_doorbell(&self, core: &Core, a: u32) -> Result<(), DriverError> {
         self.unrung.set(0);
         let head = self.cq_head.get();
-        self.core
-            .mmio_write(
-                self.bar0 + regs::cq_head_doorbell(self.qid, 0),
-                &head.to_le_bytes(),
-                traffic::DOORBELL,
-                a,
-            )
-            .await?;
+        core.mmio_write(
+            self.bar0 + regs::cq_head_doorbell(self.qid, 0),
+            &head.to_le_bytes(),
+            traffic::DOORBELL,
+            a,
+        )
+        .await?;
         Ok(())
     }
 }

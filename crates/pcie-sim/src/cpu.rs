@@ -11,7 +11,9 @@
 //! occupied, as kernel time unless the operation says it is user code
 //! ([`Core::user`]), and counts the wake-ups a stack charges to it
 //! ([`Core::wake_up`]: a thread that slept on I/O or on another thread is
-//! woken and switched in, one wake-up and one context switch). Busy time is
+//! woken and switched in, one wake-up and one context switch). Of the
+//! kernel time, what interrupt handlers did is counted apart too
+//! ([`CpuStats::irq`]: a handler works through [`Core::in_irq`]). Busy time is
 //! measured, never stated: it is the simulated time the core's occupancy
 //! was held. Waiting for a semaphore or for I/O is idle time, as a thread
 //! that sleeps in Linux leaves its CPU to others.
@@ -51,6 +53,9 @@ pub struct PersistSkips {
 pub struct Core {
     pub(crate) machine: Rc<Inner>,
     pub(crate) index: usize,
+    /// Work done through this handle is an interrupt handler's
+    /// ([`Core::in_irq`]).
+    pub(crate) irq: bool,
 }
 
 impl std::fmt::Debug for Core {
@@ -63,6 +68,8 @@ impl std::fmt::Debug for Core {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Kernel,
+    /// Kernel code run by an interrupt handler.
+    Irq,
     User,
 }
 
@@ -72,6 +79,10 @@ pub struct CpuStats {
     /// Time occupied in kernel code: the storage stack, its stores and
     /// fences, the busy wait of an uncached read.
     pub kernel: SimDuration,
+    /// Of `kernel`, the time occupied by interrupt handlers (work done
+    /// through a [`Core::in_irq`] handle: entry, reaping completions,
+    /// what a handler writes to the device).
+    pub irq: SimDuration,
     /// Time occupied in user code ([`Core::user`]).
     pub user: SimDuration,
     /// Sleeping threads woken and switched in ([`Core::wake_up`]).
@@ -85,6 +96,7 @@ impl CpuStats {
     pub fn plus(self, o: CpuStats) -> CpuStats {
         CpuStats {
             kernel: self.kernel + o.kernel,
+            irq: self.irq + o.irq,
             user: self.user + o.user,
             wakeups: self.wakeups + o.wakeups,
             context_switches: self.context_switches + o.context_switches,
@@ -95,6 +107,7 @@ impl CpuStats {
     pub fn since(self, earlier: CpuStats) -> CpuStats {
         CpuStats {
             kernel: self.kernel - earlier.kernel,
+            irq: self.irq - earlier.irq,
             user: self.user - earlier.user,
             wakeups: self.wakeups - earlier.wakeups,
             context_switches: self.context_switches - earlier.context_switches,
@@ -131,6 +144,10 @@ impl Drop for Occupied<'_> {
         let mut st = cell.get();
         match self.mode {
             Mode::Kernel => st.kernel += held,
+            Mode::Irq => {
+                st.kernel += held;
+                st.irq += held;
+            }
             Mode::User => st.user += held,
         }
         cell.set(st);
@@ -150,7 +167,18 @@ impl Core {
     /// Holds this core until the guard drops, charging the time to kernel
     /// code (also for the persistent-memory instructions, [`crate::pmem`]).
     pub(crate) async fn occupy(&self) -> Occupied<'_> {
-        self.occupy_as(Mode::Kernel).await
+        self.occupy_as(if self.irq { Mode::Irq } else { Mode::Kernel })
+            .await
+    }
+
+    /// The same core, for an interrupt handler's work: what is done
+    /// through the returned handle is kernel time counted as
+    /// [`CpuStats::irq`] too.
+    pub fn in_irq(&self) -> Core {
+        Core {
+            irq: true,
+            ..self.clone()
+        }
     }
 
     async fn occupy_as(&self, mode: Mode) -> Occupied<'_> {

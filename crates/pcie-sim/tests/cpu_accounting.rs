@@ -79,3 +79,27 @@ fn a_wake_up_counts_one_switch_and_charges_its_cost() {
     assert_eq!(d.kernel, SimDuration::from_us(4));
     assert_eq!(d.user, SimDuration::ZERO);
 }
+
+#[test]
+fn interrupt_work_is_kernel_time_counted_apart() {
+    let (ex, m) = setup();
+    let _dev = RegisterFile::attach(&m, Some(1 << 20), None);
+    let pmr = m.bar(0, BarKind::Pmr).unwrap();
+    let core = m.core(0).unwrap();
+    let before = m.cpu_stats();
+    ex.block_on(async move {
+        core.busy(SimDuration::from_us(3)).await;
+        let irq = core.in_irq();
+        irq.busy(SimDuration::from_us(1)).await;
+        // Everything done through the handler's handle counts: a store and
+        // its read-back as well as plain compute.
+        irq.mmio_write(pmr, &[1, 2, 3, 4], Purpose::UNTAGGED, 0)
+            .await
+            .unwrap();
+    })
+    .unwrap();
+    let d = m.cpu_stats().since(before);
+    assert!(d.irq > SimDuration::from_us(1), "{d:?}");
+    assert_eq!(d.kernel - d.irq, SimDuration::from_us(3), "{d:?}");
+    assert_eq!(d.user, SimDuration::ZERO);
+}

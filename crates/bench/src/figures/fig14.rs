@@ -93,6 +93,11 @@ pub struct Breakdown {
     pub write: f64,
     /// fsync() or fatomic().
     pub sync: f64,
+    /// Of `sync`, the time the thread's core ran interrupt handlers (the
+    /// completions of this call's transaction and of earlier ones:
+    /// handler entry, reaping, what the handler writes to the device;
+    /// `pcie_sim::CpuStats::irq`).
+    pub sync_irq: f64,
     /// 4 KiB blocks the device fetched per loop.
     pub blocks: f64,
     /// MSI-X interrupts per loop.
@@ -120,7 +125,8 @@ pub fn measure(v: Variant, p: &Params) -> BenchResult<Breakdown> {
         let dir = fs.mkdir_path(ctx, "/fig14").await?.ino;
         fs.sync(ctx).await?;
         let data = vec![0x5au8; 4096];
-        let mut lat: Vec<[u64; 3]> = Vec::new();
+        let core = m.core(0)?;
+        let mut lat: Vec<[u64; 4]> = Vec::new();
         let mut before: Option<Counters> = None;
         for i in 0..warmup + loops {
             if i == warmup {
@@ -131,13 +137,20 @@ pub fn measure(v: Variant, p: &Params) -> BenchResult<Breakdown> {
             let t1 = sim.now();
             fs.write(ctx, ino, 0, &data).await?;
             let t2 = sim.now();
+            let irq0 = core.stats().irq;
             match v {
                 Variant::MqfsFatomic => fs.fatomic(ctx, ino).await?,
                 _ => fs.fsync(ctx, ino).await?,
             }
             let t3 = sim.now();
+            let irq = core.stats().irq - irq0;
             if i >= warmup {
-                lat.push([(t1 - t0).as_ps(), (t2 - t1).as_ps(), (t3 - t2).as_ps()]);
+                lat.push([
+                    (t1 - t0).as_ps(),
+                    (t2 - t1).as_ps(),
+                    (t3 - t2).as_ps(),
+                    irq.as_ps(),
+                ]);
             }
         }
         let c = before.map(|b| m.counters().since(&b)).unwrap_or_default();
@@ -150,6 +163,7 @@ pub fn measure(v: Variant, p: &Params) -> BenchResult<Breakdown> {
         create: us(0),
         write: us(1),
         sync: us(2),
+        sync_irq: us(3),
         blocks: counters
             .get(EventKind::DmaReadCompletion, traffic::DATA_BLOCK)
             .payload_bytes as f64

@@ -445,6 +445,7 @@ impl Machine {
         Ok(crate::cpu::Core {
             machine: self.inner.clone(),
             index,
+            irq: false,
         })
     }
 
