@@ -55,6 +55,8 @@ pub struct Bar {
     pub device_mbps: f64,
     /// RocksDB: log syncs (write groups) per second.
     pub syncs_per_sec: Option<f64>,
+    /// RocksDB: a write group's log sync, us.
+    pub sync_us: Option<f64>,
     /// RocksDB: kernel and user CPU utilization, fractions of all cores'
     /// time ([`rocksdb::Outcome::kernel_cpu`]).
     pub cpu: Option<(f64, f64)>,
@@ -88,6 +90,27 @@ pub fn without_shadow(p: &Params) -> BenchResult<Vec<(&'static str, f64)>> {
     Ok(out)
 }
 
+/// Side experiment for F12.5 and F12.6: RocksDB on MQFS under the
+/// paper's literal recovery rule (`RecoveryRule::PaperLiteral`: an fsync
+/// waits for its own transaction only, not for every lower id, the
+/// global-prefix rule of `docs/decisions.md` M9); the one change. Per
+/// drive: (tag, puts per second, the group's log sync in us).
+pub fn rocksdb_literal(p: &Params) -> BenchResult<Vec<(&'static str, f64, f64)>> {
+    let mut out = Vec::new();
+    for (tag, ssd) in drives() {
+        let o = rocksdb::measure_with(System::Mqfs, &ssd, &p.rocksdb, |f| {
+            f.mq.rule = mqfs::journal::mq::RecoveryRule::PaperLiteral;
+        })?;
+        eprintln!(
+            "fig12 rocksdb {tag} {:<8} {:>9.0} ops/s (paper-literal recovery rule)",
+            System::Mqfs.label(),
+            o.ops_per_sec
+        );
+        out.push((tag, o.ops_per_sec, o.sync_us));
+    }
+    Ok(out)
+}
+
 /// Runs both workloads.
 pub fn run(p: &Params) -> BenchResult<Vec<Bar>> {
     let mut out = Vec::new();
@@ -108,6 +131,7 @@ pub fn run(p: &Params) -> BenchResult<Vec<Bar>> {
                 lat_p99: v.fsync.p99,
                 device_mbps: v.device_mbps,
                 syncs_per_sec: None,
+                sync_us: None,
                 cpu: None,
             });
             let r = rocksdb::measure(system, &ssd, &p.rocksdb)?;
@@ -125,6 +149,7 @@ pub fn run(p: &Params) -> BenchResult<Vec<Bar>> {
                 lat_p99: r.put.p99,
                 device_mbps: r.device_mbps,
                 syncs_per_sec: Some(r.syncs_per_sec),
+                sync_us: Some(r.sync_us),
                 cpu: Some((r.kernel_cpu, r.user_cpu)),
             });
         }

@@ -9,6 +9,10 @@
 //! writes the memtable as an SST file, syncs it, appends a MANIFEST record
 //! and syncs it, and deletes the old log. Compaction is not modelled.
 //!
+//! A log file is preallocated when created, as RocksDB's `allow_fallocate`
+//! does ([`preallocate_wal`]): appends convert unwritten blocks and grow
+//! the size.
+//!
 //! Model inputs (not results): the CPU cost of one put outside the file
 //! system ([`Params::put_cpu`]), and the memtable size, scaled down from
 //! RocksDB's 64 MiB so that flushes happen within a run of milliseconds.
@@ -75,6 +79,8 @@ pub struct Outcome {
     pub put: LatStats,
     /// Log syncs per second (write groups).
     pub syncs_per_sec: f64,
+    /// A write group's log sync (the leader's fdatasync), us.
+    pub sync_us: f64,
     /// Memtable flushes started in the window.
     pub flushes: u64,
     /// Device write traffic, MB/s.
@@ -100,6 +106,8 @@ struct Wal {
     memtable: Cell<u64>,
     /// When each group's sync returned.
     syncs: RefCell<Vec<SimTime>>,
+    /// How long each of those syncs took.
+    sync_took: RefCell<Vec<SimDuration>>,
     /// When each memtable flush started.
     flushes: RefCell<Vec<SimTime>>,
 }
@@ -142,13 +150,18 @@ impl Wal {
             fs.write(ctx, self.ino.get(), self.off.get(), &vec![0x6cu8; bytes])
                 .await?;
             self.off.set(self.off.get() + bytes as u64);
-            fs.fdatasync(ctx, self.ino.get()).await
+            let t0 = fs.machine().sim().now();
+            fs.fdatasync(ctx, self.ino.get()).await?;
+            Ok::<_, FsError>(fs.machine().sim().now() - t0)
         }
         .await;
         for g in &group {
             g.set(true);
         }
         self.syncs.borrow_mut().push(fs.machine().sim().now());
+        self.sync_took
+            .borrow_mut()
+            .push(r.as_ref().copied().unwrap_or(SimDuration::ZERO));
         self.memtable.set(self.memtable.get() + bytes as u64);
         if r.is_ok() && self.memtable.get() >= env.memtable_bytes {
             let old = self.number.get();
@@ -157,6 +170,7 @@ impl Wal {
                 .create(ctx, env.dir, &format!("{next:06}.log"), 0o644)
                 .await?
                 .ino;
+            preallocate_wal(fs, ctx, ino, env.memtable_bytes).await?;
             self.ino.set(ino);
             self.off.set(0);
             self.number.set(next);
@@ -170,8 +184,19 @@ impl Wal {
         }
         self.leader.set(false);
         self.done.notify_waiters();
-        r
+        r.map(|_| ())
     }
+}
+
+/// RocksDB preallocates a log file's space before appending to it
+/// (`allow_fallocate`, default true: `PosixWritableFile::Allocate` calls
+/// fallocate(2) with `FALLOC_FL_KEEP_SIZE`, in blocks of
+/// `DBImpl::GetWalPreallocateBlockSize`, 1.1 times the write buffer):
+/// the log's appends then write into unwritten extents and change its
+/// size, not its allocation.
+async fn preallocate_wal(fs: &Fs, ctx: Ctx, ino: Ino, memtable_bytes: u64) -> Result<(), FsError> {
+    let block = memtable_bytes + memtable_bytes / 10;
+    fs.fallocate(ctx, ino, mqfs::FallocMode::KeepSize, 0, block).await
 }
 
 /// What the writers share besides the log.
@@ -202,15 +227,29 @@ async fn put(fs: &Rc<Fs>, ctx: Ctx, wal: &Wal, env: &Env, cpu: SimDuration) -> R
 
 /// Runs the workload with `system` on `ssd`.
 pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outcome> {
-    let rig = Rig::new(system.mode(), ssd.clone(), p.threads);
+    measure_with(system, ssd, p, |_| {})
+}
+
+/// [`measure`] with the file system's profile changed by `tune` (side
+/// experiments).
+pub fn measure_with(
+    system: System,
+    ssd: &SsdProfile,
+    p: &Params,
+    tune: impl FnOnce(&mut mqfs::FsProfile),
+) -> BenchResult<Outcome> {
+    let mut rig = Rig::new(system.mode(), ssd.clone(), p.threads);
+    tune(&mut rig.fs);
     let flush_core = rig.commit_core();
     let t = rig.build()?;
     let fs = t.fs.clone();
+    let memtable = p.memtable_bytes;
     let (dir, manifest, log) = block_on(&t, async move {
         let ctx = Ctx::on(0);
         let dir = fs.mkdir_path(ctx, "/db").await?.ino;
         let manifest = fs.create(ctx, dir, "MANIFEST-000001", 0o644).await?.ino;
         let log = fs.create(ctx, dir, "000001.log", 0o644).await?.ino;
+        preallocate_wal(&fs, ctx, log, memtable).await?;
         fs.sync(ctx).await?;
         Ok((dir, manifest, log))
     })?;
@@ -223,6 +262,7 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
         done: Notify::new(),
         memtable: Cell::new(0),
         syncs: RefCell::new(Vec::new()),
+        sync_took: RefCell::new(Vec::new()),
         flushes: RefCell::new(Vec::new()),
     });
     let env = Env {
@@ -259,6 +299,20 @@ pub fn measure(system: System, ssd: &SsdProfile, p: &Params) -> BenchResult<Outc
         ops_per_sec: n as f64 / secs,
         put,
         syncs_per_sec: within(&wal.syncs) as f64 / secs,
+        sync_us: {
+            let (at, took) = (wal.syncs.borrow(), wal.sync_took.borrow());
+            let v: Vec<f64> = at
+                .iter()
+                .zip(took.iter())
+                .filter(|(t, _)| window.contains(**t))
+                .map(|(_, d)| d.as_us_f64())
+                .collect();
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        },
         flushes: within(&wal.flushes),
         device_mbps: device_write_bytes(&counters) as f64 / secs / 1e6,
         kernel_cpu,
