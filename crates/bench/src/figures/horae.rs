@@ -886,6 +886,10 @@ pub struct Results {
     /// H11.3: ext4 and HoraeFS with `data=journal`, their overwrites with
     /// fsync, per thread count.
     pub ipu_dj: Vec<IpuPoint>,
+    /// H11.3's side experiment: HoraeFS's runs of `ipu_dj` with the
+    /// ordering queue's writes made without their zero-length read
+    /// (`DriverFaults::no_flush_read`, the one change).
+    pub ipu_dj_no_read: Vec<IpuPoint>,
 }
 
 impl Results {
@@ -1098,6 +1102,24 @@ pub fn run(p: &Params) -> BenchResult<Results> {
             );
             r.ipu_dj.push(q);
         }
+        let q = overwrites_with(
+            System::HoraeFs,
+            threads,
+            Some(0),
+            p.ipu_file_blocks,
+            p.ipu_span,
+            |f| {
+                f.data_journal = true;
+                f.driver.faults.no_flush_read = true;
+            },
+        )?;
+        eprintln!(
+            "horae H11.3 {threads:>2} threads {:<8} data=journal {:>8.0} IOPS  sync {:>6.1} us (no flushing read)",
+            System::HoraeFs.label(),
+            q.ops_per_sec,
+            q.sync_us,
+        );
+        r.ipu_dj_no_read.push(q);
     }
     Ok(r)
 }
@@ -1232,6 +1254,46 @@ fn fast_drive_note(r: &Results) -> Option<String> {
         verdict(v0, v1, 95.0),
         verdict(e0, e1, 1.22),
     ))
+}
+
+/// H11.3's side experiment as a sentence of its note (empty without it).
+fn h113_no_read(r: &Results) -> String {
+    const PAPER: f64 = 1.60;
+    let (mut with, mut without, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+    for (h, e) in hfs_ext4(&r.ipu_dj, |q| (q.system, q.threads)) {
+        let Some(x) = r.ipu_dj_no_read.iter().find(|q| q.threads == h.threads) else {
+            continue;
+        };
+        let eo = e.ops_per_sec.max(1.0);
+        with.push(h.ops_per_sec / eo);
+        without.push(x.ops_per_sec / eo);
+        rows.push(format!(
+            "{} thread(s) {:.0}K -> {:.0}K IOPS (fsync {:.1} -> {:.1} us)",
+            h.threads,
+            h.ops_per_sec / 1e3,
+            x.ops_per_sec / 1e3,
+            h.sync_us,
+            x.sync_us
+        ));
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let (with, without) = (mean(&with), mean(&without));
+    let verdict = if (with / PAPER - 1.0).abs() <= 0.15 {
+        "it agrees with the read"
+    } else if (without / PAPER - 1.0).abs() <= 0.15 {
+        "without the read it agrees: the read is the gap"
+    } else {
+        "it differs either way: the read is not the whole gap"
+    };
+    format!(
+        " Side experiment: HoraeFS's runs with the ordering queue's writes made without their \
+         zero-length read, as HoRAE's released module makes them (`DriverFaults::no_flush_read`, the \
+         one change; not crash-consistent, `docs/decisions.md` H18): {}; HFS / ext4, mean over \
+         threads, {with:.2}x with the read, {without:.2}x without (paper {PAPER}x): {verdict}.",
+        rows.join("; ")
+    )
 }
 
 /// H8.2's side experiment as a report note: per thread count, HFS-OD's
@@ -2113,8 +2175,9 @@ fn ipu_notes(r: &Results, p: &Params) -> Vec<String> {
              transaction its fsync commits (even when the inode did not change), and home by the \
              checkpoint: {}. ext4 writes the descriptor and the data's copy, waits for them, then the \
              commit record; HoraeFS \"dispatches the commit record immediately after the journaled \
-             data\" (HoRAE 6.4) as the next epoch of the ordering queue.",
-            dj.join("; ")
+             data\" (HoRAE 6.4) as the next epoch of the ordering queue.{}",
+            dj.join("; "),
+            h113_no_read(r),
         ));
     }
     let per_threads: Vec<String> = p
