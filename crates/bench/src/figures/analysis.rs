@@ -10,7 +10,7 @@ use super::common::System;
 use super::diagnose::Diagnostics;
 use super::fig13::{Bar as Bar13, Step};
 use super::fig14::{Breakdown, Variant};
-use super::report::{Check, Kind};
+use super::report::{side_verdict, Kind};
 use super::{fig11, fig12, fig13};
 
 /// The 905P's media program rate (units x 4 KiB / program time), MB/s.
@@ -570,20 +570,14 @@ pub fn fig14(rows: &[Breakdown], d: &Diagnostics, r11: &fig11::Results) -> Vec<S
             a.sync, a.blocks, a.irqs, a.create, a.write, m.create, m.write
         ));
         let own = a.sync - a.sync_irq;
-        let verdict = if (own / 10.0 - 1.0).abs() <= 0.15 {
-            "within the report's tolerance of the paper's 10 us: the handlers are the gap"
-        } else if own > 10.0 {
-            "still above the paper's 10 us: the handlers are not the whole gap"
-        } else {
-            "below the paper's 10 us: the handlers are more than the gap"
-        };
+        let verdict = side_verdict(Kind::Micros, 10.0, a.sync, own, "the handlers' time");
         n.push(format!(
             "**Interrupt time inside fatomic (F14.2).** The machine counts the time each core runs \
              interrupt handlers (`CpuStats::irq`: the handler's entry, reaping completion entries, the \
              persistent write of the P-SQ head and the CQ doorbell, ccNVMe 4.4). Measured on the \
              thread's core during each fatomic call: {:.1} us of its {:.1} us ran handlers for the \
-             completions of this and earlier transactions; the call's own path is {own:.1} us, \
-             {verdict}.",
+             completions of this and earlier transactions; the call's own path is {own:.1} us \
+             (paper about 10 us): {verdict}.",
             a.sync_irq, a.sync
         ));
     }
@@ -642,13 +636,7 @@ pub fn fig12(
             let m = get("varmail", tag, System::Mqfs)?;
             let paper = fig12::paper_ratio("varmail", tag, System::HoraeFs)?;
             let (with, without) = (ratio(m.ops_per_sec, h.ops_per_sec), ratio(m.ops_per_sec, *off));
-            // The report's own rule for a ratio claim.
-            let within = |r: f64| Check::new("", "", Kind::Times, paper, r).agrees();
-            let verdict = match (within(with), within(without)) {
-                (false, true) => "without the wait it agrees: the wait is the gap",
-                (true, _) => "it agrees with the wait",
-                (false, false) => "it differs either way: the wait is not the whole gap",
-            };
+            let verdict = side_verdict(Kind::Times, paper, with, without, "the wait");
             Some(format!(
                 "SSD {tag}: {:.0}K -> {:.0}K flowops per second, MQFS / HoraeFS {with:.2}x -> \
                  {without:.2}x (paper {:.1}x; {verdict})",
@@ -684,11 +672,13 @@ pub fn fig12(
                 let nj_ops = nj.ops_per_sec.max(1.0);
                 // The paper's MQFS / Ext4-NJ on RocksDB (F12.5, F12.6).
                 let paper = if *ssd == "A" { 1.40 } else { 1.28 };
-                let verdict = if (ops / nj_ops / paper - 1.0).abs() <= 0.15 {
-                    "agrees without the waits: they are the gap"
-                } else {
-                    "differs either way: the waits are not the gap"
-                };
+                let verdict = side_verdict(
+                    Kind::Times,
+                    paper,
+                    mq.ops_per_sec / nj_ops,
+                    ops / nj_ops,
+                    "the global-prefix wait",
+                );
                 Some(format!(
                     "SSD {ssd}: {:.0}K -> {:.0}K puts per second (log sync {:.1} -> {sync:.1} us), \
                      MQFS / Ext4-NJ {:.2}x -> {:.2}x (paper {paper:.2}x; {verdict})",

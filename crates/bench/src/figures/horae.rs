@@ -58,7 +58,7 @@ use nvme_ctrl::{Image, Media, BLOCK};
 use super::append::{measure, Job, Point};
 use super::common::{mean, BenchResult, Rig, Rng, Span, System};
 use super::output::Table;
-use super::report::{f, Check, FigureOut, Kind};
+use super::report::{f, side_verdict, Check, FigureOut, Kind};
 use super::varmail;
 
 /// Blocks of each drive the random writes spread over: 1 GiB, Figure 9's
@@ -1225,16 +1225,8 @@ fn fast_drive_note(r: &Results) -> Option<String> {
     let (s0, s1) = (r.speedup(1)?, speedup(&f.h5)?);
     let (e0, e1) = (r.fs_ratio(System::HoraeFs, System::Ext4)?, h8(&f.fs)?);
     let (v0, v1) = (r.h6.vanilla_iops / 1e3, f.h6.vanilla_iops / 1e3);
-    // Where each claim lands with the shorter write: within the report's
-    // 15%, past the paper's value from the other side, or short of it.
-    let verdict = |before: f64, after: f64, paper: f64| {
-        if (after / paper - 1.0).abs() <= 0.15 {
-            "agrees: the latency is the gap"
-        } else if (before - paper).signum() != (after - paper).signum() {
-            "past the paper's from the other side: the latency is more than the gap"
-        } else {
-            "still differs: the latency is not the whole gap"
-        }
+    let verdict = |before: f64, after: f64, kind: Kind, paper: f64| {
+        side_verdict(kind, paper, before, after, "the drive's extra latency")
     };
     Some(format!(
         "**The drive's write latency (H5.1, H6.4, H6.5, H8.1).** The intel-750 profile completes a \
@@ -1250,9 +1242,9 @@ fn fast_drive_note(r: &Results) -> Option<String> {
         r.h6.device,
         f.overhead_us,
         f.h6.device,
-        verdict(s0, s1, 4.1),
-        verdict(v0, v1, 95.0),
-        verdict(e0, e1, 1.22),
+        verdict(s0, s1, Kind::Times, 4.1),
+        verdict(v0, v1, Kind::Count, 95.0),
+        verdict(e0, e1, Kind::Times, 1.22),
     ))
 }
 
@@ -1280,13 +1272,7 @@ fn h113_no_read(r: &Results) -> String {
         return String::new();
     }
     let (with, without) = (mean(&with), mean(&without));
-    let verdict = if (with / PAPER - 1.0).abs() <= 0.15 {
-        "it agrees with the read"
-    } else if (without / PAPER - 1.0).abs() <= 0.15 {
-        "without the read it agrees: the read is the gap"
-    } else {
-        "it differs either way: the read is not the whole gap"
-    };
+    let verdict = side_verdict(Kind::Times, PAPER, with, without, "the read");
     format!(
         " Side experiment: HoraeFS's runs with the ordering queue's writes made without their \
          zero-length read, as HoRAE's released module makes them (`DriverFaults::no_flush_read`, the \
@@ -1332,17 +1318,7 @@ fn h82_side_note(r: &Results) -> Option<String> {
         return None;
     }
     let (with, without) = (mean(&with), mean(&without));
-    let near = |v: f64| (v / PAPER - 1.0).abs() <= 0.15;
-    let verdict = if near(with) {
-        "it agrees with the wait"
-    } else if near(without) {
-        "without the wait it agrees: the wait is the gap"
-    } else if with < PAPER && without > PAPER {
-        "the paper's value lies between the two: the wait is the gap, and the paper's HoraeFS \
-         waits less often than the model's"
-    } else {
-        "it differs either way: the wait is not the whole gap"
-    };
+    let verdict = side_verdict(Kind::Times, PAPER, with, without, "the wait");
     Some(format!(
         "**What BH_Shadow costs the ordering variant (H8.2).** An append changes its inode's \
          table block, which the last transaction's log write may still carry; JBD2 makes the \

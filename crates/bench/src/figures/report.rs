@@ -33,6 +33,22 @@ pub enum Kind {
 const TOLERANCE_REL: f64 = 0.15;
 const TOLERANCE_PTS: f64 = 10.0;
 
+/// What a side experiment that takes one mechanism out (`what`: "the
+/// wait", "the read") says of a claim of `kind` with the paper's value
+/// `paper`: measured `with` it and `without` it, by the report's own
+/// tolerance ([`Check::agrees`]). One wording for every side experiment.
+pub fn side_verdict(kind: Kind, paper: f64, with: f64, without: f64, what: &str) -> String {
+    let agrees = |v: f64| Check::new("", "", kind, paper, v).agrees();
+    match (agrees(with), agrees(without)) {
+        (true, _) => format!("it agrees with {what}"),
+        (false, true) => format!("without {what} it agrees: {what} is the gap"),
+        (false, false) if (with - paper).signum() != (without - paper).signum() => {
+            format!("the paper's value lies between the two: {what} is the gap, and more")
+        }
+        (false, false) => format!("it differs either way: {what} is not the whole gap"),
+    }
+}
+
 /// One claim of the paper and the simulator's value for it.
 #[derive(Clone, Debug)]
 pub struct Check {
@@ -218,5 +234,15 @@ mod tests {
         assert!(!Check::new("x", "n", Kind::Count, 2.0, 6.0).agrees());
         let row = Check::new("F", "c", Kind::LowerPct, 40.0, -5.0).row();
         assert!(row.contains("5% higher"), "{row}");
+    }
+
+    #[test]
+    fn side_experiment_verdicts() {
+        let v = |with, without| side_verdict(Kind::Times, 1.5, with, without, "the wait");
+        assert!(v(1.45, 1.0).starts_with("it agrees with"));
+        assert!(v(1.0, 1.6).contains("the wait is the gap"));
+        assert!(v(1.0, 2.2).contains("lies between"));
+        assert!(v(1.0, 1.1).contains("not the whole gap"));
+        assert!(v(3.0, 2.0).contains("not the whole gap"));
     }
 }
