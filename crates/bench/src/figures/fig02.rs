@@ -10,7 +10,7 @@ use nvme_ctrl::SsdProfile;
 use super::append::{measure, Job, Point};
 use super::common::{BenchResult, Rig, Span, System};
 use super::output::{Panel, Series, Table};
-use super::report::{f, Check, FigureOut, Kind, Plot};
+use super::report::{f, side_verdict, Check, FigureOut, Kind, Plot};
 
 /// The systems of Figure 2.
 pub const SYSTEMS: [System; 3] = [System::Ext4, System::HoraeFs, System::Ext4Nj];
@@ -144,7 +144,32 @@ fn notes(r: &Results, p: &Params) -> BenchResult<Vec<String>> {
             }
         ));
     }
-    Ok(vec![format!(
+    // F2.3's side experiment: HoraeFS on the P5800X without the ordering
+    // queue's zero-length read (`DriverFaults::no_flush_read`, the one
+    // change; `docs/decisions.md` H18).
+    let mut f23 = String::new();
+    if let (Some((_, ssd)), Some(h), Some(nj)) = (
+        drives().into_iter().find(|(panel, _)| *panel == "c"),
+        r.point("c", System::HoraeFs, most),
+        r.point("c", System::Ext4Nj, most),
+    ) {
+        let mut base = Rig::new(mqfs::Mode::Mq, ssd.clone(), 1);
+        base.fs.driver.faults.no_flush_read = true;
+        let h2 = measure(System::HoraeFs, &ssd, &base, most, Job::new(4096), p.span)?;
+        let more = |x: f64| (nj.ops_per_sec / x.max(1.0) - 1.0) * 100.0;
+        let (with, without) = (more(h.ops_per_sec), more(h2.ops_per_sec));
+        f23 = format!(
+            "**HoraeFS on the P5800X without the zero-length read (F2.3).** Side experiment: HoraeFS \
+             at {most} threads with the ordering queue's writes made without their zero-length read, \
+             as HoRAE's released module makes them (`DriverFaults::no_flush_read`, the one change; \
+             not crash-consistent, `docs/decisions.md` H18): {:.0} -> {:.0} MB/s, Ext4-NJ over \
+             HoraeFS {with:+.0}% -> {without:+.0}% (paper +66%): {}.",
+            h.mbps,
+            h2.mbps,
+            side_verdict(Kind::MorePct, 66.0, with, without, "the read"),
+        );
+    }
+    let mut out = vec![format!(
         "**What each system sends the drive at {most} threads, and whether the media bounds Ext4-NJ (F2.2-F2.4).** \
          Per drive: {}. Ext4 and HoraeFS batch the appends of every thread that fsynced meanwhile \
          into one JBD2 commit (group commit), so their blocks per append fall as threads are added \
@@ -158,7 +183,11 @@ fn notes(r: &Results, p: &Params) -> BenchResult<Vec<String>> {
          (Figure 11).",
         rows.join("; "),
         verdicts.join("; "),
-    )])
+    )];
+    if !f23.is_empty() {
+        out.push(f23);
+    }
+    Ok(out)
 }
 
 /// Runs the sweep.
