@@ -202,6 +202,13 @@ impl QueuePair {
 
     /// The interrupt handler (or poller) of this queue: runs forever.
     pub(crate) async fn run_handler(self: Rc<Self>) {
+        // The handler's work is interrupt time; a poller's is the polling
+        // thread's.
+        let core = if self.profile.polling {
+            self.core.clone()
+        } else {
+            self.core.in_irq()
+        };
         loop {
             if self.stopped.get() {
                 return;
@@ -215,15 +222,8 @@ impl QueuePair {
                 if self.machine.interrupts().wait(self.vector).await.is_err() {
                     return;
                 }
-                self.core.in_irq().busy(self.profile.irq_handler).await;
+                core.busy(self.profile.irq_handler).await;
             }
-            // The handler's work is interrupt time; a poller's is the
-            // polling thread's.
-            let core = if self.profile.polling {
-                self.core.clone()
-            } else {
-                self.core.in_irq()
-            };
             let drain = self.profile.polling || self.profile.cq_reap == CqReap::Drain;
             if self.reap(&core, if drain { u32::MAX } else { 1 }).await.is_err() {
                 return;

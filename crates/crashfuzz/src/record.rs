@@ -172,24 +172,19 @@ impl ModeName {
         match self {
             ModeName::MqLiteral => p.mq.rule = RecoveryRule::PaperLiteral,
             ModeName::ClassicCc => p.jbd_commit = JbdCommit::CcNvmeTransaction,
-            ModeName::ClassicDj => p.data_journal = true,
-            ModeName::HoraeDj => {
-                p.data_journal = true;
-                p.submitters = Some(ccnvme::horae::Submitters { first: 1, count: 1 });
-                p.driver.horae_recovery_load = ccnvme::RegionLoad::Live;
-            }
             // HoraeFS as measured: the ordering layer hands every data bio
             // to a background submitter (Horae 6.2), here on core 1 (every
             // machine has two, [`RunConfig::cores`]), so crash points fall
             // while bios wait in its ring. Recovery reads only the live
             // slots of the ordering queue: it decides the same as reading
             // the whole region, faster ([`ccnvme::RegionLoad::Live`]).
-            ModeName::Horae | ModeName::Horae2 => {
+            ModeName::Horae | ModeName::Horae2 | ModeName::HoraeDj => {
                 p.submitters = Some(ccnvme::horae::Submitters { first: 1, count: 1 });
                 p.driver.horae_recovery_load = ccnvme::RegionLoad::Live;
             }
             _ => {}
         }
+        p.data_journal = matches!(self, ModeName::ClassicDj | ModeName::HoraeDj);
         p
     }
 }

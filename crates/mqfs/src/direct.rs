@@ -70,13 +70,10 @@ impl Fs {
         self.check_writable()?;
         let st = self.iget(ctx, ino).await?;
         let _g = st.lock.lock().await;
-        if self.profile.data_journal {
-            if let Journal::Jbd(j) = self.journal()? {
-                if !st.pages.dirty().is_empty() {
-                    j.order_data(st.ino);
-                }
-                return Ok(());
-            }
+        if self.profile.data_journal && matches!(self.journal()?, Journal::Jbd(_)) {
+            // The pages joined the running transaction when they were
+            // dirtied ([`Fs::note_dirty_pages`]); its commit writes them.
+            return Ok(());
         }
         let first = off / BLOCK as u64;
         let end = if len == 0 {

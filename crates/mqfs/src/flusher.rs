@@ -150,11 +150,11 @@ impl Fs {
             let Some(st) = st else { continue };
             let before = st.pages.dirty().len();
             if let (true, crate::journal::Journal::Jbd(j)) = (self.profile.data_journal, self.journal()?) {
-                // data=journal: the pages go to the log, in the transactions
-                // JBD2's commit timer would have made by now (`commit=5` s,
-                // JBD2_DEFAULT_MAX_COMMIT_AGE).
-                let _g = st.lock.lock().await;
-                j.commit_data(self, ctx, &st, false).await?;
+                // data=journal: the pages, in the running transaction since
+                // they were dirtied, go to the log with its commit, as
+                // JBD2's commit timer would have made it by now
+                // (`commit=5` s, JBD2_DEFAULT_MAX_COMMIT_AGE).
+                j.commit_and_wait(self, ctx).await?;
             } else {
                 self.writeback(ctx, ino, 0, 0).await?;
             }

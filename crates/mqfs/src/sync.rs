@@ -72,8 +72,9 @@ impl Fs {
         let _g = st.lock.lock().await;
         if self.profile.data_journal {
             // The data are ordered by the journal they go to: both
-            // barriers dispatch the transaction that carries them.
-            j.commit_data(self, ctx, &st, true).await?;
+            // barriers dispatch the running transaction, which took the
+            // pages when they were dirtied.
+            j.barrier_and_wait(self, ctx).await?;
             st.size_dirty.set(false);
             st.dirty_meta.clear();
             return Ok(());
@@ -143,8 +144,8 @@ impl Fs {
                 let unflushed = st.unflushed.replace(false) && self.profile.flush_unflushed_data;
                 let horae = j.is_horae();
                 // data=journal: ext4_sync_file forces a commit of the
-                // running transaction, which carries the file's data
-                // (`ext4_force_commit`); fdatasync too.
+                // running transaction, which took the file's pages when
+                // they were dirtied (`ext4_force_commit`); fdatasync too.
                 let journal_data = self.profile.data_journal;
                 // The caller writes its own data: classic waits for it;
                 // HoraeFS dispatches it as ordered writes, ahead of the
@@ -159,7 +160,7 @@ impl Fs {
                     None
                 };
                 if journal_data {
-                    j.commit_data(self, ctx, &st, false).await?;
+                    j.commit_and_wait(self, ctx).await?;
                 } else if datasync && !st.size_dirty.get() && !horae {
                     self.barrier_flush(ctx).await?;
                 } else {
@@ -335,16 +336,6 @@ impl Fs {
                 self.flush(ctx).await?;
             }
             Journal::Jbd(j) => {
-                if self.profile.data_journal {
-                    // Every file's data through the log before the
-                    // checkpoint: the pages joined the running transaction
-                    // when they were dirtied, each write's handles kept it
-                    // within a quarter of the log.
-                    for st in &inodes {
-                        let _g = st.lock.lock().await;
-                        j.commit_data(self, ctx, st, false).await?;
-                    }
-                }
                 for st in &inodes {
                     if !st.pages.dirty().is_empty() {
                         j.order_data(st.ino);

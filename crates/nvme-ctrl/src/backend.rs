@@ -667,7 +667,6 @@ mod tests {
     /// program without a FLUSH.
     #[test]
     fn an_on_demand_cache_programs_at_the_flush() {
-        let mut flushes = Vec::new();
         for destage in [Destage::OnDemand, Destage::Eager] {
             let mut profile = SsdProfile::samsung_860_pro();
             if let Some(c) = profile.write_cache.as_mut() {
@@ -702,7 +701,6 @@ mod tests {
                     );
                 }
             }
-            flushes.push(took);
         }
         // More writes than the cache holds, no FLUSH: the on-demand drive
         // programs to make room.
@@ -717,9 +715,5 @@ mod tests {
         })
         .unwrap();
         assert!(b.dirty_blocks() as u64 <= cap, "{} dirty", b.dirty_blocks());
-        eprintln!(
-            "FLUSH after an idle write: on demand {:?}, eager {:?}",
-            flushes[0], flushes[1]
-        );
     }
 }

@@ -255,7 +255,7 @@ impl SsdProfile {
     pub fn samsung_860_pro() -> Self {
         SsdProfile {
             name: "samsung-860-pro",
-            model: "SAMSUNG MZ7LH512 860 PRO",
+            model: "Samsung SSD 860 PRO",
             figures: DriveFigures {
                 seq_read_bps: 560_000_000,
                 seq_write_bps: 530_000_000,

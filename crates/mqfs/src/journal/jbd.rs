@@ -623,22 +623,6 @@ impl Jbd {
         self.request_and_wait(fs, ctx, false).await
     }
 
-    /// data=journal: commits the running transaction, which holds `st`'s
-    /// dirty data since they were written (`ext4_force_commit`;
-    /// `dispatched`: wait only until it is dispatched, as `fbarrier`).
-    pub(crate) async fn commit_data(
-        &self,
-        fs: &Fs,
-        ctx: Ctx,
-        st: &InodeState,
-        dispatched: bool,
-    ) -> Result<(), FsError> {
-        if !st.pages.dirty().is_empty() {
-            self.order_data(st.ino);
-        }
-        self.request_and_wait(fs, ctx, dispatched).await
-    }
-
     /// `fbarrier`'s wait (HoRAE Table 1, 5.6.2): asks the commit thread to
     /// commit the running transaction and waits only until its writes are
     /// dispatched through the ordering layer (the submit stage is done:
@@ -748,7 +732,7 @@ impl Jbd {
         let mut running = running;
         // Every dirty page of the transaction's files goes in it: a write
         // joined its pages to the running transaction when it dirtied
-        // them, with room reserved (`Jbd::reserve_data`), so the data
+        // them, with room reserved (`Jbd::start_handle`), so the data
         // commit with the allocations and sizes that expose them.
         let mut data_copies: Vec<(u64, Box<[u8; BLOCK]>)> = Vec::new();
         for ino in &running.ordered {
