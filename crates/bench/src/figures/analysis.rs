@@ -11,7 +11,7 @@ use super::diagnose::Diagnostics;
 use super::fig13::{Bar as Bar13, Step};
 use super::fig14::{Breakdown, Variant};
 use super::report::{side_verdict, Kind};
-use super::{fig11, fig12, fig13};
+use super::{fig11, fig12, fig13, fig14};
 
 /// The 905P's media program rate (units x 4 KiB / program time), MB/s.
 fn program_mbps(ssd: &SsdProfile) -> f64 {
@@ -570,15 +570,17 @@ pub fn fig14(rows: &[Breakdown], d: &Diagnostics, r11: &fig11::Results) -> Vec<S
             a.sync, a.blocks, a.irqs, a.create, a.write, m.create, m.write
         ));
         let own = a.sync - a.sync_irq;
-        let verdict = side_verdict(Kind::Micros, 10.0, a.sync, own, "the handlers' time");
+        let verdict = side_verdict(Kind::Micros, fig14::FATOMIC_US, a.sync, own, "the handlers' time");
         n.push(format!(
             "**Interrupt time inside fatomic (F14.2).** The machine counts the time each core runs \
              interrupt handlers (`CpuStats::irq`: the handler's entry, reaping completion entries, the \
              persistent write of the P-SQ head and the CQ doorbell, ccNVMe 4.4). Measured on the \
              thread's core during each fatomic call: {:.1} us of its {:.1} us ran handlers for the \
              completions of this and earlier transactions; the call's own path is {own:.1} us \
-             (paper about 10 us): {verdict}.",
-            a.sync_irq, a.sync
+             (paper about {:.0} us): {verdict}.",
+            a.sync_irq,
+            a.sync,
+            fig14::FATOMIC_US
         ));
     }
     if let (Some(njo), Some(nja)) = (d.single(System::Ext4Nj, true), d.single(System::Ext4Nj, false)) {
@@ -670,8 +672,7 @@ pub fn fig12(
                     get("rocksdb", ssd, System::Ext4Nj)?,
                 );
                 let nj_ops = nj.ops_per_sec.max(1.0);
-                // The paper's MQFS / Ext4-NJ on RocksDB (F12.5, F12.6).
-                let paper = if *ssd == "A" { 1.40 } else { 1.28 };
+                let paper = fig12::paper_ratio("rocksdb", ssd, System::Ext4Nj)?;
                 let verdict = side_verdict(
                     Kind::Times,
                     paper,

@@ -679,23 +679,12 @@ pub fn overwrites(
     file_blocks: u64,
     span: Span,
 ) -> BenchResult<IpuPoint> {
-    overwrites_with(system, threads, p_area, file_blocks, span, |_| {})
+    overwrites_on(&drive(), system, threads, p_area, file_blocks, span, |_| {})
 }
 
-/// [`overwrites`] with the file system's profile changed by `tune`
-/// (JBD2's BH_Shadow off for a side experiment, `data=journal` for H11.3).
-fn overwrites_with(
-    system: System,
-    threads: usize,
-    p_area: Option<u64>,
-    file_blocks: u64,
-    span: Span,
-    tune: impl FnOnce(&mut FsProfile),
-) -> BenchResult<IpuPoint> {
-    overwrites_on(&drive(), system, threads, p_area, file_blocks, span, tune)
-}
-
-/// [`overwrites_with`] on the drive `ssd`.
+/// [`overwrites`] on the drive `ssd`, with the file system's profile
+/// changed by `tune` (side experiments: JBD2's BH_Shadow off, no
+/// zero-length read, reads that cost nothing; `data=journal` for H11.3).
 fn overwrites_on(
     ssd: &SsdProfile,
     system: System,
@@ -882,6 +871,16 @@ pub struct NoRead {
 /// HoRAE 6.2's device part of a 4 KiB write: "data DMA, device-side
 /// processing and interrupt handler consume 8.7 us".
 const H6_DEVICE_US: f64 = 8.7;
+
+/// The paper's values the notes measure side experiments against, each
+/// also its claim's (one copy): H5.1 HORAE / vanilla on one drive, H6.5
+/// vanilla's ordered writes (KIOPS), H8.1 HFS / ext4 and H8.2 HFS-OD /
+/// HFS on appends, H11.3 HFS / ext4 under data=journal.
+const H5_1: f64 = 4.1;
+const H6_5_KIOPS: f64 = 95.0;
+const H8_1: f64 = 1.22;
+const H8_2: f64 = 1.57;
+const H11_3: f64 = 1.60;
 
 /// Everything the section measured.
 #[derive(Clone, Debug, Default)]
@@ -1114,7 +1113,8 @@ pub fn run(p: &Params) -> BenchResult<Results> {
     r.ipu = ipu_sweep(p)?;
     if let Some(&th) = p.ipu_threads.last() {
         for &pa in &p.p_areas {
-            let q = overwrites_with(
+            let q = overwrites_on(
+                &drive(),
                 System::HoraeFsOd,
                 th,
                 Some(pa),
@@ -1164,9 +1164,15 @@ pub fn run(p: &Params) -> BenchResult<Results> {
         for system in [System::Ext4, System::HoraeFs] {
             // No p-area: data=journal writes no data in place, so nothing
             // is redirected.
-            let q = overwrites_with(system, threads, Some(0), p.ipu_file_blocks, p.ipu_span, |f| {
-                f.data_journal = true
-            })?;
+            let q = overwrites_on(
+                &drive(),
+                system,
+                threads,
+                Some(0),
+                p.ipu_file_blocks,
+                p.ipu_span,
+                |f| f.data_journal = true,
+            )?;
             eprintln!(
                 "horae H11.3 {threads:>2} threads {:<8} data=journal {:>8.0} IOPS  sync {:>6.1} us  blocks {:.2}",
                 system.label(),
@@ -1176,7 +1182,8 @@ pub fn run(p: &Params) -> BenchResult<Results> {
             );
             r.ipu_dj.push(q);
         }
-        let q = overwrites_with(
+        let q = overwrites_on(
+            &drive(),
             System::HoraeFs,
             threads,
             Some(0),
@@ -1311,21 +1318,23 @@ fn fast_drive_note(r: &Results) -> Option<String> {
     };
     Some(format!(
         "**The drive's write latency (H5.1, H6.4, H6.5, H8.1).** The intel-750 profile completes a \
-         write after its datasheet's 20 us (`SsdProfile::write_overhead` {:.1} us plus the transfer), \
+         write after its datasheet's {:.0} us (`SsdProfile::write_overhead` {:.1} us plus the transfer), \
          and H6 measures a device part of {:.1} us against HoRAE's 8.7 us on its own Intel 750. Side \
          experiment: the same drive with the overhead shortened by the difference, to {:.1} us (the one \
          change; the host costs stay): device part {:.1} us; H5.1 HORAE / vanilla {s0:.2}x -> {s1:.2}x \
-         (paper 4.1x; {}); H6.5 vanilla {v0:.0}K -> {v1:.0}K ordered writes per second (paper 95K; {}); \
-         H8.1 HFS / ext4 {e0:.2}x -> {e1:.2}x (paper 1.22x; {}). The profile keeps the datasheet's \
+         (paper {H5_1}x; {}); H6.5 vanilla {v0:.0}K -> {v1:.0}K ordered writes per second (paper \
+         {H6_5_KIOPS:.0}K; {}); H8.1 HFS / ext4 {e0:.2}x -> {e1:.2}x (paper {H8_1}x; {}). The profile \
+         keeps the datasheet's \
          figure: one set of profiles serves every figure, and the ccNVMe paper's Figure 2 runs the same \
          drive.",
+        drive().figures.write_latency.as_us_f64(),
         f.overhead_before_us,
         r.h6.device,
         f.overhead_us,
         f.h6.device,
-        verdict(s0, s1, Kind::Times, 4.1),
-        verdict(v0, v1, Kind::Count, 95.0),
-        verdict(e0, e1, Kind::Times, 1.22),
+        verdict(s0, s1, Kind::Times, H5_1),
+        verdict(v0, v1, Kind::Count, H6_5_KIOPS),
+        verdict(e0, e1, Kind::Times, H8_1),
     ))
 }
 
@@ -1388,7 +1397,7 @@ fn h11_side_note(r: &Results, p: &Params) -> Option<String> {
 
 /// H11.3's side experiment as a sentence of its note (empty without it).
 fn h113_no_read(r: &Results) -> String {
-    const PAPER: f64 = 1.60;
+    const PAPER: f64 = H11_3;
     let (mut with, mut without, mut rows) = (Vec::new(), Vec::new(), Vec::new());
     for (h, e) in hfs_ext4(&r.ipu_dj, |q| (q.system, q.threads)) {
         let Some(x) = r.ipu_dj_no_read.iter().find(|q| q.threads == h.threads) else {
@@ -1424,7 +1433,7 @@ fn h113_no_read(r: &Results) -> String {
 /// IOPS and its time per append outside the sync with and without the
 /// BH_Shadow wait, and HFS-OD / HFS either way against the paper's 1.57x.
 fn h82_side_note(r: &Results) -> Option<String> {
-    const PAPER: f64 = 1.57;
+    const PAPER: f64 = H8_2;
     let find = |v: &[Point], s: System, t: usize| v.iter().find(|q| q.system == s && q.threads == t).cloned();
     // Microseconds per append outside the sync: each thread's loop time
     // less its sync.
@@ -1513,7 +1522,7 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
             "H5.1",
             "one drive, 4 KiB ordered random writes, one stream: HORAE / vanilla throughput",
             Kind::Times,
-            4.1,
+            H5_1,
             v,
         ));
     }
@@ -1575,7 +1584,7 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
         "H6.5",
         "classic one-stream ordered 4 KiB writes (write, wait, next): KIOPS",
         Kind::Count,
-        95.0,
+        H6_5_KIOPS,
         b.vanilla_iops / 1e3,
     ));
     let best =
@@ -1604,7 +1613,7 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
             "H8.1",
             "NVMe SSD B, 4 KiB allocating appends + fsync: HFS / ext4 IOPS, mean over threads",
             Kind::Times,
-            1.22,
+            H8_1,
             v,
         ));
     }
@@ -1613,7 +1622,7 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
             "H8.2",
             "NVMe SSD B: HFS ordering (fbarrier) / HFS durability (fsync) IOPS, mean over threads",
             Kind::Times,
-            1.57,
+            H8_2,
             v,
         ));
     }
@@ -1725,7 +1734,7 @@ pub fn checks(r: &Results, p: &Params) -> Vec<Check> {
             "4 KiB in-place overwrites + fsync, data-journaling mode (data=journal): HFS / ext4 IOPS, \
              mean over threads",
             Kind::Times,
-            1.60,
+            H11_3,
             mean(&dj),
         ));
     }
@@ -1993,7 +2002,7 @@ pub fn notes(r: &Results, p: &Params) -> Vec<String> {
                  `BlockDevice::submit`): ext4's fsync with barriers takes {:.1} us more than without \
                  (the drive's media program time, which a FUA written through would cost, is {:.1} us), \
                  so the `nobarrier` run is the same ext4 here. Against it, HFS's fsync gives {:.2}x \
-                 (paper 1.22x).",
+                 (paper {H8_1}x).",
                 e.sync.mean - eo.sync.mean,
                 ssd.program_time.as_us_f64(),
                 v,

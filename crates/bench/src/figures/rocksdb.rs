@@ -25,7 +25,9 @@ use nvme_ctrl::SsdProfile;
 use pcie_sim::{SimDuration, SimTime};
 use tokio::sync::Notify;
 
-use super::common::{block_on, device_write_bytes, run_window, BenchResult, LatStats, Rig, Span, System};
+use super::common::{
+    block_on, device_write_bytes, mean, run_window, BenchResult, LatStats, Rig, Span, System,
+};
 
 /// Bytes a put adds to the log: record header (checksum, length, type: 7),
 /// write-batch header (sequence, count: 12), value type (1), varint key
@@ -104,10 +106,8 @@ struct Wal {
     done: Notify,
     /// Bytes in the current memtable.
     memtable: Cell<u64>,
-    /// When each group's sync returned.
-    syncs: RefCell<Vec<SimTime>>,
-    /// How long each of those syncs took.
-    sync_took: RefCell<Vec<SimDuration>>,
+    /// When each group's sync returned, and how long it took.
+    syncs: RefCell<Vec<(SimTime, SimDuration)>>,
     /// When each memtable flush started.
     flushes: RefCell<Vec<SimTime>>,
 }
@@ -158,10 +158,9 @@ impl Wal {
         for g in &group {
             g.set(true);
         }
-        self.syncs.borrow_mut().push(fs.machine().sim().now());
-        self.sync_took
-            .borrow_mut()
-            .push(r.as_ref().copied().unwrap_or(SimDuration::ZERO));
+        if let Ok(took) = r {
+            self.syncs.borrow_mut().push((fs.machine().sim().now(), took));
+        }
         self.memtable.set(self.memtable.get() + bytes as u64);
         if r.is_ok() && self.memtable.get() >= env.memtable_bytes {
             let old = self.number.get();
@@ -262,7 +261,6 @@ pub fn measure_with(
         done: Notify::new(),
         memtable: Cell::new(0),
         syncs: RefCell::new(Vec::new()),
-        sync_took: RefCell::new(Vec::new()),
         flushes: RefCell::new(Vec::new()),
     });
     let env = Env {
@@ -295,24 +293,19 @@ pub fn measure_with(
     let n = put.n as u64;
     let within =
         |v: &RefCell<Vec<SimTime>>| v.borrow().iter().filter(|t| window.contains(**t)).count() as u64;
+    // The log syncs that returned in the window, each's duration in us.
+    let syncs: Vec<f64> = wal
+        .syncs
+        .borrow()
+        .iter()
+        .filter(|(t, _)| window.contains(*t))
+        .map(|(_, d)| d.as_us_f64())
+        .collect();
     Ok(Outcome {
         ops_per_sec: n as f64 / secs,
         put,
-        syncs_per_sec: within(&wal.syncs) as f64 / secs,
-        sync_us: {
-            let (at, took) = (wal.syncs.borrow(), wal.sync_took.borrow());
-            let v: Vec<f64> = at
-                .iter()
-                .zip(took.iter())
-                .filter(|(t, _)| window.contains(**t))
-                .map(|(_, d)| d.as_us_f64())
-                .collect();
-            if v.is_empty() {
-                0.0
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            }
-        },
+        syncs_per_sec: syncs.len() as f64 / secs,
+        sync_us: mean(&syncs),
         flushes: within(&wal.flushes),
         device_mbps: device_write_bytes(&counters) as f64 / secs / 1e6,
         kernel_cpu,
