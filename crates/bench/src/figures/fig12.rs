@@ -111,6 +111,49 @@ pub fn rocksdb_literal(p: &Params) -> BenchResult<Vec<(&'static str, f64, f64)>>
     Ok(out)
 }
 
+/// Side experiment for F12.7 (and F12.6 against Ext4): RocksDB on SSD B
+/// with MQFS and Ext4, the write thread's yield loop off
+/// (`enable_write_thread_adaptive_yield = false`, so every wait that
+/// outlasts the spin sleeps; the one change). Per system: its outcome.
+pub fn rocksdb_no_yield(p: &Params) -> BenchResult<Vec<(System, rocksdb::Outcome)>> {
+    let mut q = p.rocksdb.clone();
+    q.wait.max_yield = pcie_sim::SimDuration::ZERO;
+    let ssd = SsdProfile::optane_p5800x();
+    let mut out = Vec::new();
+    for system in [System::Mqfs, System::Ext4] {
+        let o = rocksdb::measure(system, &ssd, &q)?;
+        eprintln!(
+            "fig12 rocksdb B {:<8} {:>9.0} ops/s (no yield loop)",
+            system.label(),
+            o.ops_per_sec
+        );
+        out.push((system, o));
+    }
+    Ok(out)
+}
+
+/// Figure 12's side experiments.
+#[derive(Clone, Debug)]
+pub struct SideRuns {
+    /// [`without_shadow`].
+    pub unshadowed: Vec<(&'static str, f64)>,
+    /// [`rocksdb_literal`].
+    pub literal: Vec<(&'static str, f64, f64)>,
+    /// [`rocksdb_no_yield`].
+    pub no_yield: Vec<(System, rocksdb::Outcome)>,
+}
+
+impl SideRuns {
+    /// Runs every side experiment.
+    pub fn run(p: &Params) -> BenchResult<SideRuns> {
+        Ok(SideRuns {
+            unshadowed: without_shadow(p)?,
+            literal: rocksdb_literal(p)?,
+            no_yield: rocksdb_no_yield(p)?,
+        })
+    }
+}
+
 /// Runs both workloads.
 pub fn run(p: &Params) -> BenchResult<Vec<Bar>> {
     let mut out = Vec::new();

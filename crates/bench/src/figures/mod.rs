@@ -133,9 +133,8 @@ pub fn run_all(o: &Options) -> BenchResult<Summary> {
     let (r11, mut f11) = fig11::figure(&p11)?;
     f11.notes = analysis::fig11(&r11, &p11, &diag);
     let (r12, mut f12) = fig12::figure(&p12)?;
-    let unshadowed = fig12::without_shadow(&p12)?;
-    let literal = fig12::rocksdb_literal(&p12)?;
-    f12.notes = analysis::fig12(&r12, &unshadowed, &literal, &diag);
+    let sides = fig12::SideRuns::run(&p12)?;
+    f12.notes = analysis::fig12(&r12, &sides, &diag);
     let (r13, mut f13) = fig13::figure(&p13)?;
     f13.notes = analysis::fig13(&r13, &p13);
     let (r14, mut f14) = fig14::figure(&p14)?;
