@@ -427,7 +427,7 @@ impl BlockDevice {
                 layout,
                 self.info.volatile_cache,
                 self.info.lba_size.trailing_zeros(),
-                self.profile.faults,
+                &self.profile,
             )?;
             *qp.psq.borrow_mut() = Some(Rc::downgrade(&psq));
             psqs.push(psq);
@@ -544,7 +544,6 @@ impl BlockDevice {
             }
             psqs[core % psqs.len()].clone()
         };
-        self.queue(core).core.busy(self.profile.block_layer).await;
         Ok(psq.begin(txid).await)
     }
 

@@ -29,14 +29,14 @@ use std::rc::Rc;
 use nvme_spec::command::{SubmissionEntry, TxFlags};
 use nvme_spec::completion::Status;
 use nvme_spec::traffic;
-use pcie_sim::{BusAddr, Core, Machine, PersistSkips, Purpose, SimTime};
+use pcie_sim::{BusAddr, Core, Machine, PersistSkips, Purpose, SimDuration, SimTime};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::bio::{Bio, BioFlags, BioOp, Done, TxId};
 use crate::command::{build_command, PrpPool};
 use crate::error::DriverError;
 use crate::layout::PmrLayout;
-use crate::profile::DriverFaults;
+use crate::profile::{DriverFaults, DriverProfile};
 use crate::queue::{attr, QueuePair};
 
 /// A committed transaction's handle.
@@ -98,6 +98,8 @@ pub struct PersistentSq {
     prps: PrpPool,
     lba_shift: u32,
     faults: DriverFaults,
+    /// The block layer's cost per request ([`DriverProfile::block_layer`]).
+    block_layer: SimDuration,
 }
 
 impl std::fmt::Debug for PersistentSq {
@@ -121,7 +123,7 @@ impl PersistentSq {
         layout: PmrLayout,
         volatile_cache: bool,
         lba_shift: u32,
-        faults: DriverFaults,
+        profile: &DriverProfile,
     ) -> Result<Rc<PersistentSq>, DriverError> {
         Ok(Rc::new(PersistentSq {
             qid,
@@ -139,7 +141,8 @@ impl PersistentSq {
             txs: RefCell::new(VecDeque::new()),
             space: Notify::new(),
             lba_shift,
-            faults,
+            faults: profile.faults,
+            block_layer: profile.block_layer,
         }))
     }
 
@@ -172,8 +175,11 @@ impl PersistentSq {
     }
 
     /// Stores one command of a transaction into the next slot with WC
-    /// stores (not flushed). Waits for a free slot.
+    /// stores (not flushed). Waits for a free slot. The request came
+    /// through the block layer like any bio (`docs/decisions.md` D18): its
+    /// cost is charged first.
     async fn store(&self, tx: &OpenTx, bio: &Bio, flags: TxFlags) -> Result<(), DriverError> {
+        self.core.busy(self.block_layer).await;
         if tx.count + 1 > self.layout.slots - 1 {
             return Err(DriverError::Invalid(format!(
                 "a transaction holds at most {} commands (`docs/decisions.md` D13)",
