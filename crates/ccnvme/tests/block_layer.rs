@@ -37,7 +37,7 @@ fn submit_cost(commands: usize, profile: DriverProfile) -> SimDuration {
             dev.tx_add(&mut tx, &Bio::write(10 + i as u64, vec![*p]))
                 .await
                 .unwrap();
-            spent = spent + (core.stats().kernel - before);
+            spent += core.stats().kernel - before;
         }
         let h = tx
             .commit(&Bio::write(10 + commands as u64, vec![pages[commands - 1]]))
