@@ -462,6 +462,14 @@ impl MqJournal {
         let frozen = fs.freeze().await;
         let snap = self.snapshot(fs, st, kind);
         drop(frozen);
+        // The data pages taken are prepared for I/O on the caller's core,
+        // as every mode's writeback prepares them (`Fs::take_dirty_data`;
+        // MQFS's writepages runs before the rest of its fsync), outside
+        // the gate.
+        if let Some(s) = &snap {
+            fs.cpu(ctx, fs.profile.page_prep * s.undo.pages.len() as u64)
+                .await;
+        }
         let Some(snap) = snap else {
             // Nothing left to journal, but an earlier transaction (an
             // fatomic of this inode, or another inode's that took its
