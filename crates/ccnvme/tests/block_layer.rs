@@ -6,26 +6,15 @@
 mod common;
 
 use ccnvme::{Bio, DriverProfile, ProbeOptions, TxId};
-use nvme_ctrl::{Media, SsdProfile};
-use pcie_sim::{SimDuration, TraceMode};
+use pcie_sim::SimDuration;
 
 /// Kernel time of core 0 inside the `commands - 1` `tx_add` calls of one
 /// transaction of `commands` 4 KiB writes, with `profile`.
 fn submit_cost(commands: usize, profile: DriverProfile) -> SimDuration {
-    let (ex, m, _c) = common::machine(
-        SsdProfile::optane_905p(),
-        Media::memory(4096),
-        None,
-        TraceMode::Off,
-    );
-    let dev = common::probe(
-        &ex,
-        &m,
-        ProbeOptions {
-            profile,
-            ..Default::default()
-        },
-    );
+    let (ex, m, dev) = common::optane_device(ProbeOptions {
+        profile,
+        ..Default::default()
+    });
     let pages = common::pages(&m, commands, 3);
     let m2 = m.clone();
     ex.block_on(async move {

@@ -113,7 +113,7 @@ impl Fs {
                     continue;
                 }
             }
-            self.cpu(ctx, self.profile.page_prep).await;
+            self.prepare_pages(ctx, 1).await;
             out.push((home, page.snapshot()));
             page.set_dirty(false);
         }

@@ -192,11 +192,18 @@ impl Fs {
             let Some(home) = Fs::bmap(st, fb) else {
                 continue;
             };
-            self.cpu(ctx, self.profile.page_prep).await;
+            self.prepare_pages(ctx, 1).await;
             out.push((home, page.snapshot()));
             page.set_dirty(false);
         }
         Ok(out)
+    }
+
+    /// Charges the caller's core for preparing `pages` data pages for I/O
+    /// (`FsProfile::page_prep` each): every mode's writeback of a file's
+    /// pages pays it, wherever it takes them.
+    pub(crate) async fn prepare_pages(&self, ctx: Ctx, pages: usize) {
+        self.cpu(ctx, self.profile.page_prep * pages as u64).await;
     }
 
     /// Ext4-NJ's fsync, as Linux's `ext4_sync_file` without a journal

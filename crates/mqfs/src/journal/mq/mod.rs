@@ -467,8 +467,7 @@ impl MqJournal {
         // MQFS's writepages runs before the rest of its fsync), outside
         // the gate.
         if let Some(s) = &snap {
-            fs.cpu(ctx, fs.profile.page_prep * s.undo.pages.len() as u64)
-                .await;
+            fs.prepare_pages(ctx, s.undo.pages.len()).await;
         }
         let Some(snap) = snap else {
             // Nothing left to journal, but an earlier transaction (an
