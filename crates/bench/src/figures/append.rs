@@ -551,8 +551,10 @@ mod tests {
         // the blocks of its operations.
         let ops = pre.ops_per_sec * span.length.as_secs_f64();
         assert!(ops > 60.0, "{ops} operations in the window");
+        // (1e-9: a window that cuts exactly one transaction lands on the
+        // bound, up to rounding.)
         assert!(
-            (pre.blocks_per_op - 3.0).abs() <= 3.0 / ops,
+            (pre.blocks_per_op - 3.0).abs() <= 3.0 / ops + 1e-9,
             "{} over {ops}",
             pre.blocks_per_op
         );
