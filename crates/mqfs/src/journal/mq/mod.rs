@@ -456,19 +456,19 @@ impl MqJournal {
         st: &InodeState,
         kind: SyncKind,
     ) -> Result<(), FsError> {
+        // The file's dirty pages are prepared for I/O on the caller's core
+        // first, as every mode's writeback prepares them
+        // (`Fs::take_dirty_data`): MQFS's writepages runs before the rest
+        // of its fsync, so before its transaction draws an id that later
+        // ones wait behind, and outside the gate.
+        let dirty = st.pages.dirty().len();
+        fs.prepare_pages(ctx, dirty).await;
         let (area, _stream) = self.take_area(ctx).await;
         // Snapshot under the gate: no operation is half-way, and the id
         // is drawn in snapshot order (`docs/decisions.md` M10).
         let frozen = fs.freeze().await;
         let snap = self.snapshot(fs, st, kind);
         drop(frozen);
-        // The data pages taken are prepared for I/O on the caller's core,
-        // as every mode's writeback prepares them (`Fs::take_dirty_data`;
-        // MQFS's writepages runs before the rest of its fsync), outside
-        // the gate.
-        if let Some(s) = &snap {
-            fs.prepare_pages(ctx, s.undo.pages.len()).await;
-        }
         let Some(snap) = snap else {
             // Nothing left to journal, but an earlier transaction (an
             // fatomic of this inode, or another inode's that took its
