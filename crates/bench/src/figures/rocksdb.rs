@@ -57,6 +57,10 @@ pub struct Params {
     pub memtable_bytes: u64,
     /// How a writer waits for its group ([`WriteThreadWait`]).
     pub wait: WriteThreadWait,
+    /// RocksDB's `use_direct_io_for_flush_and_compaction` (default false):
+    /// the flush writes its SST with O_DIRECT, so the SST leaves no dirty
+    /// pages in the page cache.
+    pub direct_flush: bool,
     /// Simulated time.
     pub span: Span,
 }
@@ -132,6 +136,7 @@ impl Params {
             put_cpu: SimDuration::from_us(2),
             memtable_bytes: 1 << 20,
             wait: WriteThreadWait::default(),
+            direct_flush: false,
             span: Span::ms(5, 20),
         }
     }
@@ -325,6 +330,7 @@ async fn flush(
     manifest: Ino,
     old_log: u64,
     bytes: u64,
+    direct: bool,
 ) -> Result<(), FsError> {
     let sst = fs
         .create(ctx, dir, &format!("{old_log:06}.sst"), 0o644)
@@ -334,7 +340,11 @@ async fn flush(
     let mut off = 0u64;
     while off < bytes {
         let n = (bytes - off).min(chunk.len() as u64) as usize;
-        fs.write(ctx, sst, off, &chunk[..n]).await?;
+        if direct {
+            fs.write_direct(ctx, sst, off, &chunk[..n]).await?;
+        } else {
+            fs.write(ctx, sst, off, &chunk[..n]).await?;
+        }
         off += n as u64;
     }
     fs.fsync(ctx, sst).await?;
@@ -422,10 +432,16 @@ impl Wal {
         self.number.set(next);
         let full = self.memtable.replace(0);
         self.flushes.borrow_mut().push(fs.machine().sim().now());
-        let (fs2, dir, manifest, core) = (fs.clone(), env.dir, env.manifest, env.flush_core);
+        let (fs2, dir, manifest, core, direct) = (
+            fs.clone(),
+            env.dir,
+            env.manifest,
+            env.flush_core,
+            env.direct_flush,
+        );
         fs.machine().sim().spawn(async move {
             // A failed flush only loses the flush; the puts are durable.
-            let _ = flush(fs2, Ctx::on(core), dir, manifest, old, full).await;
+            let _ = flush(fs2, Ctx::on(core), dir, manifest, old, full, direct).await;
         });
         Ok(())
     }
@@ -480,6 +496,7 @@ struct Env {
     manifest: Ino,
     flush_core: usize,
     memtable_bytes: u64,
+    direct_flush: bool,
 }
 
 /// One put: join the write queue (leading a group at once if none holds
@@ -546,6 +563,7 @@ pub fn measure_with(
         manifest,
         flush_core,
         memtable_bytes: p.memtable_bytes,
+        direct_flush: p.direct_flush,
     };
     let lat = Rc::new(RefCell::new(Vec::new()));
     let cpu = p.put_cpu;
