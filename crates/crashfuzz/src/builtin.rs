@@ -337,9 +337,10 @@ pub fn m9_cross_queue() -> Workload {
 }
 
 /// How long thread 1 of [`m9_cross_queue`] waits once A/B exists: past
-/// thread 0's 256 KiB page-cache write and its fatomic snapshot, well
+/// thread 0's 256 KiB page-cache write, the preparation of its 64 pages
+/// (0.8 us each) and its fatomic snapshot, well
 /// before that 64-block transaction completes.
-const M9_DELAY_US: u64 = 25;
+const M9_DELAY_US: u64 = 100;
 
 /// Two transactions in flight on one queue, the first long: a 1 MiB
 /// fatomic, then a one-block fatomic that completes first. In-order

@@ -63,6 +63,21 @@ fn the_paper_literal_rule_is_caught_on_the_cross_queue_workload() {
     assert!(safe.violations.is_empty(), "{:?}", safe.violations);
 }
 
+/// Ext4's fsync flushes the data it wrote itself when the transaction
+/// that last changed its inode sent its flush before that data completed
+/// (`ext4_sync_file`'s `needs_barrier`, `Jbd::will_flush_for`): on the
+/// cross-queue workload another thread's fsync commits the fatomic file's
+/// metadata while that file's data are still being written, and without
+/// the flush they stay in the volatile cache after its sync returned.
+#[test]
+fn ext4_flushes_data_its_inodes_transaction_did_not_cover() {
+    let w = workload("m9_cross_queue");
+    for mode in [ModeName::Classic, ModeName::ClassicCc] {
+        let r = explore(&w, &config(mode, "flash-vwc"), &opts(), &w.name).expect("explore");
+        assert!(r.violations.is_empty(), "{mode:?}: {:?}", r.violations);
+    }
+}
+
 #[test]
 fn the_same_seed_records_the_same_bus_trace() {
     let w = workload("random-3-2x6");

@@ -159,12 +159,20 @@ impl Fs {
                     self.write_all(ctx, &data, BioFlags::NONE).await?;
                     None
                 };
+                // ext4_sync_file: the data are written; if the transaction
+                // that last changed the inode already sent its flush (its
+                // commit, or a later one, got there first), the commit
+                // waited for below does not cover them: flush after it.
+                let needs_barrier = !horae && !journal_data && !j.will_flush_for(st.ino);
                 if journal_data {
                     j.commit_and_wait(self, ctx).await?;
                 } else if datasync && !st.size_dirty.get() && !horae {
                     self.barrier_flush(ctx).await?;
                 } else {
                     j.commit_and_wait(self, ctx).await?;
+                    if needs_barrier {
+                        self.barrier_flush(ctx).await?;
+                    }
                 }
                 // Usually already durable with the transaction; else (no
                 // metadata to commit) one joint FLUSH through the data.

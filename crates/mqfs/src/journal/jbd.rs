@@ -221,6 +221,13 @@ struct State {
     live: VecDeque<LiveTx>,
     /// Home blocks with a copy in a live transaction.
     journaled: BTreeSet<u64>,
+    /// Per inode, the ticket of the last transaction that changed its
+    /// metadata (ext4's `i_sync_tid`).
+    sync_tid: BTreeMap<Ino, u64>,
+    /// Highest ticket whose commit has sent its flush (the commit
+    /// record's PREFLUSH): data completed before it are durable, data
+    /// completed after it are not covered by that transaction.
+    flushed: u64,
 }
 
 /// The journal.
@@ -275,6 +282,8 @@ impl Jbd {
                 tail,
                 live: VecDeque::new(),
                 journaled: BTreeSet::new(),
+                sync_tid: BTreeMap::new(),
+                flushed: 0,
             }),
             in_flight: RefCell::new(VecDeque::new()),
             deferred: RefCell::new(Vec::new()),
@@ -292,6 +301,22 @@ impl Jbd {
         st.running.blocks.insert(b);
         st.running.revokes.remove(&b);
         st.running.ordered.extend(owners.iter().copied());
+        let tid = st.next_tid;
+        for o in owners {
+            st.sync_tid.insert(*o, tid);
+        }
+    }
+
+    /// Whether the transaction that last changed `ino`'s metadata will
+    /// still send a flush after now, so that data written before now are
+    /// durable with its commit (Linux's `jbd2_trans_will_send_data_barrier`
+    /// for ext4's `i_sync_tid`): false once its commit (or a later one)
+    /// sent its flush, or for an inode no transaction changed. ext4's
+    /// fsync, which writes the file's data first, then flushes itself
+    /// (`ext4_sync_file`: `needs_barrier`).
+    pub(crate) fn will_flush_for(&self, ino: Ino) -> bool {
+        let st = self.st.borrow();
+        st.sync_tid.get(&ino).is_some_and(|t| *t > st.flushed)
     }
 
     /// HoraeFS's ordering queue.
@@ -816,6 +841,12 @@ impl Jbd {
         let laid = lay_out(self.ring, start, seq, txid, &snapshots, &revokes);
         let end = laid.end;
         if self.cc {
+            {
+                // Its durability (the driver's flush) may come before data
+                // an fsync caller writes after this point: not covered.
+                let mut st = self.st.borrow_mut();
+                st.flushed = st.flushed.max(tid);
+            }
             self.commit_cc(fs, ctx, txid, data, laid, &snapshots, locked)
                 .await?;
             let mut st = self.st.borrow_mut();
@@ -875,6 +906,12 @@ impl Jbd {
                 } else {
                     BioFlags::PREFLUSH
                 };
+                {
+                    // The PREFLUSH goes out now: data completed after this
+                    // are not covered by this commit.
+                    let mut st = self.st.borrow_mut();
+                    st.flushed = st.flushed.max(tid);
+                }
                 fs.write_all(ctx, &[commit], flags).await?;
                 remember(self, snapshots);
                 self.count(|s| s.commits += 1);
