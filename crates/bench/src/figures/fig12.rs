@@ -135,6 +135,19 @@ pub fn rocksdb_no_yield(p: &Params) -> BenchResult<Vec<(System, rocksdb::Outcome
 /// RocksDB's default memtable (`write_buffer_size`, 64 MiB).
 pub const ROCKSDB_DEFAULT_MEMTABLE: u64 = 64 << 20;
 
+/// MQFS and Ext4-NJ running RocksDB with `q` on each drive, `what` the
+/// change for the log: (tag, MQFS and Ext4-NJ puts per second).
+fn mqfs_and_nj(q: &rocksdb::Params, what: &str) -> BenchResult<Vec<(&'static str, f64, f64)>> {
+    let mut out = Vec::new();
+    for (tag, ssd) in drives() {
+        let m = rocksdb::measure(System::Mqfs, &ssd, q)?.ops_per_sec;
+        let nj = rocksdb::measure(System::Ext4Nj, &ssd, q)?.ops_per_sec;
+        eprintln!("fig12 rocksdb {tag} MQFS {m:>9.0} Ext4-NJ {nj:>9.0} ops/s ({what})");
+        out.push((tag, m, nj));
+    }
+    Ok(out)
+}
+
 /// Side experiment for F12.5 and F12.6 against Ext4-NJ: RocksDB with
 /// RocksDB's own 64 MiB memtable instead of the model's scaled-down one
 /// ([`rocksdb::Params::memtable_bytes`]), so no memtable flush (SST write,
@@ -145,14 +158,7 @@ pub fn rocksdb_default_memtable(p: &Params) -> BenchResult<Vec<(&'static str, f6
         memtable_bytes: ROCKSDB_DEFAULT_MEMTABLE,
         ..p.rocksdb.clone()
     };
-    let mut out = Vec::new();
-    for (tag, ssd) in drives() {
-        let m = rocksdb::measure(System::Mqfs, &ssd, &q)?.ops_per_sec;
-        let nj = rocksdb::measure(System::Ext4Nj, &ssd, &q)?.ops_per_sec;
-        eprintln!("fig12 rocksdb {tag} MQFS {m:>9.0} Ext4-NJ {nj:>9.0} ops/s (64 MiB memtable)");
-        out.push((tag, m, nj));
-    }
-    Ok(out)
+    mqfs_and_nj(&q, "64 MiB memtable")
 }
 
 /// Side experiment for F12.5 and F12.6 against Ext4-NJ: RocksDB with
@@ -165,14 +171,7 @@ pub fn rocksdb_direct_flush(p: &Params) -> BenchResult<Vec<(&'static str, f64, f
         direct_flush: true,
         ..p.rocksdb.clone()
     };
-    let mut out = Vec::new();
-    for (tag, ssd) in drives() {
-        let m = rocksdb::measure(System::Mqfs, &ssd, &q)?.ops_per_sec;
-        let nj = rocksdb::measure(System::Ext4Nj, &ssd, &q)?.ops_per_sec;
-        eprintln!("fig12 rocksdb {tag} MQFS {m:>9.0} Ext4-NJ {nj:>9.0} ops/s (direct flush)");
-        out.push((tag, m, nj));
-    }
-    Ok(out)
+    mqfs_and_nj(&q, "direct flush")
 }
 
 /// Figure 12's side experiments.
