@@ -40,7 +40,7 @@ pub struct SelfCheck {
 /// (ccNVMe's P-SQ under MQFS and under `classic-cc`, Horae's ordering
 /// queue). `replay-unfinished` has none: no built-in workload breaks a
 /// promise without it (`docs/decisions.md` E7).
-pub const SELF_CHECKS: [SelfCheck; 14] = [
+pub const SELF_CHECKS: &[SelfCheck] = &[
     SelfCheck {
         fault: Fault::NoFlushRead,
         workload: "generic_035",
@@ -87,6 +87,13 @@ pub const SELF_CHECKS: [SelfCheck; 14] = [
         fault: Fault::NoDataFlush,
         workload: "sfr_writeback",
         mode: ModeName::Mq,
+        profile: "flash-vwc",
+        caught_by: CaughtBy::Promise,
+    },
+    SelfCheck {
+        fault: Fault::NoDataFlush,
+        workload: "m9_cross_queue",
+        mode: ModeName::Classic,
         profile: "flash-vwc",
         caught_by: CaughtBy::Promise,
     },

@@ -209,8 +209,9 @@ pub enum Fault {
     OutOfOrder,
     /// MQFS without selective revocation.
     NoRevoke,
-    /// fsync without the FLUSH for data written home outside a sync
-    /// (O_DIRECT, sync_file_range) when it finds nothing else to do.
+    /// fsync without the FLUSH for data no commit covers: written home
+    /// outside a sync (O_DIRECT, sync_file_range), or, with JBD2, written
+    /// by fsync after its inode's transaction sent its flush.
     NoDataFlush,
     /// HoraeFS's flush stage acknowledging a transaction (its fsyncs
     /// return) once dispatched, before its writes complete and before the

@@ -75,6 +75,17 @@ fn ext4_flushes_data_its_inodes_transaction_did_not_cover() {
     for mode in [ModeName::Classic, ModeName::ClassicCc] {
         let r = explore(&w, &config(mode, "flash-vwc"), &opts(), &w.name).expect("explore");
         assert!(r.violations.is_empty(), "{mode:?}: {:?}", r.violations);
+        // The flush switched off (`Fault::NoDataFlush`): the data are lost.
+        let off = RunConfig {
+            fault: Some(Fault::NoDataFlush),
+            ..config(mode, "flash-vwc")
+        };
+        let r = explore(&w, &off, &opts(), &w.name).expect("explore");
+        assert!(
+            r.violations.iter().any(|v| v.check == "durable-data"),
+            "{mode:?} without the flush: {:?}",
+            r.violations
+        );
     }
 }
 

@@ -285,6 +285,11 @@ impl FilePages {
         self.pages.insert(u64::from(fb), p);
     }
 
+    /// How many pages are dirty (no copy of the set).
+    pub fn dirty_count(&self) -> usize {
+        self.pages.dirty.borrow().len()
+    }
+
     /// Dirty pages in file order.
     pub fn dirty(&self) -> Vec<(u32, Rc<CachedBlock>)> {
         self.pages

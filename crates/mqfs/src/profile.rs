@@ -97,9 +97,12 @@ pub struct FsProfile {
     /// [`crate::JbdCommit::CcNvmeTransaction`]; off by default (ext4's
     /// default is `data=ordered`). See [`crate::journal::jbd`].
     pub data_journal: bool,
-    /// Flush at fsync and sync when data went home outside a sync since
-    /// the last one (O_DIRECT, sync_file_range; see [`crate::direct`]).
-    /// Off only for fault injection.
+    /// Flush at fsync and sync for data no commit covers: data that went
+    /// home outside a sync since the last one (O_DIRECT, sync_file_range;
+    /// see [`crate::direct`]), and, with a JBD2 journal, data fsync wrote
+    /// after the transaction that last changed the inode sent its flush
+    /// (ext4's `needs_barrier`, `docs/decisions.md` E11). Off only for
+    /// fault injection.
     pub flush_unflushed_data: bool,
     /// HoraeFS's flush stage acknowledges a transaction (its fsync callers
     /// return) only after its writes completed and the joint FLUSH

@@ -141,7 +141,7 @@ impl Fs {
             Journal::Jbd(j) => {
                 // As in the mq mode: a commit with nothing to journal
                 // sends no FLUSH for data written home earlier.
-                let unflushed = st.unflushed.replace(false) && self.profile.flush_unflushed_data;
+                let unflushed = st.unflushed.replace(false);
                 let horae = j.is_horae();
                 // data=journal: ext4_sync_file forces a commit of the
                 // running transaction, which took the file's pages when
@@ -162,24 +162,26 @@ impl Fs {
                 // ext4_sync_file: the data are written; if the transaction
                 // that last changed the inode already sent its flush (its
                 // commit, or a later one, got there first), the commit
-                // waited for below does not cover them: flush after it.
-                let needs_barrier = !horae && !journal_data && !j.will_flush_for(st.ino);
+                // waited for below does not cover them (`needs_barrier`).
+                // Data written home outside a sync are not covered either.
+                // One FLUSH after the commit for both (the fault switch
+                // `flush_unflushed_data` leaves it out).
+                let uncovered = unflushed || (!horae && !journal_data && !j.will_flush_for(st.ino));
+                let mut flush = uncovered && self.profile.flush_unflushed_data;
                 if journal_data {
                     j.commit_and_wait(self, ctx).await?;
                 } else if datasync && !st.size_dirty.get() && !horae {
-                    self.barrier_flush(ctx).await?;
+                    // Nothing to commit for an fdatasync: just the FLUSH.
+                    flush = true;
                 } else {
                     j.commit_and_wait(self, ctx).await?;
-                    if needs_barrier {
-                        self.barrier_flush(ctx).await?;
-                    }
                 }
                 // Usually already durable with the transaction; else (no
                 // metadata to commit) one joint FLUSH through the data.
                 if let Some(d) = dispatched {
                     j.data_durable(self, ctx, d).await?;
                 }
-                if unflushed {
+                if flush {
                     self.barrier_flush(ctx).await?;
                 }
             }

@@ -216,6 +216,18 @@ struct WaitCosts {
     wakeup: SimDuration,
 }
 
+impl WaitCosts {
+    /// `params`, with the system call and wake-up of the file system's
+    /// profile `fs` (its CPU table and its driver's).
+    fn new(params: WriteThreadWait, fs: &mqfs::FsProfile) -> WaitCosts {
+        WaitCosts {
+            params,
+            syscall: fs.cpu.syscall,
+            wakeup: fs.driver.wakeup,
+        }
+    }
+}
+
 /// One writer thread's side of the wait: its core, its costs and its
 /// random source (RocksDB's thread-local `Random` that samples the credit
 /// updates).
@@ -323,15 +335,8 @@ struct Wal {
 }
 
 /// The background flush: SST, its sync, a MANIFEST record, the old log.
-async fn flush(
-    fs: Rc<Fs>,
-    ctx: Ctx,
-    dir: Ino,
-    manifest: Ino,
-    old_log: u64,
-    bytes: u64,
-    direct: bool,
-) -> Result<(), FsError> {
+async fn flush(fs: Rc<Fs>, env: Env, old_log: u64, bytes: u64) -> Result<(), FsError> {
+    let (ctx, dir, manifest) = (Ctx::on(env.flush_core), env.dir, env.manifest);
     let sst = fs
         .create(ctx, dir, &format!("{old_log:06}.sst"), 0o644)
         .await?
@@ -340,7 +345,7 @@ async fn flush(
     let mut off = 0u64;
     while off < bytes {
         let n = (bytes - off).min(chunk.len() as u64) as usize;
-        if direct {
+        if env.direct_flush {
             fs.write_direct(ctx, sst, off, &chunk[..n]).await?;
         } else {
             fs.write(ctx, sst, off, &chunk[..n]).await?;
@@ -432,16 +437,10 @@ impl Wal {
         self.number.set(next);
         let full = self.memtable.replace(0);
         self.flushes.borrow_mut().push(fs.machine().sim().now());
-        let (fs2, dir, manifest, core, direct) = (
-            fs.clone(),
-            env.dir,
-            env.manifest,
-            env.flush_core,
-            env.direct_flush,
-        );
+        let (fs2, env) = (fs.clone(), *env);
         fs.machine().sim().spawn(async move {
             // A failed flush only loses the flush; the puts are durable.
-            let _ = flush(fs2, Ctx::on(core), dir, manifest, old, full, direct).await;
+            let _ = flush(fs2, env, old, full).await;
         });
         Ok(())
     }
@@ -567,11 +566,7 @@ pub fn measure_with(
     };
     let lat = Rc::new(RefCell::new(Vec::new()));
     let cpu = p.put_cpu;
-    let costs = WaitCosts {
-        params: p.wait,
-        syscall: rig.fs.cpu.syscall,
-        wakeup: rig.fs.driver.wakeup,
-    };
+    let costs = WaitCosts::new(p.wait, &rig.fs);
     let measured = run_window(&t, p.threads, p.span, |i, w| {
         let (fs, sim, wal, lat) = (t.fs.clone(), t.machine.sim(), wal.clone(), lat.clone());
         let core = t.machine.core(i);
@@ -626,17 +621,9 @@ mod tests {
     use nvme_ctrl::SsdProfile;
     use pcie_sim::{CpuStats, TraceMode};
 
-    const COSTS: WaitCosts = WaitCosts {
-        params: WriteThreadWait {
-            spin_iterations: 200,
-            pause: SimDuration::from_ns(7),
-            max_yield: SimDuration::from_us(100),
-            slow_yield: SimDuration::from_us(3),
-            clock_read: SimDuration::from_ns(20),
-        },
-        syscall: SimDuration::from_ns(500),
-        wakeup: SimDuration::from_us(2),
-    };
+    fn costs(params: WriteThreadWait) -> WaitCosts {
+        WaitCosts::new(params, &mqfs::FsProfile::default())
+    }
 
     /// Waits of `waits_us` each, one after another on core 0 with one
     /// credit, the state set from core 1; what core 0 spent on each.
@@ -647,12 +634,12 @@ mod tests {
             let sim = m.sim();
             let w = Waiter {
                 core: m.core(0).unwrap(),
-                costs: WaitCosts { params, ..COSTS },
+                costs: costs(params),
                 rng: RefCell::new(Rng::new(7)),
             };
             let setter = Rc::new(Waiter {
                 core: m.core(1).unwrap(),
-                costs: WaitCosts { params, ..COSTS },
+                costs: costs(params),
                 rng: RefCell::new(Rng::new(8)),
             });
             let credit = Cell::new(0);
@@ -716,7 +703,7 @@ mod tests {
         };
         let (spent, _) = waits(off, &[30]);
         assert_eq!(spent[0].wakeups, 1);
-        assert_eq!(spent[0].kernel, COSTS.wakeup, "only the wake-up, no yields");
+        assert_eq!(spent[0].kernel, costs(off).wakeup, "only the wake-up, no yields");
     }
 
     #[test]

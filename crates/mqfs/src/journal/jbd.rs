@@ -319,6 +319,13 @@ impl Jbd {
         st.sync_tid.get(&ino).is_some_and(|t| *t > st.flushed)
     }
 
+    /// Transaction `tid`'s commit sends its flush now: data completed
+    /// after this are not covered by it ([`Jbd::will_flush_for`]).
+    fn flush_sent(&self, tid: u64) {
+        let mut st = self.st.borrow_mut();
+        st.flushed = st.flushed.max(tid);
+    }
+
     /// HoraeFS's ordering queue.
     pub(crate) fn ordering_queue(&self) -> Option<&Rc<OrderingQueue>> {
         self.horae.as_ref()
@@ -841,12 +848,9 @@ impl Jbd {
         let laid = lay_out(self.ring, start, seq, txid, &snapshots, &revokes);
         let end = laid.end;
         if self.cc {
-            {
-                // Its durability (the driver's flush) may come before data
-                // an fsync caller writes after this point: not covered.
-                let mut st = self.st.borrow_mut();
-                st.flushed = st.flushed.max(tid);
-            }
+            // Its durability (the driver's flush) may come before data an
+            // fsync caller writes after this point.
+            self.flush_sent(tid);
             self.commit_cc(fs, ctx, txid, data, laid, &snapshots, locked)
                 .await?;
             let mut st = self.st.borrow_mut();
@@ -906,12 +910,7 @@ impl Jbd {
                 } else {
                     BioFlags::PREFLUSH
                 };
-                {
-                    // The PREFLUSH goes out now: data completed after this
-                    // are not covered by this commit.
-                    let mut st = self.st.borrow_mut();
-                    st.flushed = st.flushed.max(tid);
-                }
+                self.flush_sent(tid);
                 fs.write_all(ctx, &[commit], flags).await?;
                 remember(self, snapshots);
                 self.count(|s| s.commits += 1);

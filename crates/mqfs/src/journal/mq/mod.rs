@@ -461,8 +461,7 @@ impl MqJournal {
         // (`Fs::take_dirty_data`): MQFS's writepages runs before the rest
         // of its fsync, so before its transaction draws an id that later
         // ones wait behind, and outside the gate.
-        let dirty = st.pages.dirty().len();
-        fs.prepare_pages(ctx, dirty).await;
+        fs.prepare_pages(ctx, st.pages.dirty_count()).await;
         let (area, _stream) = self.take_area(ctx).await;
         // Snapshot under the gate: no operation is half-way, and the id
         // is drawn in snapshot order (`docs/decisions.md` M10).
